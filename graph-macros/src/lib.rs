@@ -1,0 +1,1 @@
+//! Procedural macros for `graph-runtime`. Use them through the runtime's re-exports.

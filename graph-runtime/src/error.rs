@@ -1,0 +1,458 @@
+//! Typed errors. Every message says what happened and what to do about it; match on the variants, never
+//! on the text.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::time::Duration;
+
+use crate::keys::OrderKey;
+use crate::state::ConflictPolicy;
+
+/// The crate's result alias.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A boxed error cause.
+pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
+
+/// Why a run stopped with an error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A node returned an error and its retry policy gave up (or the error was not retryable).
+    #[error(
+        "node `{node}` failed at step {step} of run `{run}` after {attempts} attempt(s): {source}; \
+         make the error retryable or raise the node's `retry(max_attempts)` if it is transient"
+    )]
+    NodeFailed {
+        /// The run.
+        run: String,
+        /// The step the node ran in.
+        step: u64,
+        /// The node.
+        node: String,
+        /// Attempts made, including the first.
+        attempts: u32,
+        /// The node's last error.
+        #[source]
+        source: BoxError,
+    },
+    /// A node exceeded its timeout on its last allowed attempt.
+    #[error(
+        "node `{node}` timed out after {timeout:?} at step {step} of run `{run}` ({attempts} attempt(s)); \
+         raise its `timeout` or the engine's `default_node_timeout`"
+    )]
+    NodeTimeout {
+        /// The run.
+        run: String,
+        /// The step.
+        step: u64,
+        /// The node.
+        node: String,
+        /// The timeout that elapsed.
+        timeout: Duration,
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// A node panicked. Panics are not retried.
+    #[error("node `{node}` panicked at step {step} of run `{run}`: {message}")]
+    NodePanicked {
+        /// The run.
+        run: String,
+        /// The step.
+        step: u64,
+        /// The node.
+        node: String,
+        /// The panic payload, when it was a string.
+        message: String,
+    },
+    /// The run was cancelled; its last committed step is intact and `resume` continues it.
+    #[error(
+        "run `{run}` was cancelled during step {step}; `Engine::resume` continues it from that step"
+    )]
+    Cancelled {
+        /// The run.
+        run: String,
+        /// The step that was executing.
+        step: u64,
+    },
+    /// The run's wall-clock budget elapsed.
+    #[error(
+        "run `{run}` exceeded its wall-clock budget of {budget:?} during step {step}; raise \
+         `run_wall_clock_budget` or `resume` the run, which continues from its last committed step"
+    )]
+    BudgetExceeded {
+        /// The run.
+        run: String,
+        /// The step that was executing.
+        step: u64,
+        /// The budget.
+        budget: Duration,
+    },
+    /// The run reached `max_steps` without finishing.
+    #[error(
+        "run `{run}` reached max_steps = {max_steps} without reaching END; a loop may lack an exit, or \
+         raise `max_steps`"
+    )]
+    MaxStepsExceeded {
+        /// The run.
+        run: String,
+        /// The limit.
+        max_steps: u64,
+    },
+    /// A node routed nowhere (an empty fork, or no declared edge): the run cannot progress.
+    #[error(
+        "no progress in run `{run}` at step {step}: node `{node}` routed nowhere; route to a declared \
+         edge or to END"
+    )]
+    NoProgress {
+        /// The run.
+        run: String,
+        /// The step.
+        step: u64,
+        /// The node that routed nowhere.
+        node: String,
+    },
+    /// A node routed to an edge index it did not declare.
+    #[error(
+        "node `{node}` routed to edge {edge} at step {step} of run `{run}`, but declares {declared} edge(s) \
+         (indices 0..{declared}); routes can only name declared edges"
+    )]
+    UndeclaredEdge {
+        /// The run.
+        run: String,
+        /// The step.
+        step: u64,
+        /// The node.
+        node: String,
+        /// The edge index it named.
+        edge: u32,
+        /// How many edges the node declares.
+        declared: usize,
+    },
+    /// Two items of one step wrote a field the conflict policy does not let them share.
+    #[error("run `{run}`: {source}")]
+    Conflict {
+        /// The run.
+        run: String,
+        /// The conflict.
+        #[source]
+        source: ConflictError,
+    },
+    /// A reducer failed to merge a node's delta.
+    #[error("run `{run}`: merging the delta of node `{node}` at step {step} failed: {source}")]
+    Merge {
+        /// The run.
+        run: String,
+        /// The step.
+        step: u64,
+        /// The node whose delta failed.
+        node: String,
+        /// The reducer's error.
+        #[source]
+        source: MergeError,
+    },
+    /// `run` was called with an id that already has checkpoints.
+    #[error("run `{run}` already exists; use `Engine::resume` to continue it or pick a new run id")]
+    RunExists {
+        /// The run.
+        run: String,
+    },
+    /// This engine is already driving the run.
+    #[error("run `{run}` is already being driven by this engine; wait for it or cancel it")]
+    AlreadyRunning {
+        /// The run.
+        run: String,
+    },
+    /// `resume` was called with an id that has no checkpoint.
+    #[error("run `{run}` has no checkpoint in this store; start it with `Engine::run`")]
+    RunNotFound {
+        /// The run.
+        run: String,
+    },
+    /// The run was started by a different graph than the one resuming it.
+    #[error(
+        "run `{run}` was started by graph fingerprint {stored}, this engine runs {current}; resume it \
+         with the graph it started with"
+    )]
+    GraphChanged {
+        /// The run.
+        run: String,
+        /// The fingerprint stored with the run.
+        stored: String,
+        /// This engine's graph fingerprint.
+        current: String,
+    },
+    /// The state or a delta could not be (de)serialized.
+    #[error("run `{run}`: cannot serialize or deserialize {what}: {source}")]
+    Serialization {
+        /// The run.
+        run: String,
+        /// What was being converted.
+        what: &'static str,
+        /// serde_json's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Another writer advanced the run (optimistic locking).
+    #[error(
+        "run `{run}` was advanced by another writer (expected version {expected}, found {found}); only one \
+         engine may drive a run at a time"
+    )]
+    VersionConflict {
+        /// The run.
+        run: String,
+        /// The version this engine expected.
+        expected: u64,
+        /// The version in the store.
+        found: u64,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The graph description is invalid.
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+}
+
+/// Two writers of one field in one step that the [`ConflictPolicy`] forbids.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "merge conflict at step {step}: field `{field}` written by `{first_node}` (order key {first_key}) and \
+     `{second_node}` (order key {second_key}) under ConflictPolicy::{policy:?}; give the field a merge \
+     strategy (`#[reduce(append | sum | max | min | union | with = f)]`), let one node write it, or use \
+     ConflictPolicy::LastWriterWins"
+)]
+pub struct ConflictError {
+    /// The step whose merge conflicted.
+    pub step: u64,
+    /// The field.
+    pub field: &'static str,
+    /// The earlier writer (lower order key).
+    pub first_node: String,
+    /// Its order key.
+    pub first_key: OrderKey,
+    /// The later writer.
+    pub second_node: String,
+    /// Its order key.
+    pub second_key: OrderKey,
+    /// The policy in force.
+    pub policy: ConflictPolicy,
+}
+
+/// A reducer could not merge a delta.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MergeError {
+    /// A `sum` overflowed.
+    #[error("`sum` overflowed field `{field}`; use a wider integer type")]
+    Overflow {
+        /// The field.
+        field: &'static str,
+    },
+    /// A custom merge function failed.
+    #[error("custom merge of field `{field}` failed: {message}")]
+    Custom {
+        /// The field.
+        field: &'static str,
+        /// What the merge function said.
+        message: String,
+    },
+}
+
+/// A store operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// A stored record does not decode: the bytes were damaged.
+    #[error(
+        "checkpoint {step} of run `{run}` is corrupted: {detail}; restore it from a backup or fork the run from an earlier step"
+    )]
+    Corrupted {
+        /// The run.
+        run: String,
+        /// The step.
+        step: u64,
+        /// What failed to decode.
+        detail: String,
+    },
+    /// A record was written by a newer version of this library.
+    #[error(
+        "stored schema version {found} is not supported (this build reads {supported}); upgrade graph-runtime"
+    )]
+    UnsupportedSchemaVersion {
+        /// The version found.
+        found: u32,
+        /// The version this build reads.
+        supported: u32,
+    },
+    /// The backend failed (I/O, connection, ...).
+    #[error("store backend error: {message}")]
+    Backend {
+        /// What failed.
+        message: String,
+        /// The cause.
+        #[source]
+        source: Option<BoxError>,
+    },
+}
+
+impl StoreError {
+    /// A backend error with a cause.
+    pub fn backend(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        StoreError::Backend {
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+}
+
+/// The graph description is invalid (the macros report these at compile time).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GraphError {
+    /// An edge or the entry names a node that does not exist.
+    #[error("unknown node `{name}` in {place}{}", suggestion.as_ref().map(|s| format!("; did you mean `{s}`?")).unwrap_or_default())]
+    UnknownNode {
+        /// The name.
+        name: String,
+        /// Where it was named.
+        place: String,
+        /// The closest existing name.
+        suggestion: Option<String>,
+    },
+    /// Two nodes share a name.
+    #[error("node `{name}` is declared twice; node names must be unique")]
+    DuplicateNode {
+        /// The name.
+        name: String,
+    },
+    /// A node is named `END`'s reserved id.
+    #[error("`{name}` is reserved for END and cannot name a node")]
+    ReservedName {
+        /// The name.
+        name: String,
+    },
+    /// No entry node was set.
+    #[error("the graph has no entry node; mark one with `entry`")]
+    NoEntry,
+    /// Two entry nodes were set.
+    #[error("the graph has two entry nodes, `{first}` and `{second}`; keep one")]
+    TwoEntries {
+        /// The first entry.
+        first: String,
+        /// The second.
+        second: String,
+    },
+    /// A node cannot be reached from the entry.
+    #[error(
+        "node `{node}` is unreachable from the entry `{entry}`; add an edge to it or remove it"
+    )]
+    Unreachable {
+        /// The node.
+        node: String,
+        /// The entry.
+        entry: String,
+    },
+    /// END cannot be reached from a node (a loop with no exit).
+    #[error(
+        "END cannot be reached from node `{node}`; add an edge to END on its path (a loop needs an exit)"
+    )]
+    NoWayToEnd {
+        /// The node.
+        node: String,
+    },
+}
+
+/// What a node returns on failure. Any `std::error::Error` converts into it with `?`.
+///
+/// Errors are retryable by default (the retry policy decides how often); [`NodeError::fatal`] marks one
+/// that no retry can fix.
+pub struct NodeError {
+    inner: BoxError,
+    retryable: bool,
+    timeout: Option<Duration>,
+}
+
+impl NodeError {
+    /// A retryable error with a message.
+    pub fn new(message: impl fmt::Display) -> Self {
+        NodeError {
+            inner: message.to_string().into(),
+            retryable: true,
+            timeout: None,
+        }
+    }
+
+    /// An error no retry can fix: the retry policy is not consulted.
+    pub fn fatal(message: impl fmt::Display) -> Self {
+        NodeError {
+            retryable: false,
+            ..NodeError::new(message)
+        }
+    }
+
+    /// Wraps any error as retryable.
+    pub fn from_error(error: impl Into<BoxError>) -> Self {
+        NodeError {
+            inner: error.into(),
+            retryable: true,
+            timeout: None,
+        }
+    }
+
+    /// Sets whether a retry may help.
+    pub fn with_retryable(mut self, retryable: bool) -> Self {
+        self.retryable = retryable;
+        self
+    }
+
+    pub(crate) fn timed_out(timeout: Duration) -> Self {
+        NodeError {
+            inner: format!("timed out after {timeout:?}").into(),
+            retryable: true,
+            timeout: Some(timeout),
+        }
+    }
+
+    /// Whether a retry may help (the default predicate of [`RetryPolicy`](crate::RetryPolicy)).
+    pub fn is_retryable(&self) -> bool {
+        self.retryable
+    }
+
+    /// The timeout, when the engine ended the attempt for exceeding it.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// The underlying error.
+    pub fn inner(&self) -> &(dyn StdError + Send + Sync + 'static) {
+        &*self.inner
+    }
+
+    /// The underlying error, owned.
+    pub fn into_inner(self) -> BoxError {
+        self.inner
+    }
+}
+
+impl<E: StdError + Send + Sync + 'static> From<E> for NodeError {
+    fn from(error: E) -> Self {
+        NodeError::from_error(error)
+    }
+}
+
+impl fmt::Debug for NodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NodeError")
+            .field("inner", &self.inner)
+            .field("retryable", &self.retryable)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl fmt::Display for NodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.inner, f)
+    }
+}

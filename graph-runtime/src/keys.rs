@@ -1,0 +1,307 @@
+//! Deterministic identities: order keys, path identities, run seeds and idempotency keys.
+//!
+//! Every formula here is fixed: changing one changes stored data and replay results. Each has
+//! golden-vector tests whose expected values were computed outside this crate (Python's `hashlib`).
+//!
+//! Two different things are both called an "order key" in the reference specs, and they are kept apart:
+//!
+//! * [`compute_order_key`] is the spec's 64-bit *identity hash* of `(parent, edge)`. Hash order is an
+//!   arbitrary order and identity from `(parent node, edge)` collides as soon as a node runs twice (loops,
+//!   joins, retries), so it is not used to sort work.
+//! * [`OrderKey`] is what sorts a step: `(rank of the producing item in its own step, slot)`, packed into a
+//!   `u64` (high 32 bits rank, low 32 bits slot). It is unique within a step by construction, and siblings
+//!   sort in edge order, the order a user reads in the source.
+//!
+//! A work item also carries a [`PathId`]: a SHA-256 chain from the entry item through every
+//! `(parent path, slot)` hop. It is unique per activation of a run (loop iterations included), seeds the
+//! item's RNG and keys its recorded I/O.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// The spec's identity hash: `u64_be(SHA256(utf8(parent_id) || u32_be(edge_index))[0..8])`.
+///
+/// Kept exactly as in the reference determinism spec. With 64 bits, the birthday bound for `n` distinct
+/// inputs is about `n² / 2⁶⁵`: 10⁶ keys collide with probability ≈ 2.7·10⁻⁸, 10⁹ keys ≈ 2.7·10⁻². That is
+/// why scheduling uses the structured [`OrderKey`] instead, which cannot collide within a step.
+///
+/// # Examples
+///
+/// ```
+/// use graph_runtime::keys::compute_order_key;
+/// assert_eq!(compute_order_key("start", 0), 0x25ad_a9bc_823f_da6a);
+/// ```
+pub fn compute_order_key(parent_id: &str, edge_index: u32) -> u64 {
+    let mut h = Sha256::new();
+    h.update(parent_id.as_bytes());
+    h.update(edge_index.to_be_bytes());
+    let digest = h.finalize();
+    u64::from_be_bytes(digest[..8].try_into().expect("sha256 digest is 32 bytes"))
+}
+
+/// The key that orders the items of one step: `(rank, slot)` packed as `rank << 32 | slot`.
+///
+/// `rank` is the position of the producing item in its own (sorted) step; `slot` is the edge index for a
+/// plain route, or the branch position for a [`Fork`](crate::Route::Fork). The entry item has key 0.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct OrderKey(pub u64);
+
+impl OrderKey {
+    /// The key of the run's first item.
+    pub const ENTRY: OrderKey = OrderKey(0);
+
+    /// Packs a producing item's rank and the route slot.
+    pub fn new(rank: u32, slot: u32) -> Self {
+        OrderKey(((rank as u64) << 32) | slot as u64)
+    }
+
+    /// The rank of the producing item in its step.
+    pub fn rank(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+
+    /// The edge index (plain route) or branch position (fork) within the producer.
+    pub fn slot(self) -> u32 {
+        self.0 as u32
+    }
+}
+
+impl fmt::Debug for OrderKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "OrderKey({}:{})", self.rank(), self.slot())
+    }
+}
+
+impl fmt::Display for OrderKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.rank(), self.slot())
+    }
+}
+
+/// The path identity of a work item: lowercase hex of a 32-byte SHA-256 chain.
+///
+/// `path(entry) = SHA256(utf8(entry_node) || u32_be(0))`, `path(child) = SHA256(utf8(hex(path(parent)))
+/// || u32_be(slot))`. A join takes the path of its lowest-ordered contributor, which is unique because
+/// that contributor's `(path, slot)` produced nothing else.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct PathId(String);
+
+impl PathId {
+    /// The path of the run's entry item.
+    pub fn entry(entry_node: &str) -> Self {
+        PathId(hex(&sha256_parts(&[
+            entry_node.as_bytes(),
+            &0u32.to_be_bytes(),
+        ])))
+    }
+
+    /// The path of the item reached from `self` through `slot`.
+    pub fn child(&self, slot: u32) -> Self {
+        PathId(hex(&sha256_parts(&[
+            self.0.as_bytes(),
+            &slot.to_be_bytes(),
+        ])))
+    }
+
+    /// The hex string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for PathId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PathId({})", &self.0[..self.0.len().min(12)])
+    }
+}
+
+impl fmt::Display for PathId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The run seed derived from a run id when none is given: `u64_be(SHA256("graph-runtime/seed\0" ||
+/// utf8(run_id))[0..8])`.
+pub fn derive_run_seed(run_id: &str) -> u64 {
+    let d = sha256_parts(&[b"graph-runtime/seed\0", run_id.as_bytes()]);
+    u64::from_be_bytes(d[..8].try_into().expect("32 bytes"))
+}
+
+/// The 32-byte ChaCha seed of one attempt of one item: `SHA256(u64_be(run_seed) || utf8(path) ||
+/// u32_be(attempt))`. Distinct paths (loop iterations) and attempts (retries) get distinct streams.
+pub fn item_rng_seed(run_seed: u64, path: &PathId, attempt: u32) -> [u8; 32] {
+    sha256_parts(&[
+        &run_seed.to_be_bytes(),
+        path.as_str().as_bytes(),
+        &attempt.to_be_bytes(),
+    ])
+}
+
+/// A deterministic value in `[0, 1)` for backoff jitter of `(path, attempt)`.
+pub(crate) fn jitter_unit(path: &PathId, attempt: u32) -> f64 {
+    let d = sha256_parts(&[
+        b"jitter\0",
+        path.as_str().as_bytes(),
+        &attempt.to_be_bytes(),
+    ]);
+    let x = u64::from_be_bytes(d[..8].try_into().expect("32 bytes")) >> 11;
+    x as f64 / (1u64 << 53) as f64
+}
+
+/// One frontier entry as the idempotency key sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyItem<'a> {
+    /// The node the item runs.
+    pub node_id: &'a str,
+    /// Its order key.
+    pub order_key: u64,
+}
+
+/// The step commit's idempotency key, exactly as the store spec writes it:
+/// `"sha256:" + hex(SHA256(utf8(run_id) || u64_be(step_id) || for each item sorted by order key:
+/// utf8(node_id) || u64_be(order_key) || state_json))`.
+///
+/// The items are sorted here; callers may pass them in any order.
+///
+/// # Examples
+///
+/// ```
+/// use graph_runtime::keys::{idempotency_key, KeyItem};
+/// let key = idempotency_key("run-001", 1, &[KeyItem { node_id: "a", order_key: 0 }], br#"{"n":1}"#);
+/// assert!(key.starts_with("sha256:") && key.len() == 7 + 64);
+/// ```
+pub fn idempotency_key(
+    run_id: &str,
+    step_id: u64,
+    items: &[KeyItem<'_>],
+    state_json: &[u8],
+) -> String {
+    let mut sorted: Vec<KeyItem<'_>> = items.to_vec();
+    sorted.sort_by(|a, b| {
+        a.order_key
+            .cmp(&b.order_key)
+            .then_with(|| a.node_id.cmp(b.node_id))
+    });
+    let mut h = Sha256::new();
+    h.update(run_id.as_bytes());
+    h.update(step_id.to_be_bytes());
+    for item in &sorted {
+        h.update(item.node_id.as_bytes());
+        h.update(item.order_key.to_be_bytes());
+    }
+    h.update(state_json);
+    let digest: [u8; 32] = h.finalize().into();
+    format!("sha256:{}", hex(&digest))
+}
+
+/// SHA-256 over the concatenation of `parts`.
+pub(crate) fn sha256_parts(parts: &[&[u8]]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update(p);
+    }
+    h.finalize().into()
+}
+
+/// Lowercase hex.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    use fmt::Write;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Expected values computed with Python 3 `hashlib`, independently of this crate:
+    //   int.from_bytes(hashlib.sha256(b"start" + (0).to_bytes(4, "big")).digest()[:8], "big")
+    #[test]
+    fn order_key_golden_vectors() {
+        assert_eq!(compute_order_key("start", 0), 0x25ad_a9bc_823f_da6a);
+        assert_eq!(compute_order_key("start", 1), 0x40cb_6451_8397_640b);
+        assert_eq!(compute_order_key("start", 2), 0xfa92_afb8_69f1_2f3f);
+        assert_eq!(compute_order_key("", 0), 0xdf3f_6198_04a9_2fdb);
+        assert_eq!(
+            compute_order_key("nœud-é", 4_294_967_295),
+            0xb49f_e986_552a_10d6
+        );
+    }
+
+    // Python: "sha256:" + hashlib.sha256(run + step.to_bytes(8) + b"".join(n + k.to_bytes(8) for n, k in
+    // sorted(items, key=order_key)) + state).hexdigest()
+    #[test]
+    fn idempotency_key_golden_vectors() {
+        let items = [
+            KeyItem {
+                node_id: "b",
+                order_key: (1 << 32) | 1,
+            },
+            KeyItem {
+                node_id: "a",
+                order_key: 0,
+            },
+        ];
+        assert_eq!(
+            idempotency_key("run-001", 1, &items, br#"{"n":1}"#),
+            "sha256:6a0d4eeda2bf5eca07764c5f30c2f263226d6f5863720ff0b1a8a6a674c95c94"
+        );
+        assert_eq!(
+            idempotency_key("run-001", 0, &[], b"null"),
+            "sha256:87491ee5ee641e6042096a1a93487faa2d07630b2237ebd824c93087cf5323a3"
+        );
+        let items = [
+            KeyItem {
+                node_id: "x",
+                order_key: 5,
+            },
+            KeyItem {
+                node_id: "y",
+                order_key: 3,
+            },
+        ];
+        assert_eq!(
+            idempotency_key("r", u64::MAX, &items, br#"{"a":[1,2]}"#),
+            "sha256:e78f0ef654cd471aab329327f5228dc7bfdbc0a61a803655facc057a3f85dab5"
+        );
+    }
+
+    #[test]
+    fn path_and_seed_golden_vectors() {
+        let e = PathId::entry("plan");
+        assert_eq!(
+            e.as_str(),
+            "774b1681e08e1d5f688743e7dcfb80f347560c93b6346fbe2ce6b2aba04654a7"
+        );
+        assert_eq!(
+            e.child(2).as_str(),
+            "02c2403a6c1924a26ab0811b768885948d7101ff98ff4da1f56a49157d2116d8"
+        );
+        assert_eq!(derive_run_seed("run-42"), 0x0fd5_152a_61f2_6f78);
+    }
+
+    #[test]
+    fn structured_order_key_packs_rank_then_slot() {
+        let k = OrderKey::new(3, 7);
+        assert_eq!((k.rank(), k.slot()), (3, 7));
+        assert!(OrderKey::new(0, u32::MAX) < OrderKey::new(1, 0));
+        assert!(OrderKey::new(2, 0) < OrderKey::new(2, 1));
+    }
+
+    #[test]
+    fn paths_chain_and_differ_per_slot() {
+        let e = PathId::entry("plan");
+        assert_eq!(e.as_str().len(), 64);
+        assert_ne!(e.child(0), e.child(1));
+        assert_ne!(e.child(0).child(0), e.child(0));
+        assert_eq!(e.child(2), PathId::entry("plan").child(2));
+    }
+}

@@ -1,0 +1,64 @@
+//! Durable, deterministic graph workflows.
+//!
+//! A workflow is a graph of async nodes over a state type. The [`Engine`] runs it in supersteps: every
+//! item of a step reads the same committed state, their deltas merge in ascending order key (never in
+//! completion order), and the next step is committed to a [`Store`] before any of its items run. Same
+//! graph, same input, same seed → byte-identical state and checkpoints, whatever the timing or the number
+//! of worker threads. See `docs/guarantees.md` for the full execution model.
+//!
+//! ```
+//! use graph_runtime::prelude::*;
+//! use graph_runtime::node::BoxFuture;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), graph_runtime::Error> {
+//! // A stateless two-node graph, built by hand (the `#[graph]` macro generates the same description).
+//! fn hop<'a>(_s: &'a (), ctx: &'a mut Ctx) -> BoxFuture<'a, NodeResult<(), Route>> {
+//!     Box::pin(async move { Ok(((), if ctx.step() < 4 { Route::Goto(0) } else { Route::End })) })
+//! }
+//! let graph = Graph::<()>::builder("hops")
+//!     .node("hop", hop)
+//!     .entry("hop")
+//!     .edge("hop", "hop")
+//!     .edge("hop", END)
+//!     .build()?;
+//! let engine = Engine::builder(graph).build();
+//! let out = engine.run("run-1", ()).await?;
+//! assert_eq!(out.steps, 5);
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod ctx;
+pub mod error;
+pub mod graph;
+pub mod keys;
+pub mod node;
+pub mod policy;
+pub mod scheduler;
+pub mod state;
+pub mod store;
+
+pub use ctx::Ctx;
+pub use error::{ConflictError, Error, GraphError, MergeError, NodeError, Result, StoreError};
+pub use graph::{END, Graph, GraphBuilder};
+pub use node::{Branch, Node, NodeResult, Route, Routing, Static};
+pub use policy::{Backoff, EngineOptions, NodePolicy, RetryPolicy};
+pub use scheduler::{Engine, EngineBuilder, RunOptions, RunOutcome};
+pub use state::{ConflictPolicy, Delta, Reducer};
+pub use store::{Checkpoint, CommitOutcome, MemoryStore, PauseReason, RunStatus, Store};
+
+pub use rand_chacha;
+pub use rand_core;
+pub use tokio_util::sync::CancellationToken;
+
+/// The names most workflows need.
+pub mod prelude {
+    pub use crate::{
+        Backoff, Branch, CancellationToken, ConflictPolicy, Ctx, Delta, END, Engine, EngineOptions,
+        Graph, MemoryStore, NodeError, NodePolicy, NodeResult, PauseReason, Reducer, RetryPolicy,
+        Route, RunOptions, RunOutcome, RunStatus, Static,
+    };
+    pub use rand_core::Rng as _;
+    pub use serde::{Deserialize, Serialize};
+}

@@ -1,0 +1,189 @@
+//! The in-memory store: the reference model of the store contract and the test oracle. Not durable.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+
+use super::{Checkpoint, CheckpointMeta, CommitOutcome, RunFilter, RunInfo, RunStatus, Store};
+use crate::error::StoreError;
+
+/// A store in process memory, shared by clones. Every operation holds one lock, so each commit is atomic.
+///
+/// # Examples
+///
+/// ```
+/// use graph_runtime::MemoryStore;
+/// let store = MemoryStore::new();
+/// let same = store.clone(); // shares the data
+/// # let _ = same;
+/// ```
+#[derive(Clone, Default)]
+pub struct MemoryStore {
+    inner: Arc<Mutex<Inner>>,
+}
+
+#[derive(Default)]
+struct Inner {
+    runs: BTreeMap<String, RunInfo>,
+    checkpoints: BTreeMap<String, BTreeMap<u64, Checkpoint>>,
+    keys: HashMap<String, (String, u64)>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        MemoryStore::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave a half-applied commit (every commit mutates after
+        // all checks), so a poisoned lock is still consistent.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl std::fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let g = self.lock();
+        f.debug_struct("MemoryStore")
+            .field("runs", &g.runs.len())
+            .field("keys", &g.keys.len())
+            .finish()
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn save_checkpoint(
+        &self,
+        cp: &Checkpoint,
+        status: &RunStatus,
+        expected_version: u64,
+    ) -> Result<CommitOutcome, StoreError> {
+        let mut g = self.lock();
+        let current = g.runs.get(&cp.run_id).map_or(0, |r| r.version);
+        if g.keys.contains_key(&cp.idempotency_key) {
+            return Ok(CommitOutcome::AlreadyCommitted { version: current });
+        }
+        if let Some(existing) = g.checkpoints.get(&cp.run_id).and_then(|c| c.get(&cp.step)) {
+            return Ok(CommitOutcome::StepTaken {
+                existing_key: existing.idempotency_key.clone(),
+                version: current,
+            });
+        }
+        if current != expected_version {
+            return Ok(CommitOutcome::VersionConflict { current });
+        }
+        let version = current + 1;
+        let fingerprint = g.runs.get(&cp.run_id).map_or_else(
+            || cp.graph_fingerprint.clone(),
+            |r| r.graph_fingerprint.clone(),
+        );
+        let latest_step = g
+            .runs
+            .get(&cp.run_id)
+            .map_or(cp.step, |r| r.latest_step.max(cp.step));
+        g.keys
+            .insert(cp.idempotency_key.clone(), (cp.run_id.clone(), cp.step));
+        g.checkpoints
+            .entry(cp.run_id.clone())
+            .or_default()
+            .insert(cp.step, cp.clone());
+        g.runs.insert(
+            cp.run_id.clone(),
+            RunInfo {
+                run_id: cp.run_id.clone(),
+                status: status.clone(),
+                latest_step,
+                version,
+                graph_fingerprint: fingerprint,
+            },
+        );
+        Ok(CommitOutcome::Committed { version })
+    }
+
+    async fn set_status(
+        &self,
+        run_id: &str,
+        status: &RunStatus,
+        expected_version: u64,
+    ) -> Result<CommitOutcome, StoreError> {
+        let mut g = self.lock();
+        match g.runs.get_mut(run_id) {
+            Some(r) if r.version == expected_version => {
+                r.version += 1;
+                r.status = status.clone();
+                Ok(CommitOutcome::Committed { version: r.version })
+            }
+            Some(r) => Ok(CommitOutcome::VersionConflict { current: r.version }),
+            None => Ok(CommitOutcome::VersionConflict { current: 0 }),
+        }
+    }
+
+    async fn run_info(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {
+        Ok(self.lock().runs.get(run_id).cloned())
+    }
+
+    async fn load_checkpoint(
+        &self,
+        run_id: &str,
+        step: u64,
+    ) -> Result<Option<Checkpoint>, StoreError> {
+        Ok(self
+            .lock()
+            .checkpoints
+            .get(run_id)
+            .and_then(|c| c.get(&step))
+            .cloned())
+    }
+
+    async fn latest(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError> {
+        Ok(self
+            .lock()
+            .checkpoints
+            .get(run_id)
+            .and_then(|c| c.values().next_back())
+            .cloned())
+    }
+
+    async fn history(&self, run_id: &str) -> Result<Vec<CheckpointMeta>, StoreError> {
+        Ok(self
+            .lock()
+            .checkpoints
+            .get(run_id)
+            .map(|c| {
+                c.values()
+                    .map(|cp| CheckpointMeta {
+                        step: cp.step,
+                        idempotency_key: cp.idempotency_key.clone(),
+                        timestamp_ms: cp.timestamp_ms,
+                        label: cp.label.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunInfo>, StoreError> {
+        let g = self.lock();
+        let it = g.runs.values().filter(|r| filter.matches(r)).cloned();
+        Ok(match filter.limit {
+            Some(n) => it.take(n).collect(),
+            None => it.collect(),
+        })
+    }
+
+    async fn prune(&self, run_id: &str, keep: usize) -> Result<usize, StoreError> {
+        let mut g = self.lock();
+        let Some(c) = g.checkpoints.get_mut(run_id) else {
+            return Ok(0);
+        };
+        let keep = keep.max(1);
+        let drop: Vec<u64> = c.keys().rev().skip(keep).copied().collect();
+        for s in &drop {
+            c.remove(s);
+        }
+        Ok(drop.len())
+    }
+}

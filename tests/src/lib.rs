@@ -1,0 +1,1 @@
+//! Integration tests for graph-runtime live under `tests/`; shared helpers are here.
