@@ -44,19 +44,7 @@ impl Ctx {
         deadline: Option<Instant>,
         input: Option<Arc<serde_json::Value>>,
     ) -> Self {
-        Ctx {
-            run_id,
-            step,
-            node,
-            order_key,
-            attempt,
-            path,
-            run_seed,
-            cancel,
-            deadline,
-            input,
-            rng: None,
-        }
+        Ctx { run_id, step, node, order_key, attempt, path, run_seed, cancel, deadline, input, rng: None }
     }
 
     /// A context outside any engine, for unit-testing a node: step 0, first attempt, entry path, seed
@@ -116,8 +104,7 @@ impl Ctx {
     /// run gets the same ones.
     pub fn rng(&mut self) -> &mut ChaCha20Rng {
         let (seed, path, attempt) = (self.run_seed, &self.path, self.attempt);
-        self.rng
-            .get_or_insert_with(|| ChaCha20Rng::from_seed(item_rng_seed(seed, path, attempt)))
+        self.rng.get_or_insert_with(|| ChaCha20Rng::from_seed(item_rng_seed(seed, path, attempt)))
     }
 
     /// True once the run is cancelled or this attempt's deadline passed.
@@ -154,10 +141,7 @@ impl Ctx {
         match self.input.as_deref() {
             None => Ok(None),
             Some(v) => T::deserialize(v).map(Some).map_err(|e| {
-                NodeError::fatal(format!(
-                    "branch input of node `{}` does not deserialize: {e}",
-                    self.node
-                ))
+                NodeError::fatal(format!("branch input of node `{}` does not deserialize: {e}", self.node))
             }),
         }
     }

@@ -66,9 +66,7 @@ pub enum Error {
         message: String,
     },
     /// The run was cancelled; its last committed step is intact and `resume` continues it.
-    #[error(
-        "run `{run}` was cancelled during step {step}; `Engine::resume` continues it from that step"
-    )]
+    #[error("run `{run}` was cancelled during step {step}; `Engine::resume` continues it from that step")]
     Cancelled {
         /// The run.
         run: String,
@@ -299,10 +297,7 @@ pub enum StoreError {
 impl StoreError {
     /// A backend error with a cause.
     pub fn backend(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
-        StoreError::Backend {
-            message: message.into(),
-            source: Some(source.into()),
-        }
+        StoreError::Backend { message: message.into(), source: Some(source.into()) }
     }
 }
 
@@ -344,9 +339,7 @@ pub enum GraphError {
         second: String,
     },
     /// A node cannot be reached from the entry.
-    #[error(
-        "node `{node}` is unreachable from the entry `{entry}`; add an edge to it or remove it"
-    )]
+    #[error("node `{node}` is unreachable from the entry `{entry}`; add an edge to it or remove it")]
     Unreachable {
         /// The node.
         node: String,
@@ -376,28 +369,17 @@ pub struct NodeError {
 impl NodeError {
     /// A retryable error with a message.
     pub fn new(message: impl fmt::Display) -> Self {
-        NodeError {
-            inner: message.to_string().into(),
-            retryable: true,
-            timeout: None,
-        }
+        NodeError { inner: message.to_string().into(), retryable: true, timeout: None }
     }
 
     /// An error no retry can fix: the retry policy is not consulted.
     pub fn fatal(message: impl fmt::Display) -> Self {
-        NodeError {
-            retryable: false,
-            ..NodeError::new(message)
-        }
+        NodeError { retryable: false, ..NodeError::new(message) }
     }
 
     /// Wraps any error as retryable.
     pub fn from_error(error: impl Into<BoxError>) -> Self {
-        NodeError {
-            inner: error.into(),
-            retryable: true,
-            timeout: None,
-        }
+        NodeError { inner: error.into(), retryable: true, timeout: None }
     }
 
     /// Sets whether a retry may help.

@@ -49,9 +49,7 @@ pub(crate) struct GraphInner<S: Reducer> {
 
 impl<S: Reducer> Clone for Graph<S> {
     fn clone(&self) -> Self {
-        Graph {
-            inner: self.inner.clone(),
-        }
+        Graph { inner: self.inner.clone() }
     }
 }
 
@@ -59,15 +57,7 @@ impl<S: Reducer> std::fmt::Debug for Graph<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Graph")
             .field("name", &self.inner.name)
-            .field(
-                "nodes",
-                &self
-                    .inner
-                    .nodes
-                    .iter()
-                    .map(|n| &*n.name)
-                    .collect::<Vec<_>>(),
-            )
+            .field("nodes", &self.inner.nodes.iter().map(|n| &*n.name).collect::<Vec<_>>())
             .field("fingerprint", &self.inner.fingerprint)
             .finish()
     }
@@ -150,12 +140,7 @@ impl<S: Reducer> Graph<S> {
         let _ = writeln!(s, "    \"__start__\" -> \"{}\";", self.entry());
         for n in &self.inner.nodes {
             for (i, t) in n.edges.iter().enumerate() {
-                let _ = writeln!(
-                    s,
-                    "    \"{}\" -> \"{}\" [label=\"{i}\"];",
-                    n.name,
-                    self.target_name(*t)
-                );
+                let _ = writeln!(s, "    \"{}\" -> \"{}\" [label=\"{i}\"];", n.name, self.target_name(*t));
             }
         }
         s.push_str("}\n");
@@ -197,10 +182,7 @@ impl<S: Reducer> GraphBuilder<S> {
     /// engine's default policy.
     pub fn node<F>(self, name: impl Into<String>, f: F) -> Self
     where
-        F: for<'a> Fn(&'a S, &'a mut Ctx) -> BoxFuture<'a, NodeResult<S, Route>>
-            + Send
-            + Sync
-            + 'static,
+        F: for<'a> Fn(&'a S, &'a mut Ctx) -> BoxFuture<'a, NodeResult<S, Route>> + Send + Sync + 'static,
     {
         self.add_node(name, f, NodePolicy::default())
     }
@@ -208,21 +190,13 @@ impl<S: Reducer> GraphBuilder<S> {
     /// [`GraphBuilder::node`] with the node's own policy.
     pub fn node_with<F>(self, name: impl Into<String>, f: F, policy: NodePolicy) -> Self
     where
-        F: for<'a> Fn(&'a S, &'a mut Ctx) -> BoxFuture<'a, NodeResult<S, Route>>
-            + Send
-            + Sync
-            + 'static,
+        F: for<'a> Fn(&'a S, &'a mut Ctx) -> BoxFuture<'a, NodeResult<S, Route>> + Send + Sync + 'static,
     {
         self.add_node(name, f, policy)
     }
 
     /// Adds any [`Node`] implementation (what `#[graph]` generates) with a policy.
-    pub fn add_node(
-        mut self,
-        name: impl Into<String>,
-        handler: impl Node<S>,
-        policy: NodePolicy,
-    ) -> Self {
+    pub fn add_node(mut self, name: impl Into<String>, handler: impl Node<S>, policy: NodePolicy) -> Self {
         self.nodes.push((name.into(), Arc::new(handler), policy));
         self
     }
@@ -262,36 +236,23 @@ impl<S: Reducer> GraphBuilder<S> {
             }
             let name: Arc<str> = name.into();
             if index.insert(name.clone(), nodes.len()).is_some() {
-                return Err(GraphError::DuplicateNode {
-                    name: name.to_string(),
-                });
+                return Err(GraphError::DuplicateNode { name: name.to_string() });
             }
-            nodes.push(NodeEntry {
-                name,
-                edges: Vec::new(),
-                handler,
-                policy,
-            });
+            nodes.push(NodeEntry { name, edges: Vec::new(), handler, policy });
         }
         let names: Vec<&str> = nodes.iter().map(|n| &*n.name).collect();
         let lookup = |name: &str, place: String| -> Result<usize, GraphError> {
-            index
-                .get(name)
-                .copied()
-                .ok_or_else(|| GraphError::UnknownNode {
-                    name: name.to_owned(),
-                    place,
-                    suggestion: closest(name, &names),
-                })
+            index.get(name).copied().ok_or_else(|| GraphError::UnknownNode {
+                name: name.to_owned(),
+                place,
+                suggestion: closest(name, &names),
+            })
         };
         let entry = match self.entry.as_slice() {
             [] => return Err(GraphError::NoEntry),
             [one] => lookup(one, "the entry".into())?,
             [first, second, ..] => {
-                return Err(GraphError::TwoEntries {
-                    first: first.clone(),
-                    second: second.clone(),
-                });
+                return Err(GraphError::TwoEntries { first: first.clone(), second: second.clone() });
             }
         };
         let mut resolved = Vec::with_capacity(self.edges.len());
@@ -315,20 +276,10 @@ impl<S: Reducer> GraphBuilder<S> {
             });
         }
         if let Some(n) = cannot_reach_end(&adjacency).first() {
-            return Err(GraphError::NoWayToEnd {
-                node: nodes[*n].name.to_string(),
-            });
+            return Err(GraphError::NoWayToEnd { node: nodes[*n].name.to_string() });
         }
         let fingerprint = fingerprint(&nodes, entry, &self.signatures);
-        Ok(Graph {
-            inner: Arc::new(GraphInner {
-                name: self.name,
-                nodes,
-                index,
-                entry,
-                fingerprint,
-            }),
-        })
+        Ok(Graph { inner: Arc::new(GraphInner { name: self.name, nodes, index, entry, fingerprint }) })
     }
 }
 
@@ -339,11 +290,11 @@ pub(crate) fn unreachable_from(entry: usize, adjacency: &[Vec<Target>]) -> Vec<u
     seen[entry] = true;
     while let Some(n) = queue.pop_front() {
         for t in &adjacency[n] {
-            if let Target::Node(m) = *t {
-                if !seen[m] {
-                    seen[m] = true;
-                    queue.push_back(m);
-                }
+            if let Target::Node(m) = *t
+                && !seen[m]
+            {
+                seen[m] = true;
+                queue.push_back(m);
             }
         }
     }
@@ -379,15 +330,8 @@ pub(crate) fn cannot_reach_end(adjacency: &[Vec<Target>]) -> Vec<usize> {
     (0..adjacency.len()).filter(|&n| !reaches[n]).collect()
 }
 
-fn fingerprint<S: Reducer>(
-    nodes: &[NodeEntry<S>],
-    entry: usize,
-    signatures: &[(String, String)],
-) -> String {
-    let mut text = format!(
-        "graph-runtime/fingerprint/v1\nentry {}\n",
-        nodes[entry].name
-    );
+fn fingerprint<S: Reducer>(nodes: &[NodeEntry<S>], entry: usize, signatures: &[(String, String)]) -> String {
+    let mut text = format!("graph-runtime/fingerprint/v1\nentry {}\n", nodes[entry].name);
     for n in nodes {
         let _ = write!(text, "node {}", n.name);
         for t in &n.edges {
@@ -424,9 +368,7 @@ fn levenshtein(a: &str, b: &str) -> usize {
     for (i, ca) in a.chars().enumerate() {
         let mut cur = vec![i + 1; b.len() + 1];
         for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
         }
         prev = cur;
     }
@@ -444,13 +386,7 @@ mod tests {
     #[test]
     fn reachability_and_exit_analysis() {
         // 0 -> 1 -> 2 -> END; 1 -> 3 -> 3 (loop without exit); 4 isolated
-        let adj = vec![
-            vec![t(1)],
-            vec![t(2), t(3)],
-            vec![Target::End],
-            vec![t(3)],
-            vec![Target::End],
-        ];
+        let adj = vec![vec![t(1)], vec![t(2), t(3)], vec![Target::End], vec![t(3)], vec![Target::End]];
         assert_eq!(unreachable_from(0, &adj), [4]);
         assert_eq!(cannot_reach_end(&adj), [3]);
         // a cycle with an exit is fine
@@ -470,14 +406,8 @@ mod tests {
             for (f, to) in edges {
                 adj[pos(f)].push(if to == "END" { Target::End } else { t(pos(to)) });
             }
-            let un: Vec<&str> = unreachable_from(pos("a"), &adj)
-                .into_iter()
-                .map(|i| names[p[i]])
-                .collect();
-            let ne: Vec<&str> = cannot_reach_end(&adj)
-                .into_iter()
-                .map(|i| names[p[i]])
-                .collect();
+            let un: Vec<&str> = unreachable_from(pos("a"), &adj).into_iter().map(|i| names[p[i]]).collect();
+            let ne: Vec<&str> = cannot_reach_end(&adj).into_iter().map(|i| names[p[i]]).collect();
             assert_eq!(un, ["d"]);
             assert_eq!(ne, ["d"]);
         }
@@ -500,10 +430,7 @@ mod tests {
 
     #[test]
     fn suggestions() {
-        assert_eq!(
-            closest("sumarize", &["summarize", "plan"]).as_deref(),
-            Some("summarize")
-        );
+        assert_eq!(closest("sumarize", &["summarize", "plan"]).as_deref(), Some("summarize"));
         assert_eq!(closest("zzz", &["summarize", "plan"]), None);
     }
 }

@@ -93,18 +93,12 @@ pub struct PathId(String);
 impl PathId {
     /// The path of the run's entry item.
     pub fn entry(entry_node: &str) -> Self {
-        PathId(hex(&sha256_parts(&[
-            entry_node.as_bytes(),
-            &0u32.to_be_bytes(),
-        ])))
+        PathId(hex(&sha256_parts(&[entry_node.as_bytes(), &0u32.to_be_bytes()])))
     }
 
     /// The path of the item reached from `self` through `slot`.
     pub fn child(&self, slot: u32) -> Self {
-        PathId(hex(&sha256_parts(&[
-            self.0.as_bytes(),
-            &slot.to_be_bytes(),
-        ])))
+        PathId(hex(&sha256_parts(&[self.0.as_bytes(), &slot.to_be_bytes()])))
     }
 
     /// The hex string.
@@ -135,20 +129,12 @@ pub fn derive_run_seed(run_id: &str) -> u64 {
 /// The 32-byte ChaCha seed of one attempt of one item: `SHA256(u64_be(run_seed) || utf8(path) ||
 /// u32_be(attempt))`. Distinct paths (loop iterations) and attempts (retries) get distinct streams.
 pub fn item_rng_seed(run_seed: u64, path: &PathId, attempt: u32) -> [u8; 32] {
-    sha256_parts(&[
-        &run_seed.to_be_bytes(),
-        path.as_str().as_bytes(),
-        &attempt.to_be_bytes(),
-    ])
+    sha256_parts(&[&run_seed.to_be_bytes(), path.as_str().as_bytes(), &attempt.to_be_bytes()])
 }
 
 /// A deterministic value in `[0, 1)` for backoff jitter of `(path, attempt)`.
 pub(crate) fn jitter_unit(path: &PathId, attempt: u32) -> f64 {
-    let d = sha256_parts(&[
-        b"jitter\0",
-        path.as_str().as_bytes(),
-        &attempt.to_be_bytes(),
-    ]);
+    let d = sha256_parts(&[b"jitter\0", path.as_str().as_bytes(), &attempt.to_be_bytes()]);
     let x = u64::from_be_bytes(d[..8].try_into().expect("32 bytes")) >> 11;
     x as f64 / (1u64 << 53) as f64
 }
@@ -175,18 +161,9 @@ pub struct KeyItem<'a> {
 /// let key = idempotency_key("run-001", 1, &[KeyItem { node_id: "a", order_key: 0 }], br#"{"n":1}"#);
 /// assert!(key.starts_with("sha256:") && key.len() == 7 + 64);
 /// ```
-pub fn idempotency_key(
-    run_id: &str,
-    step_id: u64,
-    items: &[KeyItem<'_>],
-    state_json: &[u8],
-) -> String {
+pub fn idempotency_key(run_id: &str, step_id: u64, items: &[KeyItem<'_>], state_json: &[u8]) -> String {
     let mut sorted: Vec<KeyItem<'_>> = items.to_vec();
-    sorted.sort_by(|a, b| {
-        a.order_key
-            .cmp(&b.order_key)
-            .then_with(|| a.node_id.cmp(b.node_id))
-    });
+    sorted.sort_by(|a, b| a.order_key.cmp(&b.order_key).then_with(|| a.node_id.cmp(b.node_id)));
     let mut h = Sha256::new();
     h.update(run_id.as_bytes());
     h.update(step_id.to_be_bytes());
@@ -230,26 +207,15 @@ mod tests {
         assert_eq!(compute_order_key("start", 1), 0x40cb_6451_8397_640b);
         assert_eq!(compute_order_key("start", 2), 0xfa92_afb8_69f1_2f3f);
         assert_eq!(compute_order_key("", 0), 0xdf3f_6198_04a9_2fdb);
-        assert_eq!(
-            compute_order_key("nœud-é", 4_294_967_295),
-            0xb49f_e986_552a_10d6
-        );
+        assert_eq!(compute_order_key("nœud-é", 4_294_967_295), 0xb49f_e986_552a_10d6);
     }
 
     // Python: "sha256:" + hashlib.sha256(run + step.to_bytes(8) + b"".join(n + k.to_bytes(8) for n, k in
     // sorted(items, key=order_key)) + state).hexdigest()
     #[test]
     fn idempotency_key_golden_vectors() {
-        let items = [
-            KeyItem {
-                node_id: "b",
-                order_key: (1 << 32) | 1,
-            },
-            KeyItem {
-                node_id: "a",
-                order_key: 0,
-            },
-        ];
+        let items =
+            [KeyItem { node_id: "b", order_key: (1 << 32) | 1 }, KeyItem { node_id: "a", order_key: 0 }];
         assert_eq!(
             idempotency_key("run-001", 1, &items, br#"{"n":1}"#),
             "sha256:6a0d4eeda2bf5eca07764c5f30c2f263226d6f5863720ff0b1a8a6a674c95c94"
@@ -258,16 +224,7 @@ mod tests {
             idempotency_key("run-001", 0, &[], b"null"),
             "sha256:87491ee5ee641e6042096a1a93487faa2d07630b2237ebd824c93087cf5323a3"
         );
-        let items = [
-            KeyItem {
-                node_id: "x",
-                order_key: 5,
-            },
-            KeyItem {
-                node_id: "y",
-                order_key: 3,
-            },
-        ];
+        let items = [KeyItem { node_id: "x", order_key: 5 }, KeyItem { node_id: "y", order_key: 3 }];
         assert_eq!(
             idempotency_key("r", u64::MAX, &items, br#"{"a":[1,2]}"#),
             "sha256:e78f0ef654cd471aab329327f5228dc7bfdbc0a61a803655facc057a3f85dab5"
@@ -277,14 +234,8 @@ mod tests {
     #[test]
     fn path_and_seed_golden_vectors() {
         let e = PathId::entry("plan");
-        assert_eq!(
-            e.as_str(),
-            "774b1681e08e1d5f688743e7dcfb80f347560c93b6346fbe2ce6b2aba04654a7"
-        );
-        assert_eq!(
-            e.child(2).as_str(),
-            "02c2403a6c1924a26ab0811b768885948d7101ff98ff4da1f56a49157d2116d8"
-        );
+        assert_eq!(e.as_str(), "774b1681e08e1d5f688743e7dcfb80f347560c93b6346fbe2ce6b2aba04654a7");
+        assert_eq!(e.child(2).as_str(), "02c2403a6c1924a26ab0811b768885948d7101ff98ff4da1f56a49157d2116d8");
         assert_eq!(derive_run_seed("run-42"), 0x0fd5_152a_61f2_6f78);
     }
 

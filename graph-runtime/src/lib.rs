@@ -55,9 +55,9 @@ pub use tokio_util::sync::CancellationToken;
 /// The names most workflows need.
 pub mod prelude {
     pub use crate::{
-        Backoff, Branch, CancellationToken, ConflictPolicy, Ctx, Delta, END, Engine, EngineOptions,
-        Graph, MemoryStore, NodeError, NodePolicy, NodeResult, PauseReason, Reducer, RetryPolicy,
-        Route, RunOptions, RunOutcome, RunStatus, Static,
+        Backoff, Branch, CancellationToken, ConflictPolicy, Ctx, Delta, END, Engine, EngineOptions, Graph,
+        MemoryStore, NodeError, NodePolicy, NodeResult, PauseReason, Reducer, RetryPolicy, Route, RunOptions,
+        RunOutcome, RunStatus, Static,
     };
     pub use rand_core::Rng as _;
     pub use serde::{Deserialize, Serialize};

@@ -55,10 +55,7 @@ impl Branch {
     /// The input does not serialize to JSON.
     pub fn with_input(edge: u32, input: &impl Serialize) -> Result<Self, NodeError> {
         let value = serde_json::to_value(input).map_err(NodeError::from_error)?;
-        Ok(Branch {
-            edge,
-            input: Some(value),
-        })
+        Ok(Branch { edge, input: Some(value) })
     }
 }
 
@@ -94,10 +91,7 @@ pub trait Node<S: Reducer>: Send + Sync + 'static {
 impl<S, F> Node<S> for F
 where
     S: Reducer,
-    F: for<'a> Fn(&'a S, &'a mut Ctx) -> BoxFuture<'a, NodeResult<S, Route>>
-        + Send
-        + Sync
-        + 'static,
+    F: for<'a> Fn(&'a S, &'a mut Ctx) -> BoxFuture<'a, NodeResult<S, Route>> + Send + Sync + 'static,
 {
     fn run<'a>(&'a self, state: &'a S, ctx: &'a mut Ctx) -> BoxFuture<'a, NodeResult<S, Route>> {
         self(state, ctx)

@@ -130,6 +130,9 @@ impl NodePolicy {
     }
 }
 
+/// Decides whether an error is worth another attempt.
+pub type RetryPredicate = Arc<dyn Fn(&NodeError) -> bool + Send + Sync>;
+
 /// How often and when a failed attempt is retried.
 ///
 /// Attempts of one item run in its step, against the same committed state, each with a distinct RNG
@@ -145,7 +148,7 @@ pub struct RetryPolicy {
     /// Fraction in `[0, 1]` of the delay that jitter may remove.
     pub jitter: f64,
     /// Which errors are retried (default: [`NodeError::is_retryable`]).
-    pub retryable: Option<Arc<dyn Fn(&NodeError) -> bool + Send + Sync>>,
+    pub retryable: Option<RetryPredicate>,
 }
 
 impl fmt::Debug for RetryPolicy {
@@ -162,20 +165,12 @@ impl fmt::Debug for RetryPolicy {
 impl RetryPolicy {
     /// One attempt, no retry.
     pub fn none() -> Self {
-        RetryPolicy {
-            max_attempts: 1,
-            backoff: Backoff::Fixed(Duration::ZERO),
-            jitter: 0.0,
-            retryable: None,
-        }
+        RetryPolicy { max_attempts: 1, backoff: Backoff::Fixed(Duration::ZERO), jitter: 0.0, retryable: None }
     }
 
     /// Up to `max_attempts` attempts in all, no delay between them.
     pub fn attempts(max_attempts: u32) -> Self {
-        RetryPolicy {
-            max_attempts: max_attempts.max(1),
-            ..RetryPolicy::none()
-        }
+        RetryPolicy { max_attempts: max_attempts.max(1), ..RetryPolicy::none() }
     }
 
     /// Sets the backoff.
@@ -186,11 +181,7 @@ impl RetryPolicy {
 
     /// Sets the jitter fraction (clamped to `[0, 1]`).
     pub fn jitter(mut self, jitter: f64) -> Self {
-        self.jitter = if jitter.is_nan() {
-            0.0
-        } else {
-            jitter.clamp(0.0, 1.0)
-        };
+        self.jitter = if jitter.is_nan() { 0.0 } else { jitter.clamp(0.0, 1.0) };
         self
     }
 
@@ -247,11 +238,7 @@ impl fmt::Debug for Backoff {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Backoff::Fixed(d) => f.debug_tuple("Fixed").field(d).finish(),
-            Backoff::Exponential {
-                initial,
-                factor,
-                max,
-            } => f
+            Backoff::Exponential { initial, factor, max } => f
                 .debug_struct("Exponential")
                 .field("initial", initial)
                 .field("factor", factor)
@@ -265,22 +252,14 @@ impl fmt::Debug for Backoff {
 impl Backoff {
     /// An exponential schedule doubling from `initial` up to `max`.
     pub fn exponential(initial: Duration, max: Duration) -> Self {
-        Backoff::Exponential {
-            initial,
-            factor: 2.0,
-            max,
-        }
+        Backoff::Exponential { initial, factor: 2.0, max }
     }
 
     /// The delay after failed attempt `attempt` (1-based), before jitter.
     pub fn delay(&self, attempt: u32) -> Duration {
         match self {
             Backoff::Fixed(d) => *d,
-            Backoff::Exponential {
-                initial,
-                factor,
-                max,
-            } => {
+            Backoff::Exponential { initial, factor, max } => {
                 let exp = attempt.saturating_sub(1).min(1024) as i32;
                 let secs = initial.as_secs_f64() * factor.max(0.0).powi(exp);
                 if !secs.is_finite() || secs >= max.as_secs_f64() {
@@ -308,20 +287,12 @@ mod tests {
 
     #[test]
     fn jitter_is_deterministic_and_bounded() {
-        let p = RetryPolicy::attempts(3)
-            .backoff(Backoff::Fixed(Duration::from_millis(100)))
-            .jitter(0.5);
+        let p = RetryPolicy::attempts(3).backoff(Backoff::Fixed(Duration::from_millis(100))).jitter(0.5);
         let path = PathId::entry("n");
         let a = p.delay(&path, 1);
         assert_eq!(a, p.delay(&path, 1));
-        assert!(
-            a >= Duration::from_millis(50) && a <= Duration::from_millis(100),
-            "{a:?}"
-        );
+        assert!(a >= Duration::from_millis(50) && a <= Duration::from_millis(100), "{a:?}");
         let other: Vec<_> = (1..20).map(|i| p.delay(&path, i)).collect();
-        assert!(
-            other.iter().any(|d| *d != a),
-            "jitter varies with the attempt"
-        );
+        assert!(other.iter().any(|d| *d != a), "jitter varies with the attempt");
     }
 }

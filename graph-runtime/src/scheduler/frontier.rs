@@ -28,28 +28,18 @@ pub(crate) fn next_frontier<S: Reducer>(
     for (rank, (item, (node, route))) in items.iter().zip(done).enumerate() {
         let entry = &g.nodes[*node];
         let edge_target = |edge: u32| -> Result<Target, Error> {
-            entry
-                .edges
-                .get(edge as usize)
-                .copied()
-                .ok_or_else(|| Error::UndeclaredEdge {
-                    run: run.to_owned(),
-                    step,
-                    node: entry.name.to_string(),
-                    edge,
-                    declared: entry.edges.len(),
-                })
+            entry.edges.get(edge as usize).copied().ok_or_else(|| Error::UndeclaredEdge {
+                run: run.to_owned(),
+                step,
+                node: entry.name.to_string(),
+                edge,
+                declared: entry.edges.len(),
+            })
         };
         let mut routes: Vec<(u32, Target, Option<&serde_json::Value>)> = Vec::new();
         match route {
             Route::Declared => {
-                routes.extend(
-                    entry
-                        .edges
-                        .iter()
-                        .enumerate()
-                        .map(|(e, t)| (e as u32, *t, None)),
-                );
+                routes.extend(entry.edges.iter().enumerate().map(|(e, t)| (e as u32, *t, None)));
             }
             Route::Goto(e) => routes.push((*e, edge_target(*e)?, None)),
             Route::Fork(branches) => {
@@ -60,11 +50,7 @@ pub(crate) fn next_frontier<S: Reducer>(
             Route::End => routes.push((0, Target::End, None)),
         }
         if routes.is_empty() {
-            return Err(Error::NoProgress {
-                run: run.to_owned(),
-                step,
-                node: entry.name.to_string(),
-            });
+            return Err(Error::NoProgress { run: run.to_owned(), step, node: entry.name.to_string() });
         }
         let rank = u32::try_from(rank).expect("a step holds fewer than 2^32 items");
         for (slot, target, input) in routes {

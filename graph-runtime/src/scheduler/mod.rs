@@ -41,9 +41,7 @@ pub struct Engine<S: Reducer> {
 
 impl<S: Reducer> Clone for Engine<S> {
     fn clone(&self) -> Self {
-        Engine {
-            inner: self.inner.clone(),
-        }
+        Engine { inner: self.inner.clone() }
     }
 }
 
@@ -166,11 +164,7 @@ struct Driven<S> {
 impl<S: Reducer> Engine<S> {
     /// Starts configuring an engine for `graph`.
     pub fn builder(graph: Graph<S>) -> EngineBuilder<S> {
-        EngineBuilder {
-            graph,
-            store: None,
-            options: EngineOptions::default(),
-        }
+        EngineBuilder { graph, store: None, options: EngineOptions::default() }
     }
 
     /// The graph.
@@ -203,17 +197,10 @@ impl<S: Reducer> Engine<S> {
     /// # Errors
     ///
     /// As [`Engine::run`].
-    pub async fn run_with(
-        &self,
-        run_id: &str,
-        input: S,
-        opts: RunOptions,
-    ) -> Result<RunOutcome<S>> {
+    pub async fn run_with(&self, run_id: &str, input: S, opts: RunOptions) -> Result<RunOutcome<S>> {
         let store = &self.inner.store;
         if store.run_info(run_id).await?.is_some() {
-            return Err(Error::RunExists {
-                run: run_id.to_owned(),
-            });
+            return Err(Error::RunExists { run: run_id.to_owned() });
         }
         let seed = opts.seed.unwrap_or_else(|| derive_run_seed(run_id));
         let entry = self.inner.graph.entry();
@@ -227,9 +214,7 @@ impl<S: Reducer> Engine<S> {
         let version = match store.save_checkpoint(&cp, &RunStatus::Running, 0).await? {
             CommitOutcome::Committed { version } => version,
             _ => {
-                return Err(Error::RunExists {
-                    run: run_id.to_owned(),
-                });
+                return Err(Error::RunExists { run: run_id.to_owned() });
             }
         };
         tracing::info!(run = run_id, graph = self.inner.graph.name(), "run started");
@@ -266,9 +251,7 @@ impl<S: Reducer> Engine<S> {
     /// As [`Engine::resume`].
     pub async fn resume_with(&self, run_id: &str, opts: RunOptions) -> Result<RunOutcome<S>> {
         let store = &self.inner.store;
-        let not_found = || Error::RunNotFound {
-            run: run_id.to_owned(),
-        };
+        let not_found = || Error::RunNotFound { run: run_id.to_owned() };
         let info = store.run_info(run_id).await?.ok_or_else(not_found)?;
         if info.graph_fingerprint != self.inner.graph.fingerprint() {
             return Err(Error::GraphChanged {
@@ -289,10 +272,7 @@ impl<S: Reducer> Engine<S> {
         }
         let mut version = info.version;
         if info.status != RunStatus::Running {
-            version = match store
-                .set_status(run_id, &RunStatus::Running, version)
-                .await?
-            {
+            version = match store.set_status(run_id, &RunStatus::Running, version).await? {
                 CommitOutcome::Committed { version } => version,
                 other => return Err(self.version_conflict(run_id, version, &other)),
             };
@@ -335,15 +315,10 @@ impl<S: Reducer> Engine<S> {
         let _registration = {
             let mut active = self.inner.active.lock().unwrap_or_else(|e| e.into_inner());
             if active.contains_key(&*run.run_id) {
-                return Err(Error::AlreadyRunning {
-                    run: run.run_id.to_string(),
-                });
+                return Err(Error::AlreadyRunning { run: run.run_id.to_string() });
             }
             active.insert(run.run_id.to_string(), run.cancel.clone());
-            Registration {
-                engine: &self.inner.active,
-                run: run.run_id.clone(),
-            }
+            Registration { engine: &self.inner.active, run: run.run_id.clone() }
         };
         loop {
             if run.frontier.is_empty() {
@@ -370,19 +345,11 @@ impl<S: Reducer> Engine<S> {
                     self.set_final_status(&run, &status).await;
                     tracing::info!(run = %run.run_id, step = run.step, ?reason, "run paused");
                     let state = Arc::try_unwrap(run.state).unwrap_or_else(|s| (*s).clone());
-                    return Ok(RunOutcome {
-                        run_id: run.run_id.to_string(),
-                        state,
-                        status,
-                        steps: run.step,
-                    });
+                    return Ok(RunOutcome { run_id: run.run_id.to_string(), state, status, steps: run.step });
                 }
                 Err(Stop::Cancelled) => {
                     self.set_final_status(&run, &RunStatus::Cancelled).await;
-                    return Err(Error::Cancelled {
-                        run: run.run_id.to_string(),
-                        step: run.step,
-                    });
+                    return Err(Error::Cancelled { run: run.run_id.to_string(), step: run.step });
                 }
                 Err(Stop::Error(err)) => return Err(self.fail(&run, err).await),
             }
@@ -402,10 +369,7 @@ impl<S: Reducer> Engine<S> {
                     Stop::Error(Error::Store(StoreError::Corrupted {
                         run: run.run_id.to_string(),
                         step,
-                        detail: format!(
-                            "frontier names node `{}`, which the graph does not have",
-                            w.node
-                        ),
+                        detail: format!("frontier names node `{}`, which the graph does not have", w.node),
                     }))
                 })
             })
@@ -430,13 +394,7 @@ impl<S: Reducer> Engine<S> {
         let mut deltas = Vec::with_capacity(outputs.len());
         let mut routes = Vec::with_capacity(outputs.len());
         for ((item, node), (delta, route)) in run.frontier.iter().zip(&nodes).zip(outputs) {
-            deltas.push((
-                Writer {
-                    node: &g.inner.nodes[*node].name,
-                    order_key: item.order_key,
-                },
-                delta,
-            ));
+            deltas.push((Writer { node: &g.inner.nodes[*node].name, order_key: item.order_key }, delta));
             routes.push((*node, route));
         }
         // Every item has finished and dropped its handle on the state, so this merges in place. On error
@@ -445,29 +403,18 @@ impl<S: Reducer> Engine<S> {
         let run_name = run.run_id.to_string();
         merge_step(state, step, deltas, opts.conflict_policy).map_err(|f| {
             Stop::Error(match f {
-                MergeFailure::Conflict(source) => Error::Conflict {
-                    run: run_name.clone(),
-                    source,
-                },
-                MergeFailure::Merge { node, error } => Error::Merge {
-                    run: run_name.clone(),
-                    step,
-                    node,
-                    source: error,
-                },
+                MergeFailure::Conflict(source) => Error::Conflict { run: run_name.clone(), source },
+                MergeFailure::Merge { node, error } => {
+                    Error::Merge { run: run_name.clone(), step, node, source: error }
+                }
             })
         })?;
-        let frontier = frontier::next_frontier(g, &run.run_id, step, &run.frontier, &routes)
-            .map_err(Stop::Error)?;
+        let frontier =
+            frontier::next_frontier(g, &run.run_id, step, &run.frontier, &routes).map_err(Stop::Error)?;
 
-        let cp = self
-            .checkpoint(&run.run_id, step + 1, state, &frontier, run.seed, None)
-            .map_err(Stop::Error)?;
-        let status = if frontier.is_empty() {
-            RunStatus::Completed
-        } else {
-            RunStatus::Running
-        };
+        let cp =
+            self.checkpoint(&run.run_id, step + 1, state, &frontier, run.seed, None).map_err(Stop::Error)?;
+        let status = if frontier.is_empty() { RunStatus::Completed } else { RunStatus::Running };
         let outcome = self
             .inner
             .store
@@ -479,10 +426,7 @@ impl<S: Reducer> Engine<S> {
                 run.version = version;
                 run.frontier = frontier;
             }
-            CommitOutcome::StepTaken {
-                version,
-                existing_key,
-            } => {
+            CommitOutcome::StepTaken { version, existing_key } => {
                 // Another writer committed a different result for this step: theirs is the truth.
                 tracing::warn!(run = %run.run_id, step = step + 1, existing_key, "step taken by another writer; adopting it");
                 let stored = self
@@ -503,11 +447,7 @@ impl<S: Reducer> Engine<S> {
                 run.version = version;
             }
             other => {
-                return Err(Stop::Error(self.version_conflict(
-                    &run.run_id,
-                    run.version,
-                    &other,
-                )));
+                return Err(Stop::Error(self.version_conflict(&run.run_id, run.version, &other)));
             }
         }
         run.step = step + 1;
@@ -533,11 +473,7 @@ impl<S: Reducer> Engine<S> {
                 node: node_name(rank),
                 message,
             }),
-            StepStop::Failed {
-                rank,
-                attempts,
-                error,
-            } => Stop::Error(match error.timeout() {
+            StepStop::Failed { rank, attempts, error } => Stop::Error(match error.timeout() {
                 Some(timeout) => Error::NodeTimeout {
                     run: run_id,
                     step: run.step,
@@ -559,19 +495,13 @@ impl<S: Reducer> Engine<S> {
     /// Records a failure in the run row and returns the error.
     async fn fail(&self, run: &Driven<S>, err: Error) -> Error {
         tracing::warn!(run = %run.run_id, step = run.step, error = %err, "run failed");
-        self.set_final_status(run, &RunStatus::Failed(err.to_string()))
-            .await;
+        self.set_final_status(run, &RunStatus::Failed(err.to_string())).await;
         err
     }
 
     /// Best effort: the checkpoint is what matters; a status that fails to persist is logged.
     async fn set_final_status(&self, run: &Driven<S>, status: &RunStatus) {
-        match self
-            .inner
-            .store
-            .set_status(&run.run_id, status, run.version)
-            .await
-        {
+        match self.inner.store.set_status(&run.run_id, status, run.version).await {
             Ok(CommitOutcome::Committed { .. }) => {}
             Ok(other) => tracing::warn!(run = %run.run_id, ?other, "run status not updated"),
             Err(e) => tracing::warn!(run = %run.run_id, error = %e, "run status not updated"),
@@ -583,15 +513,9 @@ impl<S: Reducer> Engine<S> {
             CommitOutcome::VersionConflict { current }
             | CommitOutcome::Committed { version: current }
             | CommitOutcome::AlreadyCommitted { version: current }
-            | CommitOutcome::StepTaken {
-                version: current, ..
-            } => *current,
+            | CommitOutcome::StepTaken { version: current, .. } => *current,
         };
-        Error::VersionConflict {
-            run: run_id.to_owned(),
-            expected,
-            found,
-        }
+        Error::VersionConflict { run: run_id.to_owned(), expected, found }
     }
 
     fn checkpoint(
@@ -608,20 +532,13 @@ impl<S: Reducer> Engine<S> {
             what: "the state",
             source,
         })?;
-        let items: Vec<KeyItem<'_>> = frontier
-            .iter()
-            .map(|w| KeyItem {
-                node_id: &w.node,
-                order_key: w.order_key.0,
-            })
-            .collect();
+        let items: Vec<KeyItem<'_>> =
+            frontier.iter().map(|w| KeyItem { node_id: &w.node, order_key: w.order_key.0 }).collect();
         let key = idempotency_key(run_id, step, &items, &state_json);
         Ok(Checkpoint {
             run_id: run_id.to_owned(),
             step,
-            timestamp_ms: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as u64),
+            timestamp_ms: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
             label,
             state: state_json,
             rng_seed: seed,
@@ -663,9 +580,6 @@ struct Registration<'a> {
 
 impl Drop for Registration<'_> {
     fn drop(&mut self) {
-        self.engine
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&*self.run);
+        self.engine.lock().unwrap_or_else(|e| e.into_inner()).remove(&*self.run);
     }
 }

@@ -38,15 +38,8 @@ pub(crate) enum StepStop {
     Cancelled,
     Budget,
     Backpressure,
-    Failed {
-        rank: usize,
-        attempts: u32,
-        error: NodeError,
-    },
-    Panicked {
-        rank: usize,
-        message: String,
-    },
+    Failed { rank: usize, attempts: u32, error: NodeError },
+    Panicked { rank: usize, message: String },
 }
 
 pub(crate) struct StepInput<'a, S: Reducer> {
@@ -69,24 +62,12 @@ type Acquire = Pin<Box<dyn Future<Output = Result<OwnedSemaphorePermit, AcquireE
 pub(crate) async fn execute_step<S: Reducer>(
     input: StepInput<'_, S>,
 ) -> Result<Vec<ItemOutput<S>>, StepStop> {
-    let StepInput {
-        graph,
-        options,
-        admission,
-        items,
-        nodes,
-        ..
-    } = input;
+    let StepInput { graph, options, admission, items, nodes, .. } = input;
     let g = &graph.inner;
     let n = items.len();
     let max_running = options.max_concurrent_nodes.max(1);
     let node_limit = |node: usize| {
-        g.nodes[node]
-            .policy
-            .max_concurrency
-            .or(options.max_per_node_concurrency)
-            .unwrap_or(usize::MAX)
-            .max(1)
+        g.nodes[node].policy.max_concurrency.or(options.max_per_node_concurrency).unwrap_or(usize::MAX).max(1)
     };
     // Attempts of this step observe this token; cancelling it reaches every running item.
     let step_token = input.cancel.child_token();
@@ -119,11 +100,7 @@ pub(crate) async fn execute_step<S: Reducer>(
             let item = &items[next];
             let entry = &g.nodes[node];
             let timeout = entry.policy.timeout.unwrap_or(options.default_node_timeout);
-            let retry = entry
-                .policy
-                .retry
-                .clone()
-                .unwrap_or_else(|| options.default_retry.clone());
+            let retry = entry.policy.retry.clone().unwrap_or_else(|| options.default_retry.clone());
             let attempt = Attempts {
                 handler: entry.handler.clone(),
                 state: input.state.clone(),
@@ -206,18 +183,15 @@ pub(crate) async fn execute_step<S: Reducer>(
         while set.join_next().await.is_some() {}
         return Err(stop);
     }
-    Ok(outputs
-        .into_iter()
-        .map(|o| o.expect("every item finished"))
-        .collect())
+    Ok(outputs.into_iter().map(|o| o.expect("every item finished")).collect())
 }
 
 fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
     match payload.downcast::<String>() {
         Ok(s) => *s,
-        Err(p) => p
-            .downcast_ref::<&str>()
-            .map_or_else(|| "non-string panic payload".into(), |s| (*s).to_owned()),
+        Err(p) => {
+            p.downcast_ref::<&str>().map_or_else(|| "non-string panic payload".into(), |s| (*s).to_owned())
+        }
     }
 }
 

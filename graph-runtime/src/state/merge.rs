@@ -17,32 +17,18 @@ pub fn overwrite<T>(current: &mut T, written: T, _field: &'static str) -> Result
 }
 
 /// Appends the written sequence after the current one.
-pub fn append<T: MergeAppend>(
-    current: &mut T,
-    written: T,
-    _field: &'static str,
-) -> Result<(), MergeError> {
+pub fn append<T: MergeAppend>(current: &mut T, written: T, _field: &'static str) -> Result<(), MergeError> {
     current.merge_append(written);
     Ok(())
 }
 
 /// Adds the written value; integer overflow is a [`MergeError::Overflow`], never a wrap or a panic.
-pub fn sum<T: MergeSum>(
-    current: &mut T,
-    written: T,
-    field: &'static str,
-) -> Result<(), MergeError> {
-    current
-        .merge_sum(written)
-        .ok_or(MergeError::Overflow { field })
+pub fn sum<T: MergeSum>(current: &mut T, written: T, field: &'static str) -> Result<(), MergeError> {
+    current.merge_sum(written).ok_or(MergeError::Overflow { field })
 }
 
 /// Keeps the larger value (a value that is not comparable, like `NaN`, never replaces).
-pub fn max<T: MergeOrd>(
-    current: &mut T,
-    written: T,
-    _field: &'static str,
-) -> Result<(), MergeError> {
+pub fn max<T: MergeOrd>(current: &mut T, written: T, _field: &'static str) -> Result<(), MergeError> {
     if written.partial_cmp(current) == Some(std::cmp::Ordering::Greater) {
         *current = written;
     }
@@ -50,11 +36,7 @@ pub fn max<T: MergeOrd>(
 }
 
 /// Keeps the smaller value (a value that is not comparable, like `NaN`, never replaces).
-pub fn min<T: MergeOrd>(
-    current: &mut T,
-    written: T,
-    _field: &'static str,
-) -> Result<(), MergeError> {
+pub fn min<T: MergeOrd>(current: &mut T, written: T, _field: &'static str) -> Result<(), MergeError> {
     if written.partial_cmp(current) == Some(std::cmp::Ordering::Less) {
         *current = written;
     }
@@ -62,11 +44,7 @@ pub fn min<T: MergeOrd>(
 }
 
 /// Set union; for maps, the written entries are inserted (a written key replaces the current one).
-pub fn union<T: MergeUnion>(
-    current: &mut T,
-    written: T,
-    _field: &'static str,
-) -> Result<(), MergeError> {
+pub fn union<T: MergeUnion>(current: &mut T, written: T, _field: &'static str) -> Result<(), MergeError> {
     current.merge_union(written);
     Ok(())
 }
@@ -121,9 +99,7 @@ macro_rules! checked_sum {
         }
     )*};
 }
-checked_sum!(
-    u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, Duration
-);
+checked_sum!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, Duration);
 
 impl MergeSum for f32 {
     fn merge_sum(&mut self, other: Self) -> Option<()> {
@@ -194,10 +170,7 @@ mod tests {
         append(&mut v, vec![2, 3], "v").unwrap();
         assert_eq!(v, [1, 2, 3]);
         let mut n = 250u8;
-        assert!(matches!(
-            sum(&mut n, 10, "n"),
-            Err(MergeError::Overflow { field: "n" })
-        ));
+        assert!(matches!(sum(&mut n, 10, "n"), Err(MergeError::Overflow { field: "n" })));
         assert_eq!(n, 250, "a failed sum leaves the value alone");
         sum(&mut n, 5, "n").unwrap();
         assert_eq!(n, 255);

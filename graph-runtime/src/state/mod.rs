@@ -72,9 +72,7 @@ pub trait Reducer: Clone + Debug + Send + Sync + Serialize + DeserializeOwned + 
 }
 
 /// A partial update of a [`Reducer`] state: one optional part per field.
-pub trait Delta:
-    Clone + Debug + Default + Send + Sync + Serialize + DeserializeOwned + 'static
-{
+pub trait Delta: Clone + Debug + Default + Send + Sync + Serialize + DeserializeOwned + 'static {
     /// Reports every field this delta writes, with the field's merge strategy.
     fn writes(&self, visit: &mut dyn FnMut(FieldWrite));
 
@@ -131,10 +129,7 @@ pub enum Strategy {
 impl Strategy {
     /// Whether merging in any order gives the same result (what [`ConflictPolicy::Crdt`] requires).
     pub fn is_commutative(self) -> bool {
-        matches!(
-            self,
-            Strategy::Sum | Strategy::Max | Strategy::Min | Strategy::Union
-        )
+        matches!(self, Strategy::Sum | Strategy::Max | Strategy::Min | Strategy::Union)
     }
 }
 
@@ -205,13 +200,7 @@ pub fn merge_step<S: Reducer>(
             if let Some((field, j)) = clash {
                 let a = &deltas[j].0;
                 let b = &deltas[i].0;
-                tracing::warn!(
-                    step,
-                    field,
-                    first = a.node,
-                    second = b.node,
-                    "merge conflict"
-                );
+                tracing::warn!(step, field, first = a.node, second = b.node, "merge conflict");
                 return Err(MergeFailure::Conflict(ConflictError {
                     step,
                     field,
@@ -228,10 +217,7 @@ pub fn merge_step<S: Reducer>(
         }
     }
     for (writer, delta) in deltas {
-        state.apply(delta).map_err(|e| MergeFailure::Merge {
-            node: writer.node.to_owned(),
-            error: e,
-        })?;
+        state.apply(delta).map_err(|e| MergeFailure::Merge { node: writer.node.to_owned(), error: e })?;
     }
     Ok(tolerated)
 }

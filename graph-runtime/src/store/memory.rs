@@ -46,10 +46,7 @@ impl MemoryStore {
 impl std::fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let g = self.lock();
-        f.debug_struct("MemoryStore")
-            .field("runs", &g.runs.len())
-            .field("keys", &g.keys.len())
-            .finish()
+        f.debug_struct("MemoryStore").field("runs", &g.runs.len()).field("keys", &g.keys.len()).finish()
     }
 }
 
@@ -76,20 +73,13 @@ impl Store for MemoryStore {
             return Ok(CommitOutcome::VersionConflict { current });
         }
         let version = current + 1;
-        let fingerprint = g.runs.get(&cp.run_id).map_or_else(
-            || cp.graph_fingerprint.clone(),
-            |r| r.graph_fingerprint.clone(),
-        );
-        let latest_step = g
+        let fingerprint = g
             .runs
             .get(&cp.run_id)
-            .map_or(cp.step, |r| r.latest_step.max(cp.step));
-        g.keys
-            .insert(cp.idempotency_key.clone(), (cp.run_id.clone(), cp.step));
-        g.checkpoints
-            .entry(cp.run_id.clone())
-            .or_default()
-            .insert(cp.step, cp.clone());
+            .map_or_else(|| cp.graph_fingerprint.clone(), |r| r.graph_fingerprint.clone());
+        let latest_step = g.runs.get(&cp.run_id).map_or(cp.step, |r| r.latest_step.max(cp.step));
+        g.keys.insert(cp.idempotency_key.clone(), (cp.run_id.clone(), cp.step));
+        g.checkpoints.entry(cp.run_id.clone()).or_default().insert(cp.step, cp.clone());
         g.runs.insert(
             cp.run_id.clone(),
             RunInfo {
@@ -125,26 +115,12 @@ impl Store for MemoryStore {
         Ok(self.lock().runs.get(run_id).cloned())
     }
 
-    async fn load_checkpoint(
-        &self,
-        run_id: &str,
-        step: u64,
-    ) -> Result<Option<Checkpoint>, StoreError> {
-        Ok(self
-            .lock()
-            .checkpoints
-            .get(run_id)
-            .and_then(|c| c.get(&step))
-            .cloned())
+    async fn load_checkpoint(&self, run_id: &str, step: u64) -> Result<Option<Checkpoint>, StoreError> {
+        Ok(self.lock().checkpoints.get(run_id).and_then(|c| c.get(&step)).cloned())
     }
 
     async fn latest(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError> {
-        Ok(self
-            .lock()
-            .checkpoints
-            .get(run_id)
-            .and_then(|c| c.values().next_back())
-            .cloned())
+        Ok(self.lock().checkpoints.get(run_id).and_then(|c| c.values().next_back()).cloned())
     }
 
     async fn history(&self, run_id: &str) -> Result<Vec<CheckpointMeta>, StoreError> {

@@ -157,9 +157,7 @@ impl RunFilter {
     }
 
     pub(crate) fn matches(&self, info: &RunInfo) -> bool {
-        self.status
-            .as_ref()
-            .is_none_or(|s| std::mem::discriminant(s) == std::mem::discriminant(&info.status))
+        self.status.as_ref().is_none_or(|s| std::mem::discriminant(s) == std::mem::discriminant(&info.status))
     }
 }
 
@@ -234,11 +232,7 @@ pub trait Store: Send + Sync + 'static {
     /// # Errors
     ///
     /// Backend failures; `Corrupted` / `UnsupportedSchemaVersion` for bad bytes.
-    async fn load_checkpoint(
-        &self,
-        run_id: &str,
-        step: u64,
-    ) -> Result<Option<Checkpoint>, StoreError>;
+    async fn load_checkpoint(&self, run_id: &str, step: u64) -> Result<Option<Checkpoint>, StoreError>;
 
     /// The latest checkpoint.
     ///
