@@ -20,7 +20,7 @@ use graph_tests::{Trace, TraceDelta};
 pub(crate) type Fut<'a> = BoxFuture<'a, NodeResult<Trace, Route>>;
 
 /// A node that appends its own name and follows its declared edges.
-pub(crate) fn logs<'a>(
+pub(crate) fn logs(
     name: &'static str,
 ) -> impl for<'b> Fn(&'b Trace, &'b mut Ctx) -> Fut<'b> + Send + Sync + 'static {
     move |_s, _ctx| Box::pin(async move { Ok((TraceDelta::default().log(name), Route::Declared)) })
