@@ -122,7 +122,7 @@ pub fn state_hash<S: Serialize>(state: &S) -> String {
 }
 
 /// Hex SHA-256 over every committed checkpoint of a run: step, frontier (node, order key, path, input)
-/// and state bytes, in step order. Run id and timestamps are left out, so two runs of the same graph,
+/// and the hash of the full state, in step order. Run id and timestamps are left out, so two runs of the same graph,
 /// input and seed under different ids hash the same exactly when they committed the same history.
 pub async fn history_hash(store: &dyn Store, run_id: &str) -> String {
     let mut h = Sha256::new();
@@ -132,7 +132,7 @@ pub async fn history_hash(store: &dyn Store, run_id: &str) -> String {
         let cp = store.load_checkpoint(run_id, meta.step).await.expect("load").expect("listed step loads");
         h.update(cp.step.to_be_bytes());
         h.update(serde_json::to_vec(&cp.frontier).expect("frontier serializes"));
-        h.update(&cp.state);
+        h.update(cp.state_hash.as_bytes());
     }
     hex(&h.finalize())
 }

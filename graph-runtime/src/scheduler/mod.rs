@@ -25,11 +25,12 @@ use tracing::Instrument;
 
 use crate::error::{Error, Result, StoreError};
 use crate::graph::Graph;
-use crate::keys::{KeyItem, OrderKey, PathId, derive_run_seed, idempotency_key};
+use crate::keys::{KeyItem, OrderKey, PathId, derive_run_seed, hex, idempotency_key, sha256_parts};
 use crate::policy::EngineOptions;
 use crate::state::{MergeFailure, Reducer, Writer, merge_step};
 use crate::store::{
-    Checkpoint, CommitOutcome, MemoryStore, PauseReason, RunStatus, SCHEMA_VERSION, Store, WorkItem,
+    Checkpoint, CommitOutcome, MemoryStore, PauseReason, RunStatus, SCHEMA_VERSION, StateRepr, Store,
+    WorkItem,
 };
 use step::{StepInput, StepStop, execute_step};
 
@@ -159,7 +160,18 @@ struct Driven<S> {
     version: u64,
     cancel: CancellationToken,
     deadline: Instant,
+    chain: Chain,
 }
+
+/// Where the run's delta chain stands: the snapshot it starts from and what was written since.
+#[derive(Debug, Clone, Copy, Default)]
+struct Chain {
+    base: u64,
+    delta_bytes: usize,
+}
+
+/// At most this many deltas between snapshots, so loading a state applies a bounded number of them.
+const MAX_CHAIN: u64 = 1024;
 
 impl<S: Reducer> Engine<S> {
     /// Starts configuring an engine for `graph`.
@@ -210,7 +222,16 @@ impl<S: Reducer> Engine<S> {
             path: PathId::entry(entry),
             input: None,
         }];
-        let cp = self.checkpoint(run_id, 0, &input, &frontier, seed, opts.label.clone())?;
+        let cp = self.checkpoint(
+            run_id,
+            0,
+            &input,
+            None,
+            &frontier,
+            seed,
+            opts.label.clone(),
+            &mut Chain::default(),
+        )?;
         let version = match store.save_checkpoint(&cp, &RunStatus::Running, 0).await? {
             CommitOutcome::Committed { version } => version,
             _ => {
@@ -228,6 +249,7 @@ impl<S: Reducer> Engine<S> {
             version,
             cancel: opts.cancel.unwrap_or_default(),
             deadline: Instant::now() + self.inner.options.run_wall_clock_budget,
+            chain: Chain::default(),
         })
         .instrument(span)
         .await
@@ -261,7 +283,7 @@ impl<S: Reducer> Engine<S> {
             });
         }
         let cp = store.latest(run_id).await?.ok_or_else(not_found)?;
-        let state = self.decode_state(&cp)?;
+        let (state, chain) = self.load_state(&cp).await?;
         if cp.frontier.is_empty() {
             return Ok(RunOutcome {
                 run_id: run_id.to_owned(),
@@ -288,6 +310,7 @@ impl<S: Reducer> Engine<S> {
             version,
             cancel: opts.cancel.unwrap_or_default(),
             deadline: Instant::now() + self.inner.options.run_wall_clock_budget,
+            chain,
         })
         .instrument(span)
         .await
@@ -306,7 +329,7 @@ impl<S: Reducer> Engine<S> {
     /// Store errors; [`Error::Serialization`] when the stored state does not decode as `S`.
     pub async fn state_at(&self, run_id: &str, step: u64) -> Result<Option<S>> {
         match self.inner.store.load_checkpoint(run_id, step).await? {
-            Some(cp) => Ok(Some(self.decode_state(&cp)?)),
+            Some(cp) => Ok(Some(self.load_state(&cp).await?.0)),
             None => Ok(None),
         }
     }
@@ -397,10 +420,14 @@ impl<S: Reducer> Engine<S> {
             deltas.push((Writer { node: &g.inner.nodes[*node].name, order_key: item.order_key }, delta));
             routes.push((*node, route));
         }
+        let run_name = run.run_id.to_string();
+        let delta_json =
+            serde_json::to_vec(&deltas.iter().map(|(_, d)| d).collect::<Vec<_>>()).map_err(|source| {
+                Stop::Error(Error::Serialization { run: run_name.clone(), what: "a delta", source })
+            })?;
         // Every item has finished and dropped its handle on the state, so this merges in place. On error
         // the half-merged state is dropped with the run; checkpoint `step` is untouched.
         let state = Arc::make_mut(&mut run.state);
-        let run_name = run.run_id.to_string();
         merge_step(state, step, deltas, opts.conflict_policy).map_err(|f| {
             Stop::Error(match f {
                 MergeFailure::Conflict(source) => Error::Conflict { run: run_name.clone(), source },
@@ -412,8 +439,10 @@ impl<S: Reducer> Engine<S> {
         let frontier =
             frontier::next_frontier(g, &run.run_id, step, &run.frontier, &routes).map_err(Stop::Error)?;
 
-        let cp =
-            self.checkpoint(&run.run_id, step + 1, state, &frontier, run.seed, None).map_err(Stop::Error)?;
+        let mut chain = run.chain;
+        let cp = self
+            .checkpoint(&run.run_id, step + 1, state, Some(delta_json), &frontier, run.seed, None, &mut chain)
+            .map_err(Stop::Error)?;
         let status = if frontier.is_empty() { RunStatus::Completed } else { RunStatus::Running };
         let outcome = self
             .inner
@@ -422,9 +451,20 @@ impl<S: Reducer> Engine<S> {
             .await
             .map_err(|e| Stop::Error(e.into()))?;
         match outcome {
-            CommitOutcome::Committed { version } | CommitOutcome::AlreadyCommitted { version } => {
+            CommitOutcome::Committed { version } => {
                 run.version = version;
                 run.frontier = frontier;
+                run.chain = chain;
+            }
+            CommitOutcome::AlreadyCommitted { version } => {
+                // The stored checkpoint is this exact one, but it may have been written as a snapshot
+                // where ours would be a delta: continue from what is stored.
+                run.version = version;
+                run.frontier = frontier;
+                run.chain = match self.inner.store.load_checkpoint(&run.run_id, step + 1).await {
+                    Ok(Some(stored)) => self.chain_after(&stored).await.map_err(Stop::Error)?,
+                    _ => chain,
+                };
             }
             CommitOutcome::StepTaken { version, existing_key } => {
                 // Another writer committed a different result for this step: theirs is the truth.
@@ -442,7 +482,9 @@ impl<S: Reducer> Engine<S> {
                             detail: "reported as taken but not loadable".into(),
                         }))
                     })?;
-                run.state = Arc::new(self.decode_state(&stored).map_err(Stop::Error)?);
+                let (state, chain) = self.load_state(&stored).await.map_err(Stop::Error)?;
+                run.state = Arc::new(state);
+                run.chain = chain;
                 run.frontier = stored.frontier;
                 run.version = version;
             }
@@ -518,14 +560,19 @@ impl<S: Reducer> Engine<S> {
         Error::VersionConflict { run: run_id.to_owned(), expected, found }
     }
 
+    /// Builds checkpoint `step`: the full state's JSON feeds the idempotency key and the state hash; what
+    /// is stored is the step's deltas, unless a snapshot is due (see [`Chain`]).
+    #[allow(clippy::too_many_arguments)]
     fn checkpoint(
         &self,
         run_id: &str,
         step: u64,
         state: &S,
+        delta_json: Option<Vec<u8>>,
         frontier: &[WorkItem],
         seed: u64,
         label: Option<String>,
+        chain: &mut Chain,
     ) -> Result<Checkpoint> {
         let state_json = serde_json::to_vec(state).map_err(|source| Error::Serialization {
             run: run_id.to_owned(),
@@ -535,12 +582,26 @@ impl<S: Reducer> Engine<S> {
         let items: Vec<KeyItem<'_>> =
             frontier.iter().map(|w| KeyItem { node_id: &w.node, order_key: w.order_key.0 }).collect();
         let key = idempotency_key(run_id, step, &items, &state_json);
+        let state_hash = hex(&sha256_parts(&[&state_json]));
+        let repr = match delta_json {
+            Some(deltas)
+                if step - chain.base < MAX_CHAIN && chain.delta_bytes + deltas.len() <= state_json.len() =>
+            {
+                chain.delta_bytes += deltas.len();
+                StateRepr::Delta { base: chain.base, deltas }
+            }
+            _ => {
+                *chain = Chain { base: step, delta_bytes: 0 };
+                StateRepr::Full(state_json)
+            }
+        };
         Ok(Checkpoint {
             run_id: run_id.to_owned(),
             step,
             timestamp_ms: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
             label,
-            state: state_json,
+            state: repr,
+            state_hash,
             rng_seed: seed,
             frontier: frontier.to_vec(),
             recorded_ios: Vec::new(),
@@ -550,18 +611,88 @@ impl<S: Reducer> Engine<S> {
         })
     }
 
-    fn decode_state(&self, cp: &Checkpoint) -> Result<S> {
-        if cp.schema_version != SCHEMA_VERSION {
-            return Err(StoreError::UnsupportedSchemaVersion {
-                found: cp.schema_version,
-                supported: SCHEMA_VERSION,
+    /// The full state of checkpoint `cp`: its snapshot plus the deltas after it, verified against the
+    /// stored state hash; and the chain it ends.
+    async fn load_state(&self, cp: &Checkpoint) -> Result<(S, Chain)> {
+        let corrupted = |step: u64, detail: String| {
+            Error::Store(StoreError::Corrupted { run: cp.run_id.clone(), step, detail })
+        };
+        let check_version = |c: &Checkpoint| {
+            if c.schema_version == SCHEMA_VERSION {
+                Ok(())
+            } else {
+                Err(Error::Store(StoreError::UnsupportedSchemaVersion {
+                    found: c.schema_version,
+                    supported: SCHEMA_VERSION,
+                }))
             }
-            .into());
-        }
-        serde_json::from_slice(&cp.state).map_err(|source| Error::Serialization {
+        };
+        check_version(cp)?;
+        let (state, chain) = match &cp.state {
+            StateRepr::Full(bytes) => {
+                let hash = hex(&sha256_parts(&[bytes]));
+                if hash != cp.state_hash {
+                    return Err(corrupted(cp.step, "the state does not match its hash".into()));
+                }
+                let state = serde_json::from_slice(bytes)
+                    .map_err(|e| corrupted(cp.step, format!("the state does not decode: {e}")))?;
+                return Ok((state, Chain { base: cp.step, delta_bytes: 0 }));
+            }
+            StateRepr::Delta { base, .. } => {
+                let links = self.inner.store.checkpoints(&cp.run_id, *base, cp.step).await?;
+                let mut links = links.into_iter();
+                let mut state: S = match links.next() {
+                    Some(Checkpoint { step, state: StateRepr::Full(bytes), .. }) if step == *base => {
+                        serde_json::from_slice(&bytes)
+                            .map_err(|e| corrupted(*base, format!("the snapshot does not decode: {e}")))?
+                    }
+                    _ => return Err(corrupted(cp.step, format!("its snapshot at step {base} is missing"))),
+                };
+                let mut delta_bytes = 0;
+                let mut expected = *base + 1;
+                for link in links {
+                    check_version(&link)?;
+                    let StateRepr::Delta { deltas, .. } = &link.state else {
+                        return Err(corrupted(link.step, "a snapshot inside a delta chain".into()));
+                    };
+                    if link.step != expected {
+                        return Err(corrupted(expected, "missing from a delta chain".into()));
+                    }
+                    let items: Vec<S::Delta> = serde_json::from_slice(deltas)
+                        .map_err(|e| corrupted(link.step, format!("the deltas do not decode: {e}")))?;
+                    for d in items {
+                        state.apply(d).map_err(|e| {
+                            corrupted(link.step, format!("a stored delta does not apply: {e}"))
+                        })?;
+                    }
+                    delta_bytes += deltas.len();
+                    expected += 1;
+                }
+                if expected != cp.step + 1 {
+                    return Err(corrupted(expected, "missing from a delta chain".into()));
+                }
+                (state, Chain { base: *base, delta_bytes })
+            }
+        };
+        let json = serde_json::to_vec(&state).map_err(|source| Error::Serialization {
             run: cp.run_id.clone(),
-            what: "the stored state",
+            what: "the state",
             source,
+        })?;
+        if hex(&sha256_parts(&[&json])) != cp.state_hash {
+            return Err(corrupted(cp.step, "the rebuilt state does not match its hash".into()));
+        }
+        Ok((state, chain))
+    }
+
+    /// The chain as it stands after a stored checkpoint.
+    async fn chain_after(&self, cp: &Checkpoint) -> Result<Chain> {
+        Ok(match &cp.state {
+            StateRepr::Full(_) => Chain { base: cp.step, delta_bytes: 0 },
+            StateRepr::Delta { base, .. } => {
+                let links = self.inner.store.checkpoints(&cp.run_id, *base + 1, cp.step).await?;
+                Chain { base: *base, delta_bytes: links.iter().map(|c| c.state.len()).sum() }
+            }
         })
     }
 }

@@ -123,6 +123,15 @@ impl Store for MemoryStore {
         Ok(self.lock().checkpoints.get(run_id).and_then(|c| c.values().next_back()).cloned())
     }
 
+    async fn checkpoints(&self, run_id: &str, from: u64, to: u64) -> Result<Vec<Checkpoint>, StoreError> {
+        Ok(self
+            .lock()
+            .checkpoints
+            .get(run_id)
+            .map(|c| c.range(from..=to).map(|(_, cp)| cp.clone()).collect())
+            .unwrap_or_default())
+    }
+
     async fn history(&self, run_id: &str) -> Result<Vec<CheckpointMeta>, StoreError> {
         Ok(self
             .lock()
@@ -155,8 +164,9 @@ impl Store for MemoryStore {
         let Some(c) = g.checkpoints.get_mut(run_id) else {
             return Ok(0);
         };
-        let keep = keep.max(1);
-        let drop: Vec<u64> = c.keys().rev().skip(keep).copied().collect();
+        let oldest_kept = c.keys().rev().nth(keep.max(1) - 1).or_else(|| c.keys().next()).copied().unwrap_or(0);
+        let floor = c.get(&oldest_kept).map_or(oldest_kept, |cp| cp.state.base(cp.step));
+        let drop: Vec<u64> = c.range(..floor).map(|(s, _)| *s).collect();
         for s in &drop {
             c.remove(s);
         }

@@ -60,8 +60,10 @@ pub struct Checkpoint {
     pub timestamp_ms: u64,
     /// An optional user label.
     pub label: Option<String>,
-    /// The state `S_N`, as JSON.
-    pub state: Vec<u8>,
+    /// The state `S_N`: in full, or as the deltas that turn `S_{N-1}` into it.
+    pub state: StateRepr,
+    /// Lowercase hex SHA-256 of `S_N`'s JSON: what a reconstructed state is verified against.
+    pub state_hash: String,
     /// The run's seed.
     pub rng_seed: u64,
     /// The items of step `N`, sorted by order key.
@@ -74,6 +76,47 @@ pub struct Checkpoint {
     pub graph_fingerprint: String,
     /// The format version.
     pub schema_version: u32,
+}
+
+/// How a checkpoint stores its state.
+///
+/// Storage follows the delta, not the state: most steps store only the deltas their items returned, in
+/// order key order; a full snapshot is written every so often (see `docs/stores.md`). Reducers are pure,
+/// so applying a step's deltas to the previous state reproduces its state exactly, which the stored
+/// [`Checkpoint::state_hash`] verifies.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum StateRepr {
+    /// The whole state, as JSON.
+    Full(Vec<u8>),
+    /// The step's item deltas as a JSON array, applied in order to the previous step's state.
+    Delta {
+        /// The step of the full snapshot this chain of deltas starts from.
+        base: u64,
+        /// The JSON array of deltas.
+        deltas: Vec<u8>,
+    },
+}
+
+impl StateRepr {
+    /// The snapshot step a chain ending here starts from (`step` itself for a full state).
+    pub fn base(&self, step: u64) -> u64 {
+        match self {
+            StateRepr::Full(_) => step,
+            StateRepr::Delta { base, .. } => *base,
+        }
+    }
+
+    /// Bytes of state payload.
+    pub fn len(&self) -> usize {
+        match self {
+            StateRepr::Full(b) | StateRepr::Delta { deltas: b, .. } => b.len(),
+        }
+    }
+
+    /// True when the payload is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// Light metadata of a stored checkpoint.
@@ -241,6 +284,21 @@ pub trait Store: Send + Sync + 'static {
     /// As [`Store::load_checkpoint`].
     async fn latest(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError>;
 
+    /// The stored checkpoints with `from <= step <= to`, in step order (pruned steps are absent).
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::load_checkpoint`].
+    async fn checkpoints(&self, run_id: &str, from: u64, to: u64) -> Result<Vec<Checkpoint>, StoreError> {
+        let mut out = Vec::new();
+        for step in from..=to {
+            if let Some(cp) = self.load_checkpoint(run_id, step).await? {
+                out.push(cp);
+            }
+        }
+        Ok(out)
+    }
+
     /// Metadata of every stored checkpoint of a run, in step order.
     ///
     /// # Errors
@@ -255,8 +313,9 @@ pub trait Store: Send + Sync + 'static {
     /// Backend failures.
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunInfo>, StoreError>;
 
-    /// Deletes all but the latest `keep` checkpoints of a run (at least the latest is always kept);
-    /// returns how many were deleted. Idempotency keys of pruned steps are kept.
+    /// Deletes all but the latest `keep` checkpoints of a run (at least the latest is always kept), and
+    /// never the snapshot a kept checkpoint's delta chain starts from; returns how many were deleted.
+    /// Idempotency keys of pruned steps are kept, so a pruned step is still never committed twice.
     ///
     /// # Errors
     ///
