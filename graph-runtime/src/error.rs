@@ -283,6 +283,12 @@ pub enum StoreError {
         /// The version this build reads.
         supported: u32,
     },
+    /// Another process holds the store.
+    #[error("the store at {path:?} is in use by another process; stop it, or open another folder")]
+    Locked {
+        /// The store's path.
+        path: std::path::PathBuf,
+    },
     /// The backend failed (I/O, connection, ...).
     #[error("store backend error: {message}")]
     Backend {

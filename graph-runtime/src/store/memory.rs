@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
-use super::{Checkpoint, CheckpointMeta, CommitOutcome, RunFilter, RunInfo, RunStatus, Store};
+use super::{FailPoint, Checkpoint, CheckpointMeta, CommitOutcome, RunFilter, RunInfo, RunStatus, Store};
 use crate::error::StoreError;
 
 /// A store in process memory, shared by clones. Every operation holds one lock, so each commit is atomic.
@@ -21,6 +21,7 @@ use crate::error::StoreError;
 #[derive(Clone, Default)]
 pub struct MemoryStore {
     inner: Arc<Mutex<Inner>>,
+    fail: FailPoint,
 }
 
 #[derive(Default)]
@@ -34,6 +35,12 @@ impl MemoryStore {
     /// An empty store.
     pub fn new() -> Self {
         MemoryStore::default()
+    }
+
+    /// Test hook: the next commit fails after its `n`-th write and rolls back.
+    #[doc(hidden)]
+    pub fn fail_point(&self) -> &FailPoint {
+        &self.fail
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -73,23 +80,39 @@ impl Store for MemoryStore {
             return Ok(CommitOutcome::VersionConflict { current });
         }
         let version = current + 1;
-        let fingerprint = g
-            .runs
-            .get(&cp.run_id)
-            .map_or_else(|| cp.graph_fingerprint.clone(), |r| r.graph_fingerprint.clone());
-        let latest_step = g.runs.get(&cp.run_id).map_or(cp.step, |r| r.latest_step.max(cp.step));
+        let previous_row = g.runs.get(&cp.run_id).cloned();
+        let row = RunInfo {
+            run_id: cp.run_id.clone(),
+            status: status.clone(),
+            latest_step: previous_row.as_ref().map_or(cp.step, |r| r.latest_step.max(cp.step)),
+            version,
+            graph_fingerprint: previous_row
+                .as_ref()
+                .map_or_else(|| cp.graph_fingerprint.clone(), |r| r.graph_fingerprint.clone()),
+        };
+        // Three writes, each followed by the fail point; a failure undoes the earlier ones, as a
+        // database transaction would.
         g.keys.insert(cp.idempotency_key.clone(), (cp.run_id.clone(), cp.step));
+        if self.fail.hit(1) {
+            g.keys.remove(&cp.idempotency_key);
+            return Err(injected());
+        }
         g.checkpoints.entry(cp.run_id.clone()).or_default().insert(cp.step, cp.clone());
-        g.runs.insert(
-            cp.run_id.clone(),
-            RunInfo {
-                run_id: cp.run_id.clone(),
-                status: status.clone(),
-                latest_step,
-                version,
-                graph_fingerprint: fingerprint,
-            },
-        );
+        if self.fail.hit(2) {
+            g.keys.remove(&cp.idempotency_key);
+            remove_checkpoint(&mut g, &cp.run_id, cp.step);
+            return Err(injected());
+        }
+        g.runs.insert(cp.run_id.clone(), row);
+        if self.fail.hit(3) {
+            g.keys.remove(&cp.idempotency_key);
+            remove_checkpoint(&mut g, &cp.run_id, cp.step);
+            match previous_row {
+                Some(r) => g.runs.insert(cp.run_id.clone(), r),
+                None => g.runs.remove(&cp.run_id),
+            };
+            return Err(injected());
+        }
         Ok(CommitOutcome::Committed { version })
     }
 
@@ -171,5 +194,18 @@ impl Store for MemoryStore {
             c.remove(s);
         }
         Ok(drop.len())
+    }
+}
+
+fn injected() -> StoreError {
+    StoreError::backend("injected failure", "fail point")
+}
+
+fn remove_checkpoint(g: &mut Inner, run: &str, step: u64) {
+    if let Some(c) = g.checkpoints.get_mut(run) {
+        c.remove(&step);
+        if c.is_empty() {
+            g.checkpoints.remove(run);
+        }
     }
 }

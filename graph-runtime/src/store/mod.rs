@@ -7,8 +7,15 @@
 //! JSON bytes.
 
 mod memory;
+#[cfg(feature = "sled")]
+mod sled;
 
 pub use memory::MemoryStore;
+#[cfg(feature = "sled")]
+pub use sled::{Durability, SledOptions, SledStore};
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -321,4 +328,22 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// Backend failures.
     async fn prune(&self, run_id: &str, keep: usize) -> Result<usize, StoreError>;
+}
+
+/// Test hook shared by the backends: makes the next commit fail after its `n`-th write, inside the
+/// transaction, so the conformance suite can check that nothing of it becomes visible.
+#[doc(hidden)]
+#[derive(Debug, Clone, Default)]
+pub struct FailPoint(Arc<AtomicUsize>);
+
+impl FailPoint {
+    /// Arms the fail point: the next commit fails after write `n` (1-based). 0 disarms.
+    pub fn fail_after(&self, n: usize) {
+        self.0.store(n, Ordering::SeqCst);
+    }
+
+    /// Called by a backend after its `n`-th write of a commit; true (once) when armed for `n`.
+    pub fn hit(&self, n: usize) -> bool {
+        self.0.compare_exchange(n, 0, Ordering::SeqCst, Ordering::SeqCst).is_ok()
+    }
 }

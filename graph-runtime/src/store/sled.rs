@@ -1,0 +1,601 @@
+//! The embedded default store, on sled 0.34.7.
+//!
+//! Three trees: `runs` (run row), `checkpoints` (one record per step, keyed `run key || u64_be(step)` so
+//! iteration is step order) and `keys` (idempotency keys). A commit is one sled transaction over the
+//! three, which sled serializes: two writers of one key cannot both insert it.
+//!
+//! sled acknowledges a transaction before it is on disk. Under [`Durability::Sync`] (the default) a
+//! commit is reported only after a flush covering it completed. Flushes are shared (group commit): a
+//! commit arriving while a flush is in flight waits for the next one, which covers every commit that
+//! arrived meanwhile, so many concurrent runs commit faster than the disk's flush rate with the same
+//! guarantee. [`Durability::Async`] skips the wait: commits are never partial, but the most recent ones
+//! (sled flushes every 500 ms) may be lost on a crash.
+//!
+//! Records are wrapped in an envelope: magic `GRCK`, `u32_be(schema_version)`, SHA-256 of the rest, then
+//! the body. Damaged bytes are `StoreError::Corrupted`, a newer format `UnsupportedSchemaVersion`.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use sled::Transactional;
+use sled::transaction::{ConflictableTransactionError, TransactionError};
+use tokio::sync::watch;
+
+use super::{
+    Checkpoint, CheckpointMeta, CommitOutcome, FailPoint, RecordedIo, RunFilter, RunInfo, RunStatus,
+    SCHEMA_VERSION, StateRepr, Store, WorkItem,
+};
+use crate::error::StoreError;
+use crate::keys::sha256_parts;
+
+const MAGIC: &[u8; 4] = b"GRCK";
+const HEADER: usize = 4 + 4 + 32;
+
+/// When a commit is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Durability {
+    /// After a flush covering it (shared with concurrent commits). A reported commit survives a crash.
+    #[default]
+    Sync,
+    /// As soon as the transaction applied. Never partial; the most recent commits may be lost on a
+    /// crash (sled flushes in the background every 500 ms).
+    Async,
+}
+
+/// Options of [`SledStore::open_with`].
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct SledOptions {
+    /// When commits are acknowledged.
+    pub durability: Durability,
+}
+
+impl SledOptions {
+    /// Sets the durability.
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+}
+
+/// A checkpoint store in a local folder. Clones share the database.
+///
+/// # Examples
+///
+/// ```
+/// # fn main() -> Result<(), graph_runtime::StoreError> {
+/// let dir = tempfile::tempdir().unwrap();
+/// let store = graph_runtime::store::SledStore::open(dir.path())?;
+/// # drop(store);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct SledStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    db: sled::Db,
+    runs: sled::Tree,
+    checkpoints: sled::Tree,
+    keys: sled::Tree,
+    durability: Durability,
+    flusher: Flusher,
+    fail: FailPoint,
+    _lock: File,
+}
+
+impl std::fmt::Debug for SledStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SledStore")
+            .field("path", &self.inner.path)
+            .field("durability", &self.inner.durability)
+            .finish()
+    }
+}
+
+impl SledStore {
+    /// Opens (or creates) a store in `path` with [`Durability::Sync`].
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Locked`] when another process holds the store; backend errors otherwise.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::open_with(path, SledOptions::default())
+    }
+
+    /// Opens (or creates) a store in `path`.
+    ///
+    /// # Errors
+    ///
+    /// As [`SledStore::open`].
+    pub fn open_with(path: impl AsRef<Path>, options: SledOptions) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        std::fs::create_dir_all(&path)
+            .map_err(|e| StoreError::backend(format!("cannot create {}", path.display()), e))?;
+        // sled locks its own file but reports a held lock only as an I/O error with a message; this lock,
+        // taken first, makes the case a typed error.
+        let lock_path = path.join("graph-runtime.lock");
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| StoreError::backend(format!("cannot open {}", lock_path.display()), e))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => return Err(StoreError::Locked { path }),
+            Err(TryLockError::Error(e)) => {
+                return Err(StoreError::backend(format!("cannot lock {}", lock_path.display()), e));
+            }
+        }
+        let db = sled::Config::new()
+            .path(path.join("db"))
+            .mode(sled::Mode::HighThroughput)
+            .open()
+            .map_err(|e| StoreError::backend(format!("cannot open the sled database in {}", path.display()), e))?;
+        let tree = |name: &str| db.open_tree(name).map_err(|e| StoreError::backend("cannot open a sled tree", e));
+        let (runs, checkpoints, keys) = (tree("runs")?, tree("checkpoints")?, tree("keys")?);
+        Ok(SledStore {
+            inner: Arc::new(Inner {
+                flusher: Flusher::new(db.clone()),
+                path,
+                db,
+                runs,
+                checkpoints,
+                keys,
+                durability: options.durability,
+                fail: FailPoint::default(),
+                _lock: lock,
+            }),
+        })
+    }
+
+    /// The store's folder.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Waits until everything committed so far is on disk.
+    ///
+    /// # Errors
+    ///
+    /// The flush failed.
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        self.inner.flusher.flush().await
+    }
+
+    /// Test hook: the next commit fails after its `n`-th write (1 = the idempotency key, 2 = the
+    /// checkpoint, 3 = the run row) and rolls back.
+    #[doc(hidden)]
+    pub fn fail_point(&self) -> &FailPoint {
+        &self.inner.fail
+    }
+
+    /// Test hook: overwrites the raw record of a checkpoint (to simulate damage or a newer format).
+    #[doc(hidden)]
+    pub fn put_raw_checkpoint(&self, run_id: &str, step: u64, bytes: &[u8]) -> Result<(), StoreError> {
+        self.inner.checkpoints.insert(cp_key(run_id, step), bytes).map_err(backend)?;
+        Ok(())
+    }
+
+    /// Test hook: the raw record of a checkpoint.
+    #[doc(hidden)]
+    pub fn raw_checkpoint(&self, run_id: &str, step: u64) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.inner.checkpoints.get(cp_key(run_id, step)).map_err(backend)?.map(|v| v.to_vec()))
+    }
+
+    /// Bytes the database occupies on disk.
+    ///
+    /// # Errors
+    ///
+    /// Backend failures.
+    pub fn size_on_disk(&self) -> Result<u64, StoreError> {
+        self.inner.db.size_on_disk().map_err(backend)
+    }
+
+    async fn durable(&self) -> Result<(), StoreError> {
+        match self.inner.durability {
+            Durability::Sync => self.inner.flusher.flush().await,
+            Durability::Async => Ok(()),
+        }
+    }
+
+    fn decode_run(&self, bytes: &[u8]) -> Result<RunInfo, StoreError> {
+        serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupted {
+            run: String::from_utf8_lossy(bytes.get(..64).unwrap_or(bytes)).into_owned(),
+            step: 0,
+            detail: format!("a run row does not decode: {e}"),
+        })
+    }
+}
+
+fn backend(e: sled::Error) -> StoreError {
+    StoreError::backend("sled", e)
+}
+
+fn run_key(run_id: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(4 + run_id.len() + 8);
+    k.extend_from_slice(&(run_id.len() as u32).to_be_bytes());
+    k.extend_from_slice(run_id.as_bytes());
+    k
+}
+
+fn cp_key(run_id: &str, step: u64) -> Vec<u8> {
+    let mut k = run_key(run_id);
+    k.extend_from_slice(&step.to_be_bytes());
+    k
+}
+
+/// Everything of a checkpoint but its state bytes, as stored in the record body.
+#[derive(Serialize, Deserialize)]
+struct Meta {
+    run_id: String,
+    step: u64,
+    timestamp_ms: u64,
+    label: Option<String>,
+    /// `None`: a full state; `Some(base)`: deltas over the chain from `base`.
+    delta_base: Option<u64>,
+    state_hash: String,
+    rng_seed: u64,
+    frontier: Vec<WorkItem>,
+    recorded_ios: Vec<RecordedIo>,
+    idempotency_key: String,
+    graph_fingerprint: String,
+}
+
+fn encode(cp: &Checkpoint) -> Result<Vec<u8>, StoreError> {
+    let (delta_base, payload) = match &cp.state {
+        StateRepr::Full(b) => (None, b),
+        StateRepr::Delta { base, deltas } => (Some(*base), deltas),
+    };
+    let meta = Meta {
+        run_id: cp.run_id.clone(),
+        step: cp.step,
+        timestamp_ms: cp.timestamp_ms,
+        label: cp.label.clone(),
+        delta_base,
+        state_hash: cp.state_hash.clone(),
+        rng_seed: cp.rng_seed,
+        frontier: cp.frontier.clone(),
+        recorded_ios: cp.recorded_ios.clone(),
+        idempotency_key: cp.idempotency_key.clone(),
+        graph_fingerprint: cp.graph_fingerprint.clone(),
+    };
+    let meta = serde_json::to_vec(&meta).map_err(|e| StoreError::backend("cannot encode a checkpoint", e))?;
+    let mut body = Vec::with_capacity(4 + meta.len() + payload.len());
+    body.extend_from_slice(&(meta.len() as u32).to_be_bytes());
+    body.extend_from_slice(&meta);
+    body.extend_from_slice(payload);
+    let version = cp.schema_version.to_be_bytes();
+    let mut out = Vec::with_capacity(HEADER + body.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&version);
+    out.extend_from_slice(&sha256_parts(&[&version, &body]));
+    out.extend_from_slice(&body);
+    Ok(out)
+}
+
+/// Decodes a record stored under `(run, step)`; any damage is `Corrupted`.
+fn decode(run: &str, step: u64, bytes: &[u8]) -> Result<Checkpoint, StoreError> {
+    let corrupted = |detail: &str| StoreError::Corrupted { run: run.to_owned(), step, detail: detail.to_owned() };
+    if bytes.len() < HEADER || &bytes[..4] != MAGIC {
+        return Err(corrupted("the record header is damaged"));
+    }
+    let version = &bytes[4..8];
+    let body = &bytes[HEADER..];
+    if sha256_parts(&[version, body])[..] != bytes[8..40] {
+        return Err(corrupted("the record's checksum does not match"));
+    }
+    let version = u32::from_be_bytes(version.try_into().expect("4 bytes"));
+    if version != SCHEMA_VERSION {
+        return Err(StoreError::UnsupportedSchemaVersion { found: version, supported: SCHEMA_VERSION });
+    }
+    let meta_len = u32::from_be_bytes(body.get(..4).ok_or_else(|| corrupted("short body"))?.try_into().expect("4"))
+        as usize;
+    let meta = body.get(4..4 + meta_len).ok_or_else(|| corrupted("short body"))?;
+    let payload = body[4 + meta_len..].to_vec();
+    let m: Meta = serde_json::from_slice(meta).map_err(|e| corrupted(&format!("metadata does not decode: {e}")))?;
+    if m.run_id != run || m.step != step {
+        return Err(corrupted("the record belongs to another run or step"));
+    }
+    Ok(Checkpoint {
+        run_id: m.run_id,
+        step: m.step,
+        timestamp_ms: m.timestamp_ms,
+        label: m.label,
+        state: match m.delta_base {
+            None => StateRepr::Full(payload),
+            Some(base) => StateRepr::Delta { base, deltas: payload },
+        },
+        state_hash: m.state_hash,
+        rng_seed: m.rng_seed,
+        frontier: m.frontier,
+        recorded_ios: m.recorded_ios,
+        idempotency_key: m.idempotency_key,
+        graph_fingerprint: m.graph_fingerprint,
+        schema_version: version,
+    })
+}
+
+/// Why a commit transaction stopped on purpose.
+enum Abort {
+    Store(StoreError),
+}
+
+fn abort(e: StoreError) -> ConflictableTransactionError<Abort> {
+    ConflictableTransactionError::Abort(Abort::Store(e))
+}
+
+fn tx_result<T>(r: Result<T, TransactionError<Abort>>) -> Result<T, StoreError> {
+    r.map_err(|e| match e {
+        TransactionError::Abort(Abort::Store(e)) => e,
+        TransactionError::Storage(e) => backend(e),
+    })
+}
+
+#[async_trait]
+impl Store for SledStore {
+    async fn save_checkpoint(
+        &self,
+        cp: &Checkpoint,
+        status: &RunStatus,
+        expected_version: u64,
+    ) -> Result<CommitOutcome, StoreError> {
+        let inner = &self.inner;
+        let record = encode(cp)?;
+        let rk = cp.run_id.as_bytes();
+        let ck = cp_key(&cp.run_id, cp.step);
+        let outcome = tx_result((&inner.runs, &inner.checkpoints, &inner.keys).transaction(|(runs, cps, keys)| {
+            let row: Option<RunInfo> = match runs.get(rk)? {
+                Some(b) => Some(self.decode_run(&b).map_err(abort)?),
+                None => None,
+            };
+            let version = row.as_ref().map_or(0, |r| r.version);
+            if keys.get(cp.idempotency_key.as_bytes())?.is_some() {
+                return Ok(CommitOutcome::AlreadyCommitted { version });
+            }
+            if let Some(existing) = cps.get(&ck)? {
+                let existing = decode(&cp.run_id, cp.step, &existing).map_err(abort)?;
+                return Ok(CommitOutcome::StepTaken { existing_key: existing.idempotency_key, version });
+            }
+            if version != expected_version {
+                return Ok(CommitOutcome::VersionConflict { current: version });
+            }
+            let mut writes = 0;
+            let mut wrote = || -> Result<(), ConflictableTransactionError<Abort>> {
+                writes += 1;
+                if inner.fail.hit(writes) {
+                    return Err(abort(StoreError::backend("injected failure", "fail point")));
+                }
+                Ok(())
+            };
+            keys.insert(cp.idempotency_key.as_bytes(), ck.as_slice())?;
+            wrote()?;
+            cps.insert(ck.as_slice(), record.as_slice())?;
+            wrote()?;
+            let info = RunInfo {
+                run_id: cp.run_id.clone(),
+                status: status.clone(),
+                latest_step: row.as_ref().map_or(cp.step, |r| r.latest_step.max(cp.step)),
+                version: version + 1,
+                graph_fingerprint: row.map_or_else(|| cp.graph_fingerprint.clone(), |r| r.graph_fingerprint),
+            };
+            let info = serde_json::to_vec(&info).map_err(|e| abort(StoreError::backend("cannot encode a run row", e)))?;
+            runs.insert(rk, info)?;
+            wrote()?;
+            Ok(CommitOutcome::Committed { version: version + 1 })
+        }))?;
+        match outcome {
+            // Even an `AlreadyCommitted` waits: the first writer's commit may not be on disk yet.
+            CommitOutcome::Committed { .. } | CommitOutcome::AlreadyCommitted { .. } | CommitOutcome::StepTaken { .. } => {
+                self.durable().await?
+            }
+            _ => {}
+        }
+        Ok(outcome)
+    }
+
+    async fn set_status(
+        &self,
+        run_id: &str,
+        status: &RunStatus,
+        expected_version: u64,
+    ) -> Result<CommitOutcome, StoreError> {
+        let outcome = tx_result(self.inner.runs.transaction(|runs| {
+            let Some(bytes) = runs.get(run_id.as_bytes())? else {
+                return Ok(CommitOutcome::VersionConflict { current: 0 });
+            };
+            let mut info = self.decode_run(&bytes).map_err(abort)?;
+            if info.version != expected_version {
+                return Ok(CommitOutcome::VersionConflict { current: info.version });
+            }
+            info.version += 1;
+            info.status = status.clone();
+            let encoded =
+                serde_json::to_vec(&info).map_err(|e| abort(StoreError::backend("cannot encode a run row", e)))?;
+            runs.insert(run_id.as_bytes(), encoded)?;
+            Ok(CommitOutcome::Committed { version: info.version })
+        }))?;
+        if matches!(outcome, CommitOutcome::Committed { .. }) {
+            self.durable().await?;
+        }
+        Ok(outcome)
+    }
+
+    async fn run_info(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {
+        match self.inner.runs.get(run_id.as_bytes()).map_err(backend)? {
+            Some(b) => Ok(Some(self.decode_run(&b)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn load_checkpoint(&self, run_id: &str, step: u64) -> Result<Option<Checkpoint>, StoreError> {
+        match self.inner.checkpoints.get(cp_key(run_id, step)).map_err(backend)? {
+            Some(b) => Ok(Some(decode(run_id, step, &b)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn latest(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError> {
+        match self.inner.checkpoints.scan_prefix(run_key(run_id)).next_back() {
+            Some(Ok((k, v))) => Ok(Some(decode(run_id, step_of(&k), &v)?)),
+            Some(Err(e)) => Err(backend(e)),
+            None => Ok(None),
+        }
+    }
+
+    async fn checkpoints(&self, run_id: &str, from: u64, to: u64) -> Result<Vec<Checkpoint>, StoreError> {
+        if from > to {
+            return Ok(Vec::new());
+        }
+        self.inner
+            .checkpoints
+            .range(cp_key(run_id, from)..=cp_key(run_id, to))
+            .map(|r| {
+                let (k, v) = r.map_err(backend)?;
+                decode(run_id, step_of(&k), &v)
+            })
+            .collect()
+    }
+
+    async fn history(&self, run_id: &str) -> Result<Vec<CheckpointMeta>, StoreError> {
+        self.inner
+            .checkpoints
+            .scan_prefix(run_key(run_id))
+            .map(|r| {
+                let (k, v) = r.map_err(backend)?;
+                let cp = decode(run_id, step_of(&k), &v)?;
+                Ok(CheckpointMeta {
+                    step: cp.step,
+                    idempotency_key: cp.idempotency_key,
+                    timestamp_ms: cp.timestamp_ms,
+                    label: cp.label,
+                })
+            })
+            .collect()
+    }
+
+    async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunInfo>, StoreError> {
+        let mut out = Vec::new();
+        for r in self.inner.runs.iter() {
+            let (_, v) = r.map_err(backend)?;
+            let info = self.decode_run(&v)?;
+            if filter.matches(&info) {
+                out.push(info);
+                if filter.limit.is_some_and(|n| out.len() >= n) {
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn prune(&self, run_id: &str, keep: usize) -> Result<usize, StoreError> {
+        let prefix = run_key(run_id);
+        let keys: Vec<sled::IVec> =
+            self.inner.checkpoints.scan_prefix(&prefix).keys().collect::<Result<_, _>>().map_err(backend)?;
+        let Some(oldest_kept) = keys.iter().rev().nth(keep.max(1) - 1).or(keys.first()) else {
+            return Ok(0);
+        };
+        let oldest_step = step_of(oldest_kept);
+        let floor = match self.load_checkpoint(run_id, oldest_step).await? {
+            Some(cp) => cp.state.base(oldest_step),
+            None => oldest_step,
+        };
+        let mut batch = sled::Batch::default();
+        let mut n = 0;
+        for k in keys.iter().filter(|k| step_of(k) < floor) {
+            batch.remove(k.clone());
+            n += 1;
+        }
+        self.inner.checkpoints.apply_batch(batch).map_err(backend)?;
+        self.durable().await?;
+        Ok(n)
+    }
+}
+
+fn step_of(key: &[u8]) -> u64 {
+    u64::from_be_bytes(key[key.len() - 8..].try_into().expect("checkpoint keys end with the step"))
+}
+
+/// Group commit: one flush in flight at a time; every caller waits for a flush that started after it
+/// asked. The flush loop runs in its own task, so a caller that is cancelled mid-wait cannot stall it.
+struct Flusher {
+    db: sled::Db,
+    state: Arc<Mutex<FlushState>>,
+    done: watch::Sender<FlushDone>,
+}
+
+#[derive(Default)]
+struct FlushState {
+    /// Flushes started so far.
+    started: u64,
+    /// The highest flush number a caller waits for.
+    wanted: u64,
+    running: bool,
+}
+
+#[derive(Clone, Copy, Default)]
+struct FlushDone {
+    /// Flushes finished so far (each covers every commit made before it started).
+    finished: u64,
+    /// The last flush that failed.
+    failed: u64,
+}
+
+impl Flusher {
+    fn new(db: sled::Db) -> Self {
+        Flusher { db, state: Arc::default(), done: watch::Sender::new(FlushDone::default()) }
+    }
+
+    async fn flush(&self) -> Result<(), StoreError> {
+        let (target, lead) = {
+            let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let target = g.started + 1;
+            g.wanted = g.wanted.max(target);
+            let lead = !g.running;
+            g.running = true;
+            (target, lead)
+        };
+        let mut rx = self.done.subscribe();
+        if lead {
+            let (db, state, done) = (self.db.clone(), self.state.clone(), self.done.clone());
+            tokio::spawn(async move {
+                loop {
+                    let n = {
+                        let mut g = state.lock().unwrap_or_else(|e| e.into_inner());
+                        if g.wanted <= g.started {
+                            g.running = false;
+                            return;
+                        }
+                        g.started += 1;
+                        g.started
+                    };
+                    let db = db.clone();
+                    let ok = matches!(tokio::task::spawn_blocking(move || db.flush()).await, Ok(Ok(_)));
+                    done.send_modify(|d| {
+                        d.finished = n;
+                        if !ok {
+                            d.failed = n;
+                        }
+                    });
+                }
+            });
+        }
+        let d = *rx
+            .wait_for(|d| d.finished >= target)
+            .await
+            .map_err(|_| StoreError::backend("the flusher stopped", "channel closed"))?;
+        if d.failed >= target {
+            return Err(StoreError::backend("flushing the sled database failed", "flush error"));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,295 @@
+//! The store conformance suite: written once, run unchanged against every backend.
+//!
+//! A backend is given as a [`Backend`]: a way to open it, to reopen it (a restart: drop every handle
+//! and open the same data again), and its fail point. Each check is an `async fn` taking one.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use graph_runtime::keys::{KeyItem, OrderKey, PathId, idempotency_key};
+use graph_runtime::store::{Checkpoint, FailPoint, RunFilter, SCHEMA_VERSION, StateRepr, WorkItem};
+use graph_runtime::{CommitOutcome, RunStatus, Store};
+use sha2::{Digest, Sha256};
+
+/// How the suite opens a backend.
+pub trait Backend: Send + Sync {
+    /// The store type.
+    type Store: Store + Clone;
+    /// Opens the store over this backend's data (fresh for a new backend).
+    fn open(&self) -> Self::Store;
+    /// Drops `store` (the only handle) and opens the same data again.
+    fn reopen(&self, store: Self::Store) -> Self::Store;
+    /// The store's fail point.
+    fn fail_point(store: &Self::Store) -> FailPoint;
+}
+
+/// A checkpoint of `run` at `step` whose state is `{"v": value}`.
+pub fn checkpoint(run: &str, step: u64, value: u64) -> Checkpoint {
+    let state = format!(r#"{{"v":{value}}}"#).into_bytes();
+    let frontier = vec![WorkItem {
+        node: "n".into(),
+        order_key: OrderKey::new(0, 0),
+        path: PathId::entry("n"),
+        input: None,
+    }];
+    let key = idempotency_key(run, step, &[KeyItem { node_id: "n", order_key: 0 }], &state);
+    let state_hash = Sha256::digest(&state).iter().map(|b| format!("{b:02x}")).collect();
+    Checkpoint {
+        run_id: run.into(),
+        step,
+        timestamp_ms: 1_700_000_000_000 + step,
+        label: None,
+        state: StateRepr::Full(state),
+        state_hash,
+        rng_seed: 7,
+        frontier,
+        recorded_ios: Vec::new(),
+        idempotency_key: key,
+        graph_fingerprint: "fp".into(),
+        schema_version: SCHEMA_VERSION,
+    }
+}
+
+fn version(o: &CommitOutcome) -> u64 {
+    match o {
+        CommitOutcome::Committed { version } | CommitOutcome::AlreadyCommitted { version } => *version,
+        other => panic!("expected a commit, got {other:?}"),
+    }
+}
+
+/// 100 concurrent commits of one step with one key: exactly one `Committed`, 99 `AlreadyCommitted`.
+pub async fn concurrent_same_key<B: Backend>(b: &B) {
+    let store = b.open();
+    let cp = Arc::new(checkpoint("race", 0, 1));
+    let tasks: Vec<_> = (0..100)
+        .map(|_| {
+            let (store, cp) = (store.clone(), cp.clone());
+            tokio::spawn(async move { store.save_checkpoint(&cp, &RunStatus::Running, 0).await.unwrap() })
+        })
+        .collect();
+    let mut committed = 0;
+    let mut already = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            CommitOutcome::Committed { version: 1 } => committed += 1,
+            CommitOutcome::AlreadyCommitted { version: 1 } => already += 1,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!((committed, already), (1, 99));
+    assert_eq!(store.history("race").await.unwrap().len(), 1);
+    assert_eq!(store.run_info("race").await.unwrap().unwrap().version, 1);
+}
+
+/// A different result for a committed step is `StepTaken`, and the stored row is unchanged.
+pub async fn step_taken_keeps_the_stored_row<B: Backend>(b: &B) {
+    let store = b.open();
+    let first = checkpoint("taken", 0, 1);
+    assert_eq!(store.save_checkpoint(&first, &RunStatus::Running, 0).await.unwrap(), CommitOutcome::Committed { version: 1 });
+    let other = checkpoint("taken", 0, 2);
+    let outcome = store.save_checkpoint(&other, &RunStatus::Completed, 1).await.unwrap();
+    assert_eq!(
+        outcome,
+        CommitOutcome::StepTaken { existing_key: first.idempotency_key.clone(), version: 1 }
+    );
+    assert_eq!(store.load_checkpoint("taken", 0).await.unwrap().unwrap(), first);
+    let info = store.run_info("taken").await.unwrap().unwrap();
+    assert_eq!((info.version, info.status), (1, RunStatus::Running));
+}
+
+/// Stale versions are refused, for commits and status updates alike.
+pub async fn version_conflicts<B: Backend>(b: &B) {
+    let store = b.open();
+    store.save_checkpoint(&checkpoint("v", 0, 0), &RunStatus::Running, 0).await.unwrap();
+    assert_eq!(
+        store.save_checkpoint(&checkpoint("v", 1, 1), &RunStatus::Running, 0).await.unwrap(),
+        CommitOutcome::VersionConflict { current: 1 }
+    );
+    assert_eq!(
+        store.set_status("v", &RunStatus::Cancelled, 7).await.unwrap(),
+        CommitOutcome::VersionConflict { current: 1 }
+    );
+    assert_eq!(
+        store.set_status("nope", &RunStatus::Cancelled, 0).await.unwrap(),
+        CommitOutcome::VersionConflict { current: 0 }
+    );
+    assert_eq!(
+        store.set_status("v", &RunStatus::Cancelled, 1).await.unwrap(),
+        CommitOutcome::Committed { version: 2 }
+    );
+    assert_eq!(store.run_info("v").await.unwrap().unwrap().status, RunStatus::Cancelled);
+}
+
+/// 100 runs × 10 steps × 3 attempts each (concurrently per run): exactly 1,000 commits, all loadable.
+pub async fn thousand_commits<B: Backend>(b: &B) {
+    let store = b.open();
+    let tasks: Vec<_> = (0..100)
+        .map(|r| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let run = format!("run-{r:03}");
+                let mut committed = 0;
+                let mut v = 0;
+                for step in 0..10 {
+                    let cp = checkpoint(&run, step, step * 10 + r);
+                    let (a, b, c) = tokio::join!(
+                        store.save_checkpoint(&cp, &RunStatus::Running, v),
+                        store.save_checkpoint(&cp, &RunStatus::Running, v),
+                        store.save_checkpoint(&cp, &RunStatus::Running, v),
+                    );
+                    let outcomes = [a.unwrap(), b.unwrap(), c.unwrap()];
+                    for o in &outcomes {
+                        if matches!(o, CommitOutcome::Committed { .. }) {
+                            committed += 1;
+                        }
+                    }
+                    v = outcomes.iter().map(version).max().unwrap();
+                }
+                committed
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap();
+    }
+    assert_eq!(total, 1000);
+    let store = b.reopen(store);
+    assert_eq!(store.list_runs(&RunFilter::all()).await.unwrap().len(), 100);
+    for r in 0..100u64 {
+        let run = format!("run-{r:03}");
+        for step in 0..10 {
+            assert_eq!(store.load_checkpoint(&run, step).await.unwrap().unwrap(), checkpoint(&run, step, step * 10 + r));
+        }
+        let info = store.run_info(&run).await.unwrap().unwrap();
+        assert_eq!((info.latest_step, info.version), (9, 10));
+    }
+}
+
+/// A failure injected after each write of a commit leaves nothing of it visible, also after a restart.
+pub async fn injected_failures_leave_nothing<B: Backend>(b: &B) {
+    let mut store = b.open();
+    store.save_checkpoint(&checkpoint("f", 0, 0), &RunStatus::Running, 0).await.unwrap();
+    for n in 1..=3 {
+        B::fail_point(&store).fail_after(n);
+        let cp = checkpoint("f", 1, n as u64);
+        assert!(store.save_checkpoint(&cp, &RunStatus::Completed, 1).await.is_err(), "write {n} fails");
+        nothing_of_step_1(&store, n).await;
+        store = b.reopen(store);
+        nothing_of_step_1(&store, n).await;
+    }
+    let cp = checkpoint("f", 1, 9);
+    assert_eq!(store.save_checkpoint(&cp, &RunStatus::Completed, 1).await.unwrap(), CommitOutcome::Committed { version: 2 });
+}
+
+async fn nothing_of_step_1(s: &impl Store, n: usize) {
+    assert_eq!(s.load_checkpoint("f", 1).await.unwrap(), None, "after write {n}");
+    assert_eq!(s.latest("f").await.unwrap().unwrap().step, 0);
+    let info = s.run_info("f").await.unwrap().unwrap();
+    assert_eq!((info.version, info.latest_step, info.status), (1, 0, RunStatus::Running));
+}
+
+/// Reads and prune, with a restart between every two operations.
+pub async fn restarts_between_operations<B: Backend>(b: &B) {
+    let mut store = b.open();
+    for step in 0..6 {
+        let v = step;
+        let mut cp = checkpoint("p", step, step);
+        if step % 3 != 0 {
+            // steps 1, 2 and 4, 5 are deltas over the snapshots at 0 and 3
+            cp.state = StateRepr::Delta { base: step - step % 3, deltas: b"[]".to_vec() };
+        }
+        assert_eq!(store.save_checkpoint(&cp, &RunStatus::Running, v).await.unwrap(), CommitOutcome::Committed { version: v + 1 });
+        store = b.reopen(store);
+        assert_eq!(store.load_checkpoint("p", step).await.unwrap().unwrap(), cp);
+        store = b.reopen(store);
+    }
+    assert_eq!(store.latest("p").await.unwrap().unwrap().step, 5);
+    store = b.reopen(store);
+    let range: Vec<u64> = store.checkpoints("p", 2, 4).await.unwrap().iter().map(|c| c.step).collect();
+    assert_eq!(range, [2, 3, 4]);
+    store = b.reopen(store);
+    let steps: Vec<u64> = store.history("p").await.unwrap().iter().map(|m| m.step).collect();
+    assert_eq!(steps, [0, 1, 2, 3, 4, 5]);
+    // keep 2 → steps 4 and 5, whose chain starts at the snapshot 3: 0, 1, 2 go.
+    assert_eq!(store.prune("p", 2).await.unwrap(), 3);
+    store = b.reopen(store);
+    let steps: Vec<u64> = store.history("p").await.unwrap().iter().map(|m| m.step).collect();
+    assert_eq!(steps, [3, 4, 5]);
+    // A pruned step's key still refuses a second commit.
+    let old = checkpoint("p", 0, 0);
+    assert!(matches!(store.save_checkpoint(&old, &RunStatus::Running, 6).await.unwrap(), CommitOutcome::AlreadyCommitted { .. }));
+    store = b.reopen(store);
+    let running = store.list_runs(&RunFilter::all().status(RunStatus::Running)).await.unwrap();
+    assert_eq!(running.len(), 1);
+    assert!(store.list_runs(&RunFilter::all().status(RunStatus::Completed)).await.unwrap().is_empty());
+}
+
+/// One operation of the model test.
+#[derive(Debug, Clone)]
+pub enum Op {
+    /// Commit `(run, step, value)` expecting `version`.
+    Save { run: u8, step: u8, value: u8, version: u8 },
+    /// Set a status.
+    Status { run: u8, cancelled: bool, version: u8 },
+    /// Load one checkpoint.
+    Load { run: u8, step: u8 },
+    /// Load the latest.
+    Latest { run: u8 },
+    /// Prune.
+    Prune { run: u8, keep: u8 },
+    /// Restart.
+    Reopen,
+}
+
+/// Applies `ops` to the backend and to a [`graph_runtime::MemoryStore`] (the model) and asserts every
+/// observable result agrees.
+pub async fn matches_the_model<B: Backend>(b: &B, ops: &[Op]) {
+    let model = graph_runtime::MemoryStore::new();
+    let mut store = b.open();
+    let mut seen: BTreeMap<String, u64> = BTreeMap::new();
+    for op in ops {
+        match *op {
+            Op::Save { run, step, value, version } => {
+                let cp = checkpoint(&format!("r{run}"), step as u64, value as u64);
+                let a = store.save_checkpoint(&cp, &RunStatus::Running, version as u64).await.unwrap();
+                let m = model.save_checkpoint(&cp, &RunStatus::Running, version as u64).await.unwrap();
+                assert_eq!(a, m, "{op:?}");
+                *seen.entry(cp.run_id).or_default() += 1;
+            }
+            Op::Status { run, cancelled, version } => {
+                let status = if cancelled { RunStatus::Cancelled } else { RunStatus::Running };
+                let run = format!("r{run}");
+                let a = store.set_status(&run, &status, version as u64).await.unwrap();
+                let m = model.set_status(&run, &status, version as u64).await.unwrap();
+                assert_eq!(a, m, "{op:?}");
+            }
+            Op::Load { run, step } => {
+                let run = format!("r{run}");
+                assert_eq!(
+                    store.load_checkpoint(&run, step as u64).await.unwrap(),
+                    model.load_checkpoint(&run, step as u64).await.unwrap(),
+                    "{op:?}"
+                );
+            }
+            Op::Latest { run } => {
+                let run = format!("r{run}");
+                assert_eq!(store.latest(&run).await.unwrap(), model.latest(&run).await.unwrap(), "{op:?}");
+            }
+            Op::Prune { run, keep } => {
+                let run = format!("r{run}");
+                assert_eq!(
+                    store.prune(&run, keep as usize).await.unwrap(),
+                    model.prune(&run, keep as usize).await.unwrap(),
+                    "{op:?}"
+                );
+            }
+            Op::Reopen => store = b.reopen(store),
+        }
+    }
+    for run in seen.keys() {
+        assert_eq!(store.run_info(run).await.unwrap(), model.run_info(run).await.unwrap());
+        assert_eq!(store.history(run).await.unwrap(), model.history(run).await.unwrap());
+    }
+    assert_eq!(store.list_runs(&RunFilter::all()).await.unwrap(), model.list_runs(&RunFilter::all()).await.unwrap());
+}
