@@ -85,13 +85,13 @@ pub async fn concurrent_same_key<B: Backend>(b: &B) {
 pub async fn step_taken_keeps_the_stored_row<B: Backend>(b: &B) {
     let store = b.open();
     let first = checkpoint("taken", 0, 1);
-    assert_eq!(store.save_checkpoint(&first, &RunStatus::Running, 0).await.unwrap(), CommitOutcome::Committed { version: 1 });
+    assert_eq!(
+        store.save_checkpoint(&first, &RunStatus::Running, 0).await.unwrap(),
+        CommitOutcome::Committed { version: 1 }
+    );
     let other = checkpoint("taken", 0, 2);
     let outcome = store.save_checkpoint(&other, &RunStatus::Completed, 1).await.unwrap();
-    assert_eq!(
-        outcome,
-        CommitOutcome::StepTaken { existing_key: first.idempotency_key.clone(), version: 1 }
-    );
+    assert_eq!(outcome, CommitOutcome::StepTaken { existing_key: first.idempotency_key.clone(), version: 1 });
     assert_eq!(store.load_checkpoint("taken", 0).await.unwrap().unwrap(), first);
     let info = store.run_info("taken").await.unwrap().unwrap();
     assert_eq!((info.version, info.status), (1, RunStatus::Running));
@@ -159,7 +159,10 @@ pub async fn thousand_commits<B: Backend>(b: &B) {
     for r in 0..100u64 {
         let run = format!("run-{r:03}");
         for step in 0..10 {
-            assert_eq!(store.load_checkpoint(&run, step).await.unwrap().unwrap(), checkpoint(&run, step, step * 10 + r));
+            assert_eq!(
+                store.load_checkpoint(&run, step).await.unwrap().unwrap(),
+                checkpoint(&run, step, step * 10 + r)
+            );
         }
         let info = store.run_info(&run).await.unwrap().unwrap();
         assert_eq!((info.latest_step, info.version), (9, 10));
@@ -179,7 +182,10 @@ pub async fn injected_failures_leave_nothing<B: Backend>(b: &B) {
         nothing_of_step_1(&store, n).await;
     }
     let cp = checkpoint("f", 1, 9);
-    assert_eq!(store.save_checkpoint(&cp, &RunStatus::Completed, 1).await.unwrap(), CommitOutcome::Committed { version: 2 });
+    assert_eq!(
+        store.save_checkpoint(&cp, &RunStatus::Completed, 1).await.unwrap(),
+        CommitOutcome::Committed { version: 2 }
+    );
 }
 
 async fn nothing_of_step_1(s: &impl Store, n: usize) {
@@ -199,7 +205,10 @@ pub async fn restarts_between_operations<B: Backend>(b: &B) {
             // steps 1, 2 and 4, 5 are deltas over the snapshots at 0 and 3
             cp.state = StateRepr::Delta { base: step - step % 3, deltas: b"[]".to_vec() };
         }
-        assert_eq!(store.save_checkpoint(&cp, &RunStatus::Running, v).await.unwrap(), CommitOutcome::Committed { version: v + 1 });
+        assert_eq!(
+            store.save_checkpoint(&cp, &RunStatus::Running, v).await.unwrap(),
+            CommitOutcome::Committed { version: v + 1 }
+        );
         store = b.reopen(store);
         assert_eq!(store.load_checkpoint("p", step).await.unwrap().unwrap(), cp);
         store = b.reopen(store);
@@ -218,18 +227,23 @@ pub async fn restarts_between_operations<B: Backend>(b: &B) {
     assert_eq!(steps, [3, 4, 5]);
     // A pruned step's key still refuses a second commit.
     let old = checkpoint("p", 0, 0);
-    assert!(matches!(store.save_checkpoint(&old, &RunStatus::Running, 6).await.unwrap(), CommitOutcome::AlreadyCommitted { .. }));
+    assert!(matches!(
+        store.save_checkpoint(&old, &RunStatus::Running, 6).await.unwrap(),
+        CommitOutcome::AlreadyCommitted { .. }
+    ));
     store = b.reopen(store);
     let running = store.list_runs(&RunFilter::all().status(RunStatus::Running)).await.unwrap();
     assert_eq!(running.len(), 1);
     assert!(store.list_runs(&RunFilter::all().status(RunStatus::Completed)).await.unwrap().is_empty());
 }
 
-/// One operation of the model test.
+/// One operation of the model test (`run`, `step`, `value` pick small ids so operations collide).
 #[derive(Debug, Clone)]
+#[allow(missing_docs)] // the fields are named by what they are
 pub enum Op {
-    /// Commit `(run, step, value)` expecting `version`.
-    Save { run: u8, step: u8, value: u8, version: u8 },
+    /// Commit `(run, step, value)` expecting `version` (`None`: the run's current version, so most
+    /// commits are valid ones); stored as deltas over `base` when given.
+    Save { run: u8, step: u8, value: u8, version: Option<u8>, base: Option<u8> },
     /// Set a status.
     Status { run: u8, cancelled: bool, version: u8 },
     /// Load one checkpoint.
@@ -250,10 +264,17 @@ pub async fn matches_the_model<B: Backend>(b: &B, ops: &[Op]) {
     let mut seen: BTreeMap<String, u64> = BTreeMap::new();
     for op in ops {
         match *op {
-            Op::Save { run, step, value, version } => {
-                let cp = checkpoint(&format!("r{run}"), step as u64, value as u64);
-                let a = store.save_checkpoint(&cp, &RunStatus::Running, version as u64).await.unwrap();
-                let m = model.save_checkpoint(&cp, &RunStatus::Running, version as u64).await.unwrap();
+            Op::Save { run, step, value, version, base } => {
+                let mut cp = checkpoint(&format!("r{run}"), step as u64, value as u64);
+                if let Some(base) = base.filter(|b| *b < step) {
+                    cp.state = StateRepr::Delta { base: base as u64, deltas: vec![b'['; value as usize + 1] };
+                }
+                let version = match version {
+                    Some(v) => v as u64,
+                    None => model.run_info(&cp.run_id).await.unwrap().map_or(0, |i| i.version),
+                };
+                let a = store.save_checkpoint(&cp, &RunStatus::Running, version).await.unwrap();
+                let m = model.save_checkpoint(&cp, &RunStatus::Running, version).await.unwrap();
                 assert_eq!(a, m, "{op:?}");
                 *seen.entry(cp.run_id).or_default() += 1;
             }
@@ -291,5 +312,8 @@ pub async fn matches_the_model<B: Backend>(b: &B, ops: &[Op]) {
         assert_eq!(store.run_info(run).await.unwrap(), model.run_info(run).await.unwrap());
         assert_eq!(store.history(run).await.unwrap(), model.history(run).await.unwrap());
     }
-    assert_eq!(store.list_runs(&RunFilter::all()).await.unwrap(), model.list_runs(&RunFilter::all()).await.unwrap());
+    assert_eq!(
+        store.list_runs(&RunFilter::all()).await.unwrap(),
+        model.list_runs(&RunFilter::all()).await.unwrap()
+    );
 }

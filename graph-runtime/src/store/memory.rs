@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
-use super::{FailPoint, Checkpoint, CheckpointMeta, CommitOutcome, RunFilter, RunInfo, RunStatus, Store};
+use super::{Checkpoint, CheckpointMeta, CommitOutcome, FailPoint, RunFilter, RunInfo, RunStatus, Store};
 use crate::error::StoreError;
 
 /// A store in process memory, shared by clones. Every operation holds one lock, so each commit is atomic.
@@ -187,7 +187,8 @@ impl Store for MemoryStore {
         let Some(c) = g.checkpoints.get_mut(run_id) else {
             return Ok(0);
         };
-        let oldest_kept = c.keys().rev().nth(keep.max(1) - 1).or_else(|| c.keys().next()).copied().unwrap_or(0);
+        let oldest_kept =
+            c.keys().rev().nth(keep.max(1) - 1).or_else(|| c.keys().next()).copied().unwrap_or(0);
         let floor = c.get(&oldest_kept).map_or(oldest_kept, |cp| cp.state.base(cp.step));
         let drop: Vec<u64> = c.range(..floor).map(|(s, _)| *s).collect();
         for s in &drop {

@@ -135,12 +135,11 @@ impl SledStore {
                 return Err(StoreError::backend(format!("cannot lock {}", lock_path.display()), e));
             }
         }
-        let db = sled::Config::new()
-            .path(path.join("db"))
-            .mode(sled::Mode::HighThroughput)
-            .open()
-            .map_err(|e| StoreError::backend(format!("cannot open the sled database in {}", path.display()), e))?;
-        let tree = |name: &str| db.open_tree(name).map_err(|e| StoreError::backend("cannot open a sled tree", e));
+        let db = open_sled(&path.join("db")).map_err(|e| {
+            StoreError::backend(format!("cannot open the sled database in {}", path.display()), e)
+        })?;
+        let tree =
+            |name: &str| db.open_tree(name).map_err(|e| StoreError::backend("cannot open a sled tree", e));
         let (runs, checkpoints, keys) = (tree("runs")?, tree("checkpoints")?, tree("keys")?);
         Ok(SledStore {
             inner: Arc::new(Inner {
@@ -216,6 +215,24 @@ impl SledStore {
     }
 }
 
+/// Opens the sled database. Our lock file is already held, so no other process has it; if sled's own
+/// lock is still taken, it is by this process's previous instance, whose background writes sled
+/// finishes on its thread pool after the `Db` is dropped. Wait for them (bounded), rather than fail a
+/// reopen. (sled reports its lock only as an `Io` error of kind `Other`.)
+fn open_sled(path: &Path) -> sled::Result<sled::Db> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        match sled::Config::new().path(path).mode(sled::Mode::HighThroughput).open() {
+            Err(sled::Error::Io(e))
+                if e.kind() == std::io::ErrorKind::Other && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            other => return other,
+        }
+    }
+}
+
 fn backend(e: sled::Error) -> StoreError {
     StoreError::backend("sled", e)
 }
@@ -284,7 +301,8 @@ fn encode(cp: &Checkpoint) -> Result<Vec<u8>, StoreError> {
 
 /// Decodes a record stored under `(run, step)`; any damage is `Corrupted`.
 fn decode(run: &str, step: u64, bytes: &[u8]) -> Result<Checkpoint, StoreError> {
-    let corrupted = |detail: &str| StoreError::Corrupted { run: run.to_owned(), step, detail: detail.to_owned() };
+    let corrupted =
+        |detail: &str| StoreError::Corrupted { run: run.to_owned(), step, detail: detail.to_owned() };
     if bytes.len() < HEADER || &bytes[..4] != MAGIC {
         return Err(corrupted("the record header is damaged"));
     }
@@ -297,11 +315,13 @@ fn decode(run: &str, step: u64, bytes: &[u8]) -> Result<Checkpoint, StoreError> 
     if version != SCHEMA_VERSION {
         return Err(StoreError::UnsupportedSchemaVersion { found: version, supported: SCHEMA_VERSION });
     }
-    let meta_len = u32::from_be_bytes(body.get(..4).ok_or_else(|| corrupted("short body"))?.try_into().expect("4"))
-        as usize;
+    let meta_len =
+        u32::from_be_bytes(body.get(..4).ok_or_else(|| corrupted("short body"))?.try_into().expect("4"))
+            as usize;
     let meta = body.get(4..4 + meta_len).ok_or_else(|| corrupted("short body"))?;
     let payload = body[4 + meta_len..].to_vec();
-    let m: Meta = serde_json::from_slice(meta).map_err(|e| corrupted(&format!("metadata does not decode: {e}")))?;
+    let m: Meta =
+        serde_json::from_slice(meta).map_err(|e| corrupted(&format!("metadata does not decode: {e}")))?;
     if m.run_id != run || m.step != step {
         return Err(corrupted("the record belongs to another run or step"));
     }
@@ -352,51 +372,54 @@ impl Store for SledStore {
         let record = encode(cp)?;
         let rk = cp.run_id.as_bytes();
         let ck = cp_key(&cp.run_id, cp.step);
-        let outcome = tx_result((&inner.runs, &inner.checkpoints, &inner.keys).transaction(|(runs, cps, keys)| {
-            let row: Option<RunInfo> = match runs.get(rk)? {
-                Some(b) => Some(self.decode_run(&b).map_err(abort)?),
-                None => None,
-            };
-            let version = row.as_ref().map_or(0, |r| r.version);
-            if keys.get(cp.idempotency_key.as_bytes())?.is_some() {
-                return Ok(CommitOutcome::AlreadyCommitted { version });
-            }
-            if let Some(existing) = cps.get(&ck)? {
-                let existing = decode(&cp.run_id, cp.step, &existing).map_err(abort)?;
-                return Ok(CommitOutcome::StepTaken { existing_key: existing.idempotency_key, version });
-            }
-            if version != expected_version {
-                return Ok(CommitOutcome::VersionConflict { current: version });
-            }
-            let mut writes = 0;
-            let mut wrote = || -> Result<(), ConflictableTransactionError<Abort>> {
-                writes += 1;
-                if inner.fail.hit(writes) {
-                    return Err(abort(StoreError::backend("injected failure", "fail point")));
+        let outcome =
+            tx_result((&inner.runs, &inner.checkpoints, &inner.keys).transaction(|(runs, cps, keys)| {
+                let row: Option<RunInfo> = match runs.get(rk)? {
+                    Some(b) => Some(self.decode_run(&b).map_err(abort)?),
+                    None => None,
+                };
+                let version = row.as_ref().map_or(0, |r| r.version);
+                if keys.get(cp.idempotency_key.as_bytes())?.is_some() {
+                    return Ok(CommitOutcome::AlreadyCommitted { version });
                 }
-                Ok(())
-            };
-            keys.insert(cp.idempotency_key.as_bytes(), ck.as_slice())?;
-            wrote()?;
-            cps.insert(ck.as_slice(), record.as_slice())?;
-            wrote()?;
-            let info = RunInfo {
-                run_id: cp.run_id.clone(),
-                status: status.clone(),
-                latest_step: row.as_ref().map_or(cp.step, |r| r.latest_step.max(cp.step)),
-                version: version + 1,
-                graph_fingerprint: row.map_or_else(|| cp.graph_fingerprint.clone(), |r| r.graph_fingerprint),
-            };
-            let info = serde_json::to_vec(&info).map_err(|e| abort(StoreError::backend("cannot encode a run row", e)))?;
-            runs.insert(rk, info)?;
-            wrote()?;
-            Ok(CommitOutcome::Committed { version: version + 1 })
-        }))?;
+                if let Some(existing) = cps.get(&ck)? {
+                    let existing = decode(&cp.run_id, cp.step, &existing).map_err(abort)?;
+                    return Ok(CommitOutcome::StepTaken { existing_key: existing.idempotency_key, version });
+                }
+                if version != expected_version {
+                    return Ok(CommitOutcome::VersionConflict { current: version });
+                }
+                let mut writes = 0;
+                let mut wrote = || -> Result<(), ConflictableTransactionError<Abort>> {
+                    writes += 1;
+                    if inner.fail.hit(writes) {
+                        return Err(abort(StoreError::backend("injected failure", "fail point")));
+                    }
+                    Ok(())
+                };
+                keys.insert(cp.idempotency_key.as_bytes(), ck.as_slice())?;
+                wrote()?;
+                cps.insert(ck.as_slice(), record.as_slice())?;
+                wrote()?;
+                let info = RunInfo {
+                    run_id: cp.run_id.clone(),
+                    status: status.clone(),
+                    latest_step: row.as_ref().map_or(cp.step, |r| r.latest_step.max(cp.step)),
+                    version: version + 1,
+                    graph_fingerprint: row
+                        .map_or_else(|| cp.graph_fingerprint.clone(), |r| r.graph_fingerprint),
+                };
+                let info = serde_json::to_vec(&info)
+                    .map_err(|e| abort(StoreError::backend("cannot encode a run row", e)))?;
+                runs.insert(rk, info)?;
+                wrote()?;
+                Ok(CommitOutcome::Committed { version: version + 1 })
+            }))?;
         match outcome {
             // Even an `AlreadyCommitted` waits: the first writer's commit may not be on disk yet.
-            CommitOutcome::Committed { .. } | CommitOutcome::AlreadyCommitted { .. } | CommitOutcome::StepTaken { .. } => {
-                self.durable().await?
-            }
+            CommitOutcome::Committed { .. }
+            | CommitOutcome::AlreadyCommitted { .. }
+            | CommitOutcome::StepTaken { .. } => self.durable().await?,
             _ => {}
         }
         Ok(outcome)
@@ -418,8 +441,8 @@ impl Store for SledStore {
             }
             info.version += 1;
             info.status = status.clone();
-            let encoded =
-                serde_json::to_vec(&info).map_err(|e| abort(StoreError::backend("cannot encode a run row", e)))?;
+            let encoded = serde_json::to_vec(&info)
+                .map_err(|e| abort(StoreError::backend("cannot encode a run row", e)))?;
             runs.insert(run_id.as_bytes(), encoded)?;
             Ok(CommitOutcome::Committed { version: info.version })
         }))?;
@@ -528,7 +551,9 @@ fn step_of(key: &[u8]) -> u64 {
 /// Group commit: one flush in flight at a time; every caller waits for a flush that started after it
 /// asked. The flush loop runs in its own task, so a caller that is cancelled mid-wait cannot stall it.
 struct Flusher {
-    db: sled::Db,
+    // The flush task holds only a weak handle between flushes, so dropping the store closes the database
+    // (and releases its file lock) as soon as the last commit was acknowledged.
+    db: Arc<sled::Db>,
     state: Arc<Mutex<FlushState>>,
     done: watch::Sender<FlushDone>,
 }
@@ -552,7 +577,7 @@ struct FlushDone {
 
 impl Flusher {
     fn new(db: sled::Db) -> Self {
-        Flusher { db, state: Arc::default(), done: watch::Sender::new(FlushDone::default()) }
+        Flusher { db: Arc::new(db), state: Arc::default(), done: watch::Sender::new(FlushDone::default()) }
     }
 
     async fn flush(&self) -> Result<(), StoreError> {
@@ -566,7 +591,7 @@ impl Flusher {
         };
         let mut rx = self.done.subscribe();
         if lead {
-            let (db, state, done) = (self.db.clone(), self.state.clone(), self.done.clone());
+            let (db, state, done) = (Arc::downgrade(&self.db), self.state.clone(), self.done.clone());
             tokio::spawn(async move {
                 loop {
                     let n = {
@@ -578,8 +603,12 @@ impl Flusher {
                         g.started += 1;
                         g.started
                     };
-                    let db = db.clone();
-                    let ok = matches!(tokio::task::spawn_blocking(move || db.flush()).await, Ok(Ok(_)));
+                    let ok = match db.upgrade() {
+                        Some(db) => {
+                            matches!(tokio::task::spawn_blocking(move || db.flush()).await, Ok(Ok(_)))
+                        }
+                        None => false, // the store is gone: nobody waits any more
+                    };
                     done.send_modify(|d| {
                         d.finished = n;
                         if !ok {
