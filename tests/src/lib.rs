@@ -118,6 +118,56 @@ impl Reducer for Trace {
     }
 }
 
+/// The crash-test workflow: `tick` → (`a` ∥ `b`) → `tock` (a join) → `tick` …, `iterations` times, then
+/// END: three steps per iteration. `a` and `b` sleep a little (a random, nondeterministic time) and draw
+/// from `ctx.rng()`, so a crash can land anywhere and a resumed run must redraw the same numbers.
+pub fn crash_graph(iterations: u64) -> graph_runtime::Graph<Trace> {
+    use graph_runtime::{END, Graph, Route};
+    Graph::<Trace>::builder("crash")
+        .node("tick", |_s, _c| Box::pin(async { Ok((TraceDelta::default(), Route::Declared)) }))
+        .node("a", crash_branch("a"))
+        .node("b", crash_branch("b"))
+        .node("tock", move |s, _c| {
+            let done = s.count >= 2 * iterations;
+            Box::pin(async move {
+                Ok((TraceDelta::default().tag(format!("i{}", s.count / 2)), Route::Goto(u32::from(done))))
+            })
+        })
+        .entry("tick")
+        .edge("tick", "a")
+        .edge("tick", "b")
+        .edge("a", "tock")
+        .edge("b", "tock")
+        .edge("tock", "tick")
+        .edge("tock", END)
+        .build()
+        .expect("valid graph")
+}
+
+/// A branch of [`crash_graph`].
+fn crash_branch(
+    name: &'static str,
+) -> impl for<'b> Fn(
+    &'b Trace,
+    &'b mut graph_runtime::Ctx,
+) -> graph_runtime::node::BoxFuture<'b, graph_runtime::NodeResult<Trace, graph_runtime::Route>>
++ Send
++ Sync
++ 'static {
+    use graph_runtime::rand_core::Rng;
+    move |s, ctx| {
+        let seen = s.count;
+        Box::pin(async move {
+            tokio::time::sleep(random_delay(Duration::from_micros(400), seen)).await;
+            let roll = ctx.rng().next_u64() % 1_000_000;
+            Ok((
+                TraceDelta::default().log(format!("{name}{seen}:{roll}")).count(1).best(roll),
+                graph_runtime::Route::Declared,
+            ))
+        })
+    }
+}
+
 /// Hex SHA-256 of the state's JSON.
 pub fn state_hash<S: Serialize>(state: &S) -> String {
     hex(&Sha256::digest(serde_json::to_vec(state).expect("state serializes")))

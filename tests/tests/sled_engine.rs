@@ -1,0 +1,139 @@
+//! The engine on the sled store: durable runs, resume across reopen, delta storage, corruption and
+//! foreign formats as typed errors, the store lock.
+
+use std::time::Duration;
+
+use graph_runtime::store::{Durability, SledOptions, SledStore, StateRepr};
+use graph_runtime::{END, Engine, EngineOptions, Error, Graph, Route, Store, StoreError};
+use graph_tests::{Trace, TraceDelta, state_hash};
+
+/// A loop of `n` steps, each appending one entry and adding one.
+fn counter(n: u64) -> Graph<Trace> {
+    Graph::<Trace>::builder("counter")
+        .node("tick", move |s, ctx| {
+            let i = s.count;
+            Box::pin(async move {
+                let route = if i + 1 < n { Route::Goto(0) } else { Route::Goto(1) };
+                Ok((TraceDelta::default().count(1).log(format!("tick {i} at step {}", ctx.step())), route))
+            })
+        })
+        .entry("tick")
+        .edge("tick", "tick")
+        .edge("tick", END)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_survives_reopening_the_store_and_equals_the_memory_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let reference = Engine::builder(counter(40)).build().run("c", Trace::default()).await.unwrap();
+    {
+        let store = SledStore::open(dir.path()).unwrap();
+        let short =
+            Engine::builder(counter(40)).store(store).options(EngineOptions::default().max_steps(17)).build();
+        assert!(matches!(short.run("c", Trace::default()).await, Err(Error::MaxStepsExceeded { .. })));
+    }
+    let store = SledStore::open(dir.path()).unwrap();
+    let engine = Engine::builder(counter(40)).store(store.clone()).build();
+    let out = engine.resume("c").await.unwrap();
+    assert_eq!(state_hash(&out.state), state_hash(&reference.state));
+    assert_eq!(out.steps, reference.steps);
+    // Every step committed exactly once, 0..=40.
+    let steps: Vec<u64> = store.history("c").await.unwrap().iter().map(|m| m.step).collect();
+    assert_eq!(steps, (0..=40).collect::<Vec<_>>());
+    // A completed run resumes to its final state without executing.
+    assert_eq!(engine.resume("c").await.unwrap().state, out.state);
+}
+
+#[tokio::test]
+async fn steps_are_stored_as_deltas_with_periodic_snapshots() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SledStore::open(dir.path()).unwrap();
+    let engine = Engine::builder(counter(200)).store(store.clone()).build();
+    let out = engine.run("d", Trace::default()).await.unwrap();
+    let cps = store.checkpoints("d", 0, out.steps).await.unwrap();
+    let snapshots: Vec<u64> =
+        cps.iter().filter(|c| matches!(c.state, StateRepr::Full(_))).map(|c| c.step).collect();
+    let deltas = cps.len() - snapshots.len();
+    assert!(deltas > 150, "most steps store a delta ({deltas} of {})", cps.len());
+    assert!(snapshots.len() >= 2 && snapshots[0] == 0, "{snapshots:?}");
+    // Delta bytes per step stay small while the state grows.
+    let last_delta = cps.iter().rev().find_map(|c| match &c.state {
+        StateRepr::Delta { deltas, .. } => Some(deltas.len()),
+        _ => None,
+    });
+    assert!(last_delta.unwrap() < 100, "{last_delta:?}");
+    // Any step's state rebuilds exactly.
+    for step in [0, 1, 57, 133, out.steps] {
+        let s = engine.state_at("d", step).await.unwrap().unwrap();
+        assert_eq!(s.count, step, "state at {step}");
+    }
+}
+
+#[tokio::test]
+async fn flipped_bytes_are_corrupted_and_a_newer_format_is_unsupported() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SledStore::open(dir.path()).unwrap();
+    let engine = Engine::builder(counter(5)).store(store.clone()).build();
+    engine.run("x", Trace::default()).await.unwrap();
+    let good = store.raw_checkpoint("x", 5).unwrap().unwrap();
+
+    // Flip one byte at a few positions: header, checksum, metadata, payload.
+    for pos in [1, 6, 20, 50, good.len() - 2] {
+        let mut bad = good.clone();
+        bad[pos] ^= 0x40;
+        store.put_raw_checkpoint("x", 5, &bad).unwrap();
+        let err = store.load_checkpoint("x", 5).await.unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Corrupted { run, step: 5, .. } if run == "x")
+                || (pos < 8 && matches!(err, StoreError::UnsupportedSchemaVersion { .. })),
+            "byte {pos}: {err:?}"
+        );
+        // The engine reports it typed, and the other steps are untouched.
+        assert!(matches!(engine.resume("x").await, Err(Error::Store(StoreError::Corrupted { step: 5, .. }))));
+        assert!(store.load_checkpoint("x", 4).await.unwrap().is_some());
+    }
+
+    // A record from a newer version of the library: valid checksum, unknown schema version.
+    let mut future = good.clone();
+    future[4..8].copy_from_slice(&99u32.to_be_bytes());
+    let sum = sha2_of(&future[4..8], &future[40..]);
+    future[8..40].copy_from_slice(&sum);
+    store.put_raw_checkpoint("x", 5, &future).unwrap();
+    assert!(matches!(
+        store.load_checkpoint("x", 5).await,
+        Err(StoreError::UnsupportedSchemaVersion { found: 99, supported: 1 })
+    ));
+
+    store.put_raw_checkpoint("x", 5, &good).unwrap();
+    assert!(engine.resume("x").await.unwrap().is_completed());
+}
+
+fn sha2_of(a: &[u8], b: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    h.update(a);
+    h.update(b);
+    h.finalize().into()
+}
+
+#[tokio::test]
+async fn a_second_open_of_a_held_store_is_locked() {
+    let dir = tempfile::tempdir().unwrap();
+    let _held = SledStore::open(dir.path()).unwrap();
+    assert!(matches!(SledStore::open(dir.path()), Err(StoreError::Locked { .. })));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_durability_commits_the_same_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let store =
+        SledStore::open_with(dir.path(), SledOptions::default().durability(Durability::Async)).unwrap();
+    let engine = Engine::builder(counter(30)).store(store.clone()).build();
+    let out = engine.run("a", Trace::default()).await.unwrap();
+    store.flush().await.unwrap();
+    assert_eq!(out.state.count, 30);
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert_eq!(store.history("a").await.unwrap().len(), 31);
+}
