@@ -33,15 +33,21 @@ pub mod ctx;
 pub mod error;
 pub mod graph;
 pub mod keys;
+#[doc(hidden)]
+pub mod macro_support;
 pub mod node;
 pub mod policy;
 pub mod scheduler;
 pub mod state;
 pub mod store;
 
+#[doc(hidden)]
+pub use macro_support as __private;
+
 pub use ctx::Ctx;
 pub use error::{ConflictError, Error, GraphError, MergeError, NodeError, Result, StoreError};
 pub use graph::{END, Graph, GraphBuilder};
+pub use graph_macros::{graph, node, reduce, reducer};
 pub use node::{Branch, Node, NodeResult, Route, Routing, Static};
 pub use policy::{Backoff, EngineOptions, NodePolicy, RetryPolicy};
 pub use scheduler::{Engine, EngineBuilder, RunOptions, RunOutcome};
@@ -59,6 +65,7 @@ pub mod prelude {
         MemoryStore, NodeError, NodePolicy, NodeResult, PauseReason, Reducer, RetryPolicy, Route, RunOptions,
         RunOutcome, RunStatus, Static,
     };
+    pub use graph_macros::{graph, node, reduce, reducer};
     pub use rand_core::Rng as _;
     pub use serde::{Deserialize, Serialize};
 }

@@ -1,1 +1,2 @@
-//! Compile-time tests for the graph macros live under `tests/` (trybuild: `fail/<topic>/*.rs`, `pass/*.rs`).
+//! Compile-time tests for the graph macros live under `tests/` (trybuild: `tests/fail/<topic>/*.rs`,
+//! `tests/pass/*.rs`), driven by `tests/ui.rs`.

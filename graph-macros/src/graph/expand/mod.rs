@@ -1,0 +1,258 @@
+//! Code generation from a checked [`GraphDef`]. With a valid graph: the node handlers, the description
+//! (`graph()`), `FINGERPRINT`, `mermaid()`, `dot()`, and the routing types. With errors: typed stubs of the
+//! same items (`graph()` panics), so the user's code around a mistake still type-checks and one mistake
+//! stays one error.
+
+mod routes;
+
+use std::fmt::Write;
+
+use proc_macro2::TokenStream;
+use quote::{ToTokens, format_ident, quote, quote_spanned};
+use sha2::{Digest, Sha256};
+use syn::spanned::Spanned;
+
+use super::algo::Target;
+use super::ast::{BackoffDef, GraphDef, NodeDef, Routing};
+use super::check::Resolved;
+
+/// The path generated code reaches the runtime through.
+pub(crate) fn rt() -> TokenStream {
+    quote!(::graph_runtime::__private)
+}
+
+/// Expands the module; `resolved` is `None` when there were errors (stubs).
+pub(crate) fn expand(g: &GraphDef, resolved: Option<&Resolved>) -> TokenStream {
+    let rt = rt();
+    let module = &g.module;
+    let attrs = &module.attrs;
+    let vis = &module.vis;
+    let ident = &module.ident;
+    let items = kept_items(g);
+    let state = g.state.clone().or_else(|| stub_state(g));
+    let mut body = TokenStream::new();
+    if let Some(state) = &state {
+        let routes = routes::expand(g);
+        if !routes.is_empty() {
+            body.extend(quote! {
+                #[doc(hidden)]
+                type __GraphState = #state;
+                #routes
+            });
+        }
+    }
+    let name = &g.name;
+    match (resolved, &state) {
+        (Some(r), Some(state)) => {
+            let fingerprint = fingerprint(g, r);
+            let description = description(g, r, state);
+            let check_state = quote_spanned!(state.span()=> #rt::assert_reducer::<#state>());
+            body.extend(quote! {
+                const _: () = #check_state;
+
+                /// The graph's fingerprint: a SHA-256 of its nodes, edges (in index order), entry and node
+                /// signatures, computed at compile time. Equal to `graph().fingerprint()`.
+                #[allow(dead_code)]
+                pub const FINGERPRINT: &str = #fingerprint;
+
+                /// The graph's description: node table, edge table (edge indices follow `to = [...]`
+                /// order), entry, node policies and fingerprint. Hand it to `Engine::builder`.
+                #[allow(dead_code)]
+                pub fn graph() -> #rt::Graph<#state> {
+                    #description
+                }
+
+                /// The graph as a Mermaid flowchart (edges labelled with their index).
+                #[allow(dead_code)]
+                pub fn mermaid() -> #rt::String {
+                    graph().mermaid()
+                }
+
+                /// The graph as a Graphviz DOT digraph (edges labelled with their index).
+                #[allow(dead_code)]
+                pub fn dot() -> #rt::String {
+                    graph().dot()
+                }
+            });
+        }
+        (_, Some(state)) => {
+            let msg = format!("graph `{name}` has compile errors");
+            body.extend(quote! {
+                #[doc(hidden)]
+                pub const FINGERPRINT: &str = "";
+                #[doc(hidden)]
+                pub fn graph() -> #rt::Graph<#state> { ::core::panic!(#msg) }
+                #[doc(hidden)]
+                pub fn mermaid() -> #rt::String { ::core::panic!(#msg) }
+                #[doc(hidden)]
+                pub fn dot() -> #rt::String { ::core::panic!(#msg) }
+            });
+        }
+        _ => {}
+    }
+    let quiet = if resolved.is_none() { quote!(#[allow(dead_code, unused)]) } else { TokenStream::new() };
+    quote! {
+        #(#attrs)*
+        #quiet
+        #vis mod #ident {
+            #(#items)*
+            #body
+        }
+    }
+}
+
+/// The module's items with `#[node]` attributes removed and later definitions of a duplicate node
+/// dropped (the duplicate is already reported; rustc would report it a second time).
+fn kept_items(g: &GraphDef) -> Vec<TokenStream> {
+    let mut dropped = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for n in &g.nodes {
+        if !seen.insert(n.name()) {
+            dropped.push(n.item);
+        }
+    }
+    let mut out = Vec::new();
+    for (i, item) in g.items.iter().enumerate() {
+        if dropped.contains(&i) {
+            continue;
+        }
+        match g.nodes.iter().find(|n| n.item == i) {
+            Some(n) => out.push(n.func.to_token_stream()),
+            None => out.push(item.to_token_stream()),
+        }
+    }
+    out
+}
+
+/// For stubs when `state = ...` is missing: the type the first node reads.
+fn stub_state(g: &GraphDef) -> Option<syn::Type> {
+    g.nodes.iter().find_map(|n| match n.func.sig.inputs.first() {
+        Some(syn::FnArg::Typed(t)) => match &*t.ty {
+            syn::Type::Reference(r) => Some((*r.elem).clone()),
+            _ => None,
+        },
+        _ => None,
+    })
+}
+
+/// The signature string a node contributes to the fingerprint.
+fn signature(n: &NodeDef) -> String {
+    n.func.sig.to_token_stream().to_string()
+}
+
+fn target_name(g: &GraphDef, t: Target) -> String {
+    match t {
+        Target::Node(j) => g.nodes[j].name(),
+        Target::End => "END".to_owned(),
+    }
+}
+
+/// The same text and hash as the runtime's `Graph::fingerprint` (format `graph-runtime/fingerprint/v1`),
+/// computed at compile time; a pass test checks they agree.
+pub(crate) fn fingerprint(g: &GraphDef, r: &Resolved) -> String {
+    let mut text = format!("graph-runtime/fingerprint/v1\nentry {}\n", g.nodes[r.entry].name());
+    for (n, edges) in g.nodes.iter().zip(&r.adjacency) {
+        let _ = write!(text, "node {}", n.name());
+        for t in edges {
+            let _ = write!(text, " -> {}", target_name(g, *t));
+        }
+        text.push('\n');
+    }
+    let mut sigs: Vec<(String, String)> = g.nodes.iter().map(|n| (n.name(), signature(n))).collect();
+    sigs.sort();
+    for (node, sig) in sigs {
+        let _ = writeln!(text, "sig {node} {sig}");
+    }
+    Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn description(g: &GraphDef, r: &Resolved, state: &syn::Type) -> TokenStream {
+    let rt = rt();
+    let name = &g.name;
+    let mut handlers = TokenStream::new();
+    let mut calls = TokenStream::new();
+    for n in &g.nodes {
+        let node = n.name();
+        let f = &n.ident;
+        let handler = format_ident!("__GraphNode_{}", f);
+        let routing = match &n.routing {
+            Routing::Next { prefix } => quote!(#prefix::Next),
+            Routing::Fork { prefix } => quote!(#prefix::Fork),
+            Routing::Static | Routing::Invalid => quote!(#rt::Static),
+        };
+        // Spanned on the function's name: a non-`Send` future or a type mismatch lands on the node.
+        let call =
+            quote_spanned!(f.span()=> #rt::run_node::<#state, #routing, _, _>(self::#f, __state, __ctx));
+        handlers.extend(quote! {
+            #[allow(non_camel_case_types)]
+            struct #handler;
+            impl #rt::Node<#state> for #handler {
+                fn run<'a>(
+                    &'a self,
+                    __state: &'a #state,
+                    __ctx: &'a mut #rt::Ctx,
+                ) -> #rt::BoxFuture<'a, #rt::NodeResult<#state, #rt::Route>> {
+                    #call
+                }
+            }
+        });
+        let policy = policy(n);
+        let sig = signature(n);
+        calls.extend(quote!(.add_node(#node, #handler, #policy).signature(#node, #sig)));
+    }
+    for (n, edges) in g.nodes.iter().zip(&r.adjacency) {
+        let from = n.name();
+        for t in edges {
+            let to = match t {
+                Target::Node(j) => {
+                    let to = g.nodes[*j].name();
+                    quote!(#to)
+                }
+                Target::End => quote!(#rt::END),
+            };
+            calls.extend(quote!(.edge(#from, #to)));
+        }
+    }
+    let entry = g.nodes[r.entry].name();
+    quote! {
+        #handlers
+        #rt::built(#name, #rt::Graph::<#state>::builder(#name) #calls .entry(#entry).build())
+    }
+}
+
+fn duration(ms: u64) -> TokenStream {
+    let rt = rt();
+    quote!(#rt::Duration::from_millis(#ms))
+}
+
+fn policy(n: &NodeDef) -> TokenStream {
+    let rt = rt();
+    let mut p = quote!(#rt::NodePolicy::default());
+    if let Some(ms) = n.policy.timeout_ms {
+        let d = duration(ms);
+        p.extend(quote!(.timeout(#d)));
+    }
+    if let Some(c) = n.policy.max_concurrency {
+        p.extend(quote!(.max_concurrency(#c)));
+    }
+    if let Some(r) = &n.policy.retry {
+        let attempts = r.attempts.unwrap_or(1);
+        let mut retry = quote!(#rt::RetryPolicy::attempts(#attempts));
+        match r.backoff {
+            Some(BackoffDef::Fixed(ms)) => {
+                let d = duration(ms);
+                retry.extend(quote!(.backoff(#rt::Backoff::Fixed(#d))));
+            }
+            Some(BackoffDef::Exponential(a, b)) => {
+                let (a, b) = (duration(a), duration(b));
+                retry.extend(quote!(.backoff(#rt::Backoff::exponential(#a, #b))));
+            }
+            None => {}
+        }
+        if let Some(j) = r.jitter {
+            retry.extend(quote!(.jitter(#j)));
+        }
+        p.extend(quote!(.retry(#retry)));
+    }
+    p
+}

@@ -1,0 +1,379 @@
+//! Tokens to [`GraphDef`]: finds the `#[node]` functions of the module and reads every option. Shape
+//! mistakes are reported here (and skipped); graph rules are `check.rs`'s.
+
+use proc_macro2::{Span, TokenStream};
+use syn::spanned::Spanned;
+use syn::{Expr, ExprLit, Ident, Item, ItemMod, Lit, LitStr, Meta};
+
+use super::ast::{BackoffDef, GraphDef, NodeDef, Policy, Retry, Routing};
+use crate::diag::Errors;
+use crate::keywords::{self as kw, GRAPH, NODE};
+use crate::options::{self, Options, Value};
+
+/// Reads a `#[graph]` invocation. `None` when the item is not an inline module (reported).
+pub(crate) fn parse(attr: TokenStream, item: ItemMod, errs: &mut Errors) -> Option<GraphDef> {
+    let opts = options::parse(attr, &GRAPH, errs);
+    let state = match opts.get(kw::STATE) {
+        Some(o) => match &o.value {
+            Value::Type(t) => Some((**t).clone()),
+            _ => None,
+        },
+        None => {
+            errs.at(
+                Span::call_site(),
+                "`#[graph]` needs the state type: write `#[graph(state = MyState)]` (a `#[reducer]` struct)",
+            );
+            None
+        }
+    };
+    let name = match opts.expr(kw::NAME) {
+        Some((_, e)) => match lit_str(e) {
+            Some(s) if !s.value().is_empty() => s.value(),
+            _ => {
+                errs.at(e.span(), "`name` is a non-empty string: `name = \"my-graph\"`");
+                item.ident.to_string()
+            }
+        },
+        None => item.ident.to_string(),
+    };
+    let Some((_, content)) = item.content.clone() else {
+        errs.at(
+            item.ident.span(),
+            format!(
+                "`#[graph]` needs an inline module: write `mod {} {{ ... }}` with the nodes inside",
+                item.ident
+            ),
+        );
+        return None;
+    };
+    let mut items = Vec::with_capacity(content.len());
+    let mut nodes = Vec::new();
+    for mut it in content {
+        let index = items.len();
+        match &mut it {
+            Item::Fn(f) => {
+                if let Some(attr) = take_node_attr(&mut f.attrs, errs) {
+                    let func = f.clone();
+                    nodes.push(parse_node(attr, func, index, errs));
+                }
+            }
+            other => {
+                if let Some(attrs) = item_attrs(other)
+                    && let Some(attr) = take_node_attr(attrs, errs)
+                {
+                    errs.at(
+                        attr.path().span(),
+                        "`#[node]` goes on an `async fn` of the graph module, not on this item",
+                    );
+                }
+            }
+        }
+        items.push(it);
+    }
+    Some(GraphDef { module: item, name, state, items, nodes })
+}
+
+/// Removes the `#[node(...)]` attributes of an item; a second one is a duplicate (both sites).
+fn take_node_attr(attrs: &mut Vec<syn::Attribute>, errs: &mut Errors) -> Option<syn::Attribute> {
+    let mut found: Option<syn::Attribute> = None;
+    attrs.retain(|a| {
+        if !is_node_attr(a) {
+            return true;
+        }
+        match &found {
+            Some(first) => errs.both(
+                a.path().span(),
+                "duplicate `#[node]` attribute: put every option in one `#[node(...)]`",
+                first.path().span(),
+                "first `#[node]` here",
+            ),
+            None => found = Some(a.clone()),
+        }
+        false
+    });
+    found
+}
+
+fn is_node_attr(a: &syn::Attribute) -> bool {
+    a.path().segments.last().is_some_and(|s| s.ident == "node")
+}
+
+fn item_attrs(item: &mut Item) -> Option<&mut Vec<syn::Attribute>> {
+    Some(match item {
+        Item::Const(i) => &mut i.attrs,
+        Item::Enum(i) => &mut i.attrs,
+        Item::Impl(i) => &mut i.attrs,
+        Item::Mod(i) => &mut i.attrs,
+        Item::Static(i) => &mut i.attrs,
+        Item::Struct(i) => &mut i.attrs,
+        Item::Trait(i) => &mut i.attrs,
+        Item::Type(i) => &mut i.attrs,
+        Item::Use(i) => &mut i.attrs,
+        _ => return None,
+    })
+}
+
+fn attr_tokens(attr: &syn::Attribute, errs: &mut Errors) -> TokenStream {
+    match &attr.meta {
+        Meta::Path(_) => TokenStream::new(),
+        Meta::List(l) => l.tokens.clone(),
+        Meta::NameValue(nv) => {
+            errs.at(nv.eq_token.span, "write `#[node(option, ...)]`, not `#[node = ...]`");
+            TokenStream::new()
+        }
+    }
+}
+
+fn parse_node(attr: syn::Attribute, func: syn::ItemFn, item: usize, errs: &mut Errors) -> NodeDef {
+    let opts = options::parse(attr_tokens(&attr, errs), &NODE, errs);
+    let ident = func.sig.ident.clone();
+    let entry = opts.get(kw::ENTRY).map(|o| o.key.clone());
+    let (to, edges) = match opts.expr(kw::TO) {
+        Some((key, e)) => (Some(key.clone()), parse_targets(e, errs)),
+        None => (None, Vec::new()),
+    };
+    let impure = opts.expr(kw::IMPURE).and_then(|(_, e)| match lit_str(e) {
+        Some(s) if !s.value().trim().is_empty() => Some(s.clone()),
+        _ => {
+            errs.at(
+                e.span(),
+                "`impure` needs the reason as a non-empty string: `impure = \"calls the legacy clock API\"`",
+            );
+            None
+        }
+    });
+    let policy = parse_policy(&opts, errs);
+    let routing = classify_return(&func.sig);
+    NodeDef { ident, item, func, entry, to, edges, policy, impure, routing }
+}
+
+/// `to = a` or `to = [a, b, END]`.
+fn parse_targets(e: &Expr, errs: &mut Errors) -> Vec<Ident> {
+    let elems: Vec<&Expr> = match e {
+        Expr::Array(a) => a.elems.iter().collect(),
+        other => vec![other],
+    };
+    let mut out = Vec::new();
+    for el in elems {
+        match el {
+            Expr::Path(p) if p.qself.is_none() && p.path.get_ident().is_some() => {
+                out.push(p.path.get_ident().cloned().unwrap_or_else(|| Ident::new("END", el.span())));
+            }
+            other => errs.at(other.span(), "an edge names a node of this graph or `END`: `to = [next, END]`"),
+        }
+    }
+    out
+}
+
+fn parse_policy(opts: &Options, errs: &mut Errors) -> Policy {
+    let mut policy = Policy::default();
+    if let Some((_, e)) = opts.expr(kw::TIMEOUT) {
+        policy.timeout_ms = duration_ms(e, "timeout", errs);
+    }
+    if let Some((_, e)) = opts.expr(kw::MAX_CONCURRENCY) {
+        policy.max_concurrency = match int(e) {
+            Some(n) if n >= 1 => usize::try_from(n).ok(),
+            _ => {
+                errs.at(e.span(), "`max_concurrency` is an integer of at least 1: `max_concurrency = 4`");
+                None
+            }
+        };
+    }
+    if let Some(o) = opts.get(kw::RETRY)
+        && let Value::Nested(r) = &o.value
+    {
+        policy.retry = Some(parse_retry(r, errs));
+    }
+    policy
+}
+
+fn parse_retry(opts: &Options, errs: &mut Errors) -> Retry {
+    let mut retry = Retry::default();
+    if let Some((_, e)) = opts.expr(kw::ATTEMPTS) {
+        retry.attempts = match int(e) {
+            Some(n) if n >= 1 => u32::try_from(n).ok(),
+            _ => None,
+        };
+        if retry.attempts.is_none() {
+            errs.at(
+                e.span(),
+                "`attempts` counts every attempt, the first included: an integer of at least 1",
+            );
+        }
+    }
+    if let Some((_, e)) = opts.expr(kw::JITTER) {
+        retry.jitter = match e {
+            Expr::Lit(ExprLit { lit: Lit::Float(f), .. }) => f.base10_parse::<f64>().ok(),
+            Expr::Lit(ExprLit { lit: Lit::Int(i), .. }) => i.base10_parse::<u8>().ok().map(f64::from),
+            _ => None,
+        }
+        .filter(|j| (0.0..=1.0).contains(j));
+        if retry.jitter.is_none() {
+            errs.at(
+                e.span(),
+                "`jitter` is the fraction of the delay that may be removed, in [0, 1]: `jitter = 0.25`",
+            );
+        }
+    }
+    if let Some((_, e)) = opts.expr(kw::BACKOFF) {
+        retry.backoff = parse_backoff(e, errs);
+    }
+    if !opts.has(kw::ATTEMPTS) && !opts.list.is_empty() {
+        errs.at(
+            opts.list[0].key.span(),
+            "`retry(...)` needs the number of attempts: `retry(attempts = 3, ...)`",
+        );
+    }
+    retry
+}
+
+fn parse_backoff(e: &Expr, errs: &mut Errors) -> Option<BackoffDef> {
+    const HELP: &str = "`backoff` is `fixed(\"100ms\")` or `exponential(\"10ms\", \"5s\")` (initial, cap)";
+    let Expr::Call(call) = e else {
+        errs.at(e.span(), HELP);
+        return None;
+    };
+    let name = match &*call.func {
+        Expr::Path(p) => p.path.get_ident().map(ToString::to_string),
+        _ => None,
+    };
+    let args: Vec<&Expr> = call.args.iter().collect();
+    match (name.as_deref(), args.as_slice()) {
+        (Some("fixed"), [d]) => Some(BackoffDef::Fixed(duration_ms(d, "backoff", errs)?)),
+        (Some("exponential"), [a, b]) => {
+            let (a, b) = (duration_ms(a, "backoff", errs), duration_ms(b, "backoff", errs));
+            Some(BackoffDef::Exponential(a?, b?))
+        }
+        _ => {
+            errs.at(call.func.span(), HELP);
+            None
+        }
+    }
+}
+
+fn duration_ms(e: &Expr, what: &str, errs: &mut Errors) -> Option<u64> {
+    let parsed = lit_str(e).and_then(|s| parse_duration_ms(&s.value()));
+    if parsed.is_none() {
+        errs.at(
+            e.span(),
+            format!(
+                "`{what}` takes a duration string such as \"250ms\", \"30s\", \"5m\", \"1h\" or \"1m30s\""
+            ),
+        );
+    }
+    parsed
+}
+
+/// "250ms", "30s", "5m", "1h", "1m30s" to milliseconds.
+pub(crate) fn parse_duration_ms(s: &str) -> Option<u64> {
+    let mut total: u64 = 0;
+    let mut rest = s.trim();
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        if digits == 0 {
+            return None;
+        }
+        let n: u64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let factor = match &rest[..unit_len] {
+            "ms" => 1,
+            "s" => 1_000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            _ => return None,
+        };
+        total = total.checked_add(n.checked_mul(factor)?)?;
+        rest = &rest[unit_len..];
+    }
+    Some(total)
+}
+
+fn lit_str(e: &Expr) -> Option<&LitStr> {
+    match e {
+        Expr::Lit(ExprLit { lit: Lit::Str(s), .. }) => Some(s),
+        _ => None,
+    }
+}
+
+fn int(e: &Expr) -> Option<u64> {
+    match e {
+        Expr::Lit(ExprLit { lit: Lit::Int(i), .. }) => i.base10_parse().ok(),
+        _ => None,
+    }
+}
+
+/// Reads the routing out of `-> NodeResult<S>`, `-> NodeResult<S, x::Next>`, `-> NodeResult<S, x::Fork>`.
+pub(crate) fn classify_return(sig: &syn::Signature) -> Routing {
+    let Some(args) = node_result_args(sig) else { return Routing::Invalid };
+    match args.as_slice() {
+        [_] => Routing::Static,
+        [_, syn::Type::Path(p)] if p.qself.is_none() => {
+            let segs: Vec<&syn::PathSegment> = p.path.segments.iter().collect();
+            match segs.as_slice() {
+                [one] if one.ident == "Static" => Routing::Static,
+                [prefix, last] if last.arguments.is_empty() && last.ident == "Next" => {
+                    Routing::Next { prefix: prefix.ident.clone() }
+                }
+                [prefix, last] if last.arguments.is_empty() && last.ident == "Fork" => {
+                    Routing::Fork { prefix: prefix.ident.clone() }
+                }
+                _ => Routing::Invalid,
+            }
+        }
+        _ => Routing::Invalid,
+    }
+}
+
+/// The type arguments of a `NodeResult<..>` return type.
+pub(crate) fn node_result_args(sig: &syn::Signature) -> Option<Vec<&syn::Type>> {
+    let syn::ReturnType::Type(_, ty) = &sig.output else { return None };
+    let syn::Type::Path(p) = &**ty else { return None };
+    let last = p.path.segments.last()?;
+    if last.ident != "NodeResult" {
+        return None;
+    }
+    let syn::PathArguments::AngleBracketed(a) = &last.arguments else { return None };
+    a.args
+        .iter()
+        .map(|g| match g {
+            syn::GenericArgument::Type(t) => Some(t),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration_ms("250ms"), Some(250));
+        assert_eq!(parse_duration_ms("30s"), Some(30_000));
+        assert_eq!(parse_duration_ms("1m30s"), Some(90_000));
+        assert_eq!(parse_duration_ms("2h"), Some(7_200_000));
+        assert_eq!(parse_duration_ms("5"), None);
+        assert_eq!(parse_duration_ms("s"), None);
+        assert_eq!(parse_duration_ms("5 days"), None);
+        assert_eq!(parse_duration_ms(""), None);
+    }
+
+    #[test]
+    fn return_types() {
+        let s: syn::Signature = syn::parse_quote!(async fn a(s: &S, c: &mut Ctx) -> NodeResult<S>);
+        assert!(matches!(classify_return(&s), Routing::Static));
+        let s: syn::Signature = syn::parse_quote!(async fn a(s: &S, c: &mut Ctx) -> NodeResult<S, a::Next>);
+        assert!(matches!(classify_return(&s), Routing::Next { prefix } if prefix == "a"));
+        let s: syn::Signature = syn::parse_quote!(async fn a(s: &S, c: &mut Ctx) -> NodeResult<S, a::Fork>);
+        assert!(matches!(classify_return(&s), Routing::Fork { .. }));
+        let s: syn::Signature = syn::parse_quote!(async fn a(s: &S, c: &mut Ctx) -> NodeResult<S, Route>);
+        assert!(matches!(classify_return(&s), Routing::Invalid));
+        let s: syn::Signature =
+            syn::parse_quote!(async fn a(s: &S, c: &mut Ctx) -> Result<SDelta, NodeError>);
+        assert!(matches!(classify_return(&s), Routing::Invalid));
+    }
+}

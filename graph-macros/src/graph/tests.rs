@@ -1,0 +1,1 @@
+//! Front-end tests of `#[graph]`: parse + check on `syn::parse_quote!` input.

@@ -1,0 +1,169 @@
+//! A `#[reducer]` struct to [`StateDef`]: every field with its strategy, `#[reduce]` attributes removed.
+
+use proc_macro2::Span;
+use quote::format_ident;
+use syn::spanned::Spanned;
+use syn::{Expr, Ident, ItemStruct, Meta, Type, Visibility};
+
+use crate::diag::Errors;
+use crate::keywords::{DELTA, REDUCE};
+use crate::options::{self, Options, Value};
+
+/// A state struct.
+pub(crate) struct StateDef {
+    /// The struct, `#[reduce]` attributes removed.
+    pub(crate) item: ItemStruct,
+    /// The generated delta's name (`<Struct>Delta` or `delta = Name`).
+    pub(crate) delta: Ident,
+    pub(crate) fields: Vec<FieldDef>,
+    /// The struct derives `PartialEq`, so the delta does too.
+    pub(crate) partial_eq: bool,
+}
+
+/// One field.
+pub(crate) struct FieldDef {
+    pub(crate) ident: Ident,
+    pub(crate) ty: Type,
+    pub(crate) vis: Visibility,
+    pub(crate) strategy: Strategy,
+    /// The strategy's token (the field's name for the default overwrite).
+    pub(crate) span: Span,
+}
+
+/// How a field merges.
+#[derive(Clone)]
+pub(crate) enum Strategy {
+    Overwrite,
+    Append,
+    Sum,
+    Max,
+    Min,
+    Union,
+    With(syn::Path),
+}
+
+impl Strategy {
+    pub(crate) fn runtime_name(&self) -> &'static str {
+        match self {
+            Strategy::Overwrite => "Overwrite",
+            Strategy::Append => "Append",
+            Strategy::Sum => "Sum",
+            Strategy::Max => "Max",
+            Strategy::Min => "Min",
+            Strategy::Union => "Union",
+            Strategy::With(_) => "Custom",
+        }
+    }
+}
+
+pub(crate) fn parse_struct(mut item: ItemStruct, opts: &Options, errs: &mut Errors) -> StateDef {
+    let delta = match opts.expr(DELTA) {
+        Some((_, Expr::Path(p))) if p.path.get_ident().is_some() => p.path.get_ident().cloned(),
+        Some((_, e)) => {
+            errs.at(e.span(), "`delta` names the generated type: `delta = MyDelta`");
+            None
+        }
+        None => None,
+    }
+    .unwrap_or_else(|| format_ident!("{}Delta", item.ident));
+    if !item.generics.params.is_empty() {
+        errs.at(
+            item.generics.span(),
+            "`#[reducer]` does not support generic state structs; use a concrete type (a type alias of a generic struct does not work either)",
+        );
+    }
+    let partial_eq = item.attrs.iter().any(|a| {
+        a.path().is_ident("derive")
+            && a.parse_args_with(syn::punctuated::Punctuated::<syn::Path, syn::Token![,]>::parse_terminated)
+                .is_ok_and(|ps| ps.iter().any(|p| p.segments.last().is_some_and(|s| s.ident == "PartialEq")))
+    });
+    let mut fields = Vec::new();
+    match &mut item.fields {
+        syn::Fields::Named(named) => {
+            for f in &mut named.named {
+                let Some(ident) = f.ident.clone() else { continue };
+                let strategy = take_strategy(&mut f.attrs, errs);
+                let (strategy, span) = strategy.unwrap_or((Strategy::Overwrite, ident.span()));
+                fields.push(FieldDef { ident, ty: f.ty.clone(), vis: f.vis.clone(), strategy, span });
+            }
+        }
+        other => errs.at(
+            if matches!(other, syn::Fields::Unit) { item.ident.span() } else { other.span() },
+            "`#[reducer]` needs a struct with named fields: each field is one part of the delta",
+        ),
+    }
+    StateDef { item, delta, fields, partial_eq }
+}
+
+/// Reads and removes the `#[reduce(...)]` attributes of a field.
+fn take_strategy(attrs: &mut Vec<syn::Attribute>, errs: &mut Errors) -> Option<(Strategy, Span)> {
+    let mut found: Option<(Strategy, Span)> = None;
+    let mut first_attr: Option<Span> = None;
+    let mut kept = Vec::with_capacity(attrs.len());
+    for a in attrs.drain(..) {
+        if !a.path().is_ident("reduce") {
+            kept.push(a);
+            continue;
+        }
+        let path_span = a.path().span();
+        if let Some(first) = first_attr {
+            errs.both(
+                path_span,
+                "duplicate `#[reduce]` on one field: a field has one strategy",
+                first,
+                "first `#[reduce]` here",
+            );
+            continue;
+        }
+        first_attr = Some(path_span);
+        let tokens = match &a.meta {
+            Meta::List(l) => l.tokens.clone(),
+            _ => {
+                errs.at(path_span, strategy_needed());
+                continue;
+            }
+        };
+        let opts = options::parse(tokens, &REDUCE, errs);
+        let mut chosen: Vec<(Strategy, &Ident)> = Vec::new();
+        for o in &opts.list {
+            let s = match (o.key.to_string().as_str(), &o.value) {
+                ("overwrite", _) => Strategy::Overwrite,
+                ("append", _) => Strategy::Append,
+                ("sum", _) => Strategy::Sum,
+                ("max", _) => Strategy::Max,
+                ("min", _) => Strategy::Min,
+                ("union", _) => Strategy::Union,
+                (_, Value::Expr(e)) => {
+                    match &**e {
+                        Expr::Path(p) if p.qself.is_none() => Strategy::With(p.path.clone()),
+                        other => {
+                            errs.at(other.span(), "`with` names a merge function: `with = my_merge` or `with = path::to::merge`");
+                            continue;
+                        }
+                    }
+                }
+                _ => continue,
+            };
+            chosen.push((s, &o.key));
+        }
+        match chosen.as_slice() {
+            [] if opts.list.is_empty() && errs.is_empty() => errs.at(path_span, strategy_needed()),
+            [] => {}
+            [(s, key)] => found = Some((s.clone(), key.span())),
+            [(_, first), (_, second), ..] => errs.both(
+                second.span(),
+                format!("conflicting strategies `{first}` and `{second}`: a field merges one way; keep one"),
+                first.span(),
+                format!("`{first}` chosen here"),
+            ),
+        }
+    }
+    *attrs = kept;
+    found
+}
+
+fn strategy_needed() -> String {
+    "`#[reduce]` needs a strategy: `#[reduce(append)]`, `#[reduce(sum)]`, `#[reduce(max)]`, `#[reduce(min)]`, \
+     `#[reduce(union)]` or `#[reduce(with = my_merge)]` (no attribute means overwrite)"
+        .to_owned()
+}
