@@ -4,17 +4,24 @@
 //! `summarize` loops back to `revise` until the review converges. Model calls are simulated with the
 //! run's deterministic RNG, so every run of the same PR prints the same result.
 //!
+//! The run is durable: every step is committed to a sled store in `./data` (or `--data <dir>`) before
+//! the next starts. Interrupt it (Ctrl-C, or kill it) and run the same command again: it resumes from
+//! the last committed step instead of restarting. Once complete, running it again prints the stored
+//! result without executing anything; `--fresh` starts over.
+//!
 //! ```text
-//! cargo run -p graph-examples --example review [-- <pr-number>]
+//! cargo run -p graph-examples --example review [-- <pr-number>] [--data <dir>] [--fresh]
 //! ```
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use graph_runtime::Store;
 use graph_runtime::node::BoxFuture;
 use graph_runtime::prelude::*;
 use graph_runtime::rand_core::Rng;
 use graph_runtime::state::{FieldWrite, Strategy, merge};
+use graph_runtime::store::SledStore;
 
 /// The review's state.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -188,11 +195,56 @@ pub fn graph() -> Graph<Review> {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let pr = std::env::args().nth(1).unwrap_or_else(|| "3".to_owned());
+    let mut pr = "3".to_owned();
+    let mut data = std::path::PathBuf::from("data");
+    let mut fresh = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--data" => data = args.next().ok_or("--data needs a directory")?.into(),
+            "--fresh" => fresh = true,
+            other => pr = other.to_owned(),
+        }
+    }
     let run_id = format!("review-pr-{pr}");
-    let engine = Engine::builder(graph()).store(MemoryStore::new()).build();
-    println!("run {run_id}: reviewing PR #{pr}");
-    let out = engine.run(&run_id, Review { pr, ..Review::default() }).await?;
+    let dir = data.join("review");
+    if fresh && dir.exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+    let store = SledStore::open(&dir)?;
+    let engine = Engine::builder(graph()).store(store.clone()).build();
+
+    // Ctrl-C cancels the run; its committed steps stay, and the next invocation resumes.
+    let canceller = engine.clone();
+    let cancel_id = run_id.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            canceller.cancel(&cancel_id);
+        }
+    });
+
+    let result = match store.run_info(&run_id).await? {
+        None => {
+            println!("run {run_id}: reviewing PR #{pr} (store: {})", dir.display());
+            engine.run(&run_id, Review { pr, ..Review::default() }).await
+        }
+        Some(info) if info.status == RunStatus::Completed => {
+            println!("run {run_id} already completed; its stored result (use --fresh to start over):");
+            engine.resume(&run_id).await
+        }
+        Some(info) => {
+            println!("run {run_id}: resuming after step {} (status was {:?})", info.latest_step, info.status);
+            engine.resume(&run_id).await
+        }
+    };
+    let out = match result {
+        Ok(out) => out,
+        Err(graph_runtime::Error::Cancelled { step, .. }) => {
+            println!("interrupted during step {step}; run the same command again to resume");
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
+    };
     println!("run {} {:?} after {} steps", out.run_id, out.status, out.steps);
     println!("verdict:   {}", out.state.verdict.as_deref().unwrap_or("-"));
     println!("findings:  {}", out.state.findings.len());

@@ -137,3 +137,30 @@ async fn async_durability_commits_the_same_history() {
     tokio::time::sleep(Duration::from_millis(1)).await;
     assert_eq!(store.history("a").await.unwrap().len(), 31);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_commits_share_flushes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SledStore::open(dir.path()).unwrap();
+    let tasks: Vec<_> = (0..64)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let cp = graph_tests::conformance::checkpoint(&format!("g{i}"), 0, i);
+                store.save_checkpoint(&cp, &graph_runtime::RunStatus::Running, 0).await.unwrap()
+            })
+        })
+        .collect();
+    for t in tasks {
+        assert!(matches!(t.await.unwrap(), graph_runtime::CommitOutcome::Committed { .. }));
+    }
+    let flushes = store.flushes();
+    assert!((1..=16).contains(&flushes), "64 durable commits took {flushes} flushes");
+    // Sequential commits each need their own flush.
+    let before = store.flushes();
+    for i in 0..5 {
+        let cp = graph_tests::conformance::checkpoint("seq", i, i);
+        store.save_checkpoint(&cp, &graph_runtime::RunStatus::Running, i).await.unwrap();
+    }
+    assert_eq!(store.flushes() - before, 5);
+}

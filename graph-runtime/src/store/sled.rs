@@ -190,6 +190,11 @@ impl SledStore {
         Ok(self.inner.checkpoints.get(cp_key(run_id, step)).map_err(backend)?.map(|v| v.to_vec()))
     }
 
+    /// Flushes this store performed so far (each makes every earlier commit durable).
+    pub fn flushes(&self) -> u64 {
+        self.inner.flusher.done.borrow().finished
+    }
+
     /// Bytes the database occupies on disk.
     ///
     /// # Errors
