@@ -71,6 +71,9 @@ pub(crate) async fn execute_step<S: Reducer>(
     };
     // Attempts of this step observe this token; cancelling it reaches every running item.
     let step_token = input.cancel.child_token();
+    if n == 1 {
+        return execute_alone(input, step_token).await;
+    }
     let mut outputs: Vec<Option<ItemOutput<S>>> = (0..n).map(|_| None).collect();
     let mut running_per_node: HashMap<usize, usize> = HashMap::new();
     let mut ranks: HashMap<tokio::task::Id, usize> = HashMap::new();
@@ -80,6 +83,8 @@ pub(crate) async fn execute_step<S: Reducer>(
     let mut acquire: Option<Acquire> = None;
     let mut waiting_since: Option<Instant> = None;
 
+    let budget = sleep_until(input.run_deadline);
+    tokio::pin!(budget);
     let stop = loop {
         // Start as many items as the limits allow, in order.
         while next < n {
@@ -99,23 +104,7 @@ pub(crate) async fn execute_step<S: Reducer>(
             waiting_since = None;
             let item = &items[next];
             let entry = &g.nodes[node];
-            let timeout = entry.policy.timeout.unwrap_or(options.default_node_timeout);
-            let retry = entry.policy.retry.clone().unwrap_or_else(|| options.default_retry.clone());
-            let attempt = Attempts {
-                handler: entry.handler.clone(),
-                state: input.state.clone(),
-                run_id: input.run_id.clone(),
-                run_seed: input.run_seed,
-                step: input.step,
-                node: entry.name.clone(),
-                order_key: item.order_key,
-                path: item.path.clone(),
-                input: item.input.clone().map(Arc::new),
-                timeout,
-                retry,
-                token: step_token.clone(),
-                run_deadline: input.run_deadline,
-            };
+            let attempt = attempts_for(&input, next, &step_token);
             let span = tracing::debug_span!("node", node = %entry.name, step = input.step, order_key = %item.order_key);
             let handle = set.spawn(
                 async move {
@@ -146,7 +135,7 @@ pub(crate) async fn execute_step<S: Reducer>(
         tokio::select! {
             biased;
             _ = input.cancel.cancelled() => break Some(StepStop::Cancelled),
-            _ = sleep_until(input.run_deadline) => break Some(StepStop::Budget),
+            _ = &mut budget => break Some(StepStop::Budget),
             Some(joined) = set.join_next_with_id(), if !set.is_empty() => {
                 let (id, result) = match joined {
                     Ok((id, r)) => (id, Ok(r)),
@@ -186,12 +175,88 @@ pub(crate) async fn execute_step<S: Reducer>(
     Ok(outputs.into_iter().map(|o| o.expect("every item finished")).collect())
 }
 
+/// A step of one item runs on the run's own task: no spawn, no cross-thread hop. Admission, the budget,
+/// cancellation and panics are handled as for a wider step.
+async fn execute_alone<S: Reducer>(
+    input: StepInput<'_, S>,
+    step_token: CancellationToken,
+) -> Result<Vec<ItemOutput<S>>, StepStop> {
+    let options = input.options;
+    let budget = sleep_until(input.run_deadline);
+    let permit = match input.admission.clone().try_acquire_owned() {
+        Ok(p) => p,
+        Err(_) => tokio::select! {
+            biased;
+            _ = input.cancel.cancelled() => return Err(StepStop::Cancelled),
+            p = input.admission.clone().acquire_owned() => p.map_err(|_| StepStop::Cancelled)?,
+            _ = tokio::time::sleep(options.backpressure_timeout) => return Err(StepStop::Backpressure),
+        },
+    };
+    let attempts = attempts_for(&input, 0, &step_token);
+    let result = tokio::select! {
+        biased;
+        _ = input.cancel.cancelled() => Err(StepStop::Cancelled),
+        _ = budget => Err(StepStop::Budget),
+        r = CatchUnwind(Box::pin(attempts.run())) => match r {
+            Ok(Ok(out)) => Ok(vec![out]),
+            Ok(Err((attempts, error))) => Err(StepStop::Failed { rank: 0, attempts, error }),
+            Err(payload) => Err(StepStop::Panicked { rank: 0, message: panic_message(payload) }),
+        },
+    };
+    drop(permit);
+    if result.is_err() {
+        step_token.cancel();
+    }
+    result
+}
+
+/// Polls a future, turning a panic into an error value (what a spawned task's `JoinError` gives).
+struct CatchUnwind<F>(Pin<Box<F>>);
+
+impl<F: Future> Future for CatchUnwind<F> {
+    type Output = Result<F::Output, Box<dyn std::any::Any + Send>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let fut = self.0.as_mut();
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.poll(cx))) {
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Ok(std::task::Poll::Ready(v)) => std::task::Poll::Ready(Ok(v)),
+            Err(payload) => std::task::Poll::Ready(Err(payload)),
+        }
+    }
+}
+
 fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
     match payload.downcast::<String>() {
         Ok(s) => *s,
         Err(p) => {
             p.downcast_ref::<&str>().map_or_else(|| "non-string panic payload".into(), |s| (*s).to_owned())
         }
+    }
+}
+
+/// The attempts of item `rank` of the step.
+fn attempts_for<S: Reducer>(
+    input: &StepInput<'_, S>,
+    rank: usize,
+    step_token: &CancellationToken,
+) -> Attempts<S> {
+    let item = &input.items[rank];
+    let entry = &input.graph.inner.nodes[input.nodes[rank]];
+    Attempts {
+        handler: entry.handler.clone(),
+        state: input.state.clone(),
+        run_id: input.run_id.clone(),
+        run_seed: input.run_seed,
+        step: input.step,
+        node: entry.name.clone(),
+        order_key: item.order_key,
+        path: item.path.clone(),
+        input: item.input.clone().map(Arc::new),
+        timeout: entry.policy.timeout.unwrap_or(input.options.default_node_timeout),
+        retry: entry.policy.retry.clone().unwrap_or_else(|| input.options.default_retry.clone()),
+        token: step_token.clone(),
+        run_deadline: input.run_deadline,
     }
 }
 

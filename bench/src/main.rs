@@ -1,0 +1,376 @@
+//! The workload runner behind `docs/BENCHMARKS.md`: prints one JSON object per measurement (JSON Lines).
+//!
+//! ```text
+//! cargo run --release -p graph-bench -- [--repeat K] [--quick] [--workloads loop,fanout,...] [--dir DIR]
+//! ```
+//!
+//! Workloads (the first four mirror `bench/langgraph/bench.py`):
+//! `loop` (one node routing to itself 10,000 times), `fanout` (1,000 forked branches and a join),
+//! `durable` (1,000 sequential steps, each commit flushed, beside the disk's measured fdatasync rate),
+//! `concurrent` (1, 8, 64, 256 durable runs at once), `growth` (a 1 MiB state growing 1 KiB a step for
+//! 1,000 steps: bytes written per step), `resume` (latency of resuming after 100 and 100,000 steps),
+//! `memory` (resident memory of 10,000 runs in flight). `GRAPH_BENCH_MODE=memory` limits `loop` to one
+//! store, for profiling.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use graph_bench::{Count, CountDelta, Fan, fanout_graph, growth_graph, growth_input, loop_graph};
+use graph_runtime::store::{Durability, SledOptions, SledStore, StateRepr};
+use graph_runtime::{END, Engine, EngineOptions, Error, Graph, MemoryStore, Route, Store};
+use serde_json::{Value, json};
+
+struct Args {
+    repeat: usize,
+    quick: bool,
+    workloads: Vec<String>,
+    dir: PathBuf,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        repeat: 5,
+        quick: false,
+        workloads: ["loop", "fanout", "durable", "concurrent", "growth", "resume", "memory"]
+            .map(String::from)
+            .to_vec(),
+        dir: std::env::temp_dir(),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--repeat" => a.repeat = it.next().and_then(|v| v.parse().ok()).expect("--repeat K"),
+            "--quick" => a.quick = true,
+            "--workloads" => {
+                a.workloads = it.next().expect("--workloads a,b").split(',').map(String::from).collect()
+            }
+            "--dir" => a.dir = it.next().expect("--dir DIR").into(),
+            other => panic!("unknown argument {other}"),
+        }
+    }
+    a
+}
+
+fn main() {
+    let a = args();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let scale = |n: u64| if a.quick { (n / 10).max(1) } else { n };
+    for w in &a.workloads {
+        eprintln!("== {w}");
+        let t0 = Instant::now();
+        match w.as_str() {
+            "loop" => rt.block_on(loop_workload(&a, scale(10_000))),
+            "fanout" => rt.block_on(fanout_workload(&a, scale(1_000))),
+            "durable" => rt.block_on(durable_workload(&a, scale(1_000))),
+            "concurrent" => rt.block_on(concurrent_workload(&a, if a.quick { 5 } else { 20 })),
+            "growth" => rt.block_on(growth_workload(&a, scale(1_000) as usize)),
+            "resume" => rt.block_on(resume_workload(&a, scale(100_000))),
+            "memory" => rt.block_on(memory_workload(scale(10_000) as usize)),
+            other => panic!("unknown workload {other}"),
+        }
+        eprintln!("   {:.1} s", t0.elapsed().as_secs_f64());
+    }
+}
+
+fn emit(mut record: Value) {
+    record["impl"] = json!("graph-runtime");
+    record["version"] = json!(env!("CARGO_PKG_VERSION"));
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{record}").unwrap();
+    out.flush().unwrap();
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 }
+}
+
+fn fresh_dir(a: &Args) -> tempfile::TempDir {
+    tempfile::tempdir_in(&a.dir).expect("a temp dir in --dir")
+}
+
+fn sled(dir: &Path, durability: Durability) -> SledStore {
+    SledStore::open_with(dir, SledOptions::default().durability(durability)).expect("sled opens")
+}
+
+/// Times `f` `repeat` times after one warm-up.
+async fn timed<F, Fut>(repeat: usize, mut f: F) -> Vec<f64>
+where
+    F: FnMut(usize) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    f(usize::MAX).await;
+    let mut all = Vec::with_capacity(repeat);
+    for i in 0..repeat {
+        let t = Instant::now();
+        f(i).await;
+        all.push(t.elapsed().as_secs_f64());
+    }
+    all
+}
+
+async fn loop_workload(a: &Args, n: u64) {
+    for mode in ["memory", "sled-async"] {
+        if std::env::var("GRAPH_BENCH_MODE").is_ok_and(|m| m != mode) {
+            continue;
+        }
+        let dir = fresh_dir(a);
+        let engine = match mode {
+            "memory" => {
+                Engine::builder(loop_graph(n)).options(EngineOptions::default().max_steps(n + 1)).build()
+            }
+            _ => Engine::builder(loop_graph(n))
+                .store(sled(dir.path(), Durability::Async))
+                .options(EngineOptions::default().max_steps(n + 1))
+                .build(),
+        };
+        let all = timed(a.repeat, |i| {
+            let engine = engine.clone();
+            async move {
+                let out = engine.run(&format!("loop-{i}"), Count::default()).await.unwrap();
+                assert_eq!(out.state.count, n);
+            }
+        })
+        .await;
+        let m = median(&all);
+        emit(json!({"workload": "loop", "mode": mode, "n": n, "repeat": a.repeat, "seconds_median": m,
+            "seconds_all": all, "us_per_step": m / n as f64 * 1e6,
+            "note": "every step committed to the store; sled-async: not flushed per commit (see durable)"}));
+    }
+}
+
+async fn fanout_workload(a: &Args, width: u64) {
+    for mode in ["memory", "sled-sync"] {
+        let dir = fresh_dir(a);
+        let opts = EngineOptions::default().max_concurrent_nodes(64).queue_depth(4096);
+        let engine = match mode {
+            "memory" => Engine::builder(fanout_graph(width)).options(opts).build(),
+            _ => Engine::builder(fanout_graph(width))
+                .store(sled(dir.path(), Durability::Sync))
+                .options(opts)
+                .build(),
+        };
+        let all = timed(a.repeat, |i| {
+            let engine = engine.clone();
+            async move {
+                let out = engine.run(&format!("fan-{i}"), Fan::default()).await.unwrap();
+                assert_eq!(out.state.joined, width);
+            }
+        })
+        .await;
+        let m = median(&all);
+        emit(json!({"workload": "fanout", "mode": mode, "n": width, "repeat": a.repeat, "seconds_median": m,
+            "seconds_all": all, "us_per_activation": m / (width + 2) as f64 * 1e6,
+            "note": "max_concurrent_nodes = 64"}));
+    }
+}
+
+/// The disk's own rate of one small write + fdatasync at a time, in the directory the stores use.
+fn fdatasync_rate(dir: &Path, duration: Duration) -> (f64, u64) {
+    let path = dir.join("fdatasync-probe");
+    let mut f = std::fs::OpenOptions::new().create(true).truncate(true).write(true).open(&path).unwrap();
+    let block = [7u8; 512];
+    let t = Instant::now();
+    let mut n = 0u64;
+    while t.elapsed() < duration {
+        f.write_all(&block).unwrap();
+        f.sync_data().unwrap();
+        n += 1;
+    }
+    let rate = n as f64 / t.elapsed().as_secs_f64();
+    let _ = std::fs::remove_file(path);
+    (rate, n)
+}
+
+async fn durable_workload(a: &Args, n: u64) {
+    let dir = fresh_dir(a);
+    let mut rates = Vec::new();
+    let mut all = Vec::new();
+    for i in 0..a.repeat {
+        // Interleave the probe with the runs so both see the same disk conditions.
+        rates.push(fdatasync_rate(dir.path(), Duration::from_millis(700)).0);
+        let run_dir = fresh_dir(a);
+        let engine = Engine::builder(loop_graph(n))
+            .store(sled(run_dir.path(), Durability::Sync))
+            .options(EngineOptions::default().max_steps(n + 1))
+            .build();
+        let t = Instant::now();
+        let out = engine.run(&format!("durable-{i}"), Count::default()).await.unwrap();
+        all.push(t.elapsed().as_secs_f64());
+        assert_eq!(out.steps, n);
+    }
+    let commits = n + 1; // checkpoints 0..=n (the last one is the END checkpoint)
+    let m = median(&all);
+    let fsync = median(&rates);
+    emit(json!({"workload": "fdatasync", "mode": "disk", "n": a.repeat, "repeat": a.repeat,
+        "ops_per_s_median": fsync, "ops_per_s_all": rates,
+        "note": "512-byte append + fdatasync, one at a time, same file system as the stores"}));
+    emit(json!({"workload": "durable", "mode": "sled-sync", "n": n, "repeat": a.repeat, "seconds_median": m,
+        "seconds_all": all, "steps_per_s": n as f64 / m, "commits_per_s": commits as f64 / m,
+        "ratio_to_fdatasync": (commits as f64 / m) / fsync,
+        "note": "every commit acknowledged only after a flush"}));
+}
+
+async fn concurrent_workload(a: &Args, steps: u64) {
+    for runs in [1usize, 8, 64, 256] {
+        let mut all = Vec::new();
+        for rep in 0..a.repeat.min(3) {
+            let dir = fresh_dir(a);
+            let engine = Engine::builder(loop_graph(steps))
+                .store(sled(dir.path(), Durability::Sync))
+                .options(EngineOptions::default().max_steps(steps + 1))
+                .build();
+            let t = Instant::now();
+            let tasks: Vec<_> = (0..runs)
+                .map(|r| {
+                    let engine = engine.clone();
+                    tokio::spawn(async move {
+                        engine.run(&format!("c{rep}-{r}"), Count::default()).await.unwrap()
+                    })
+                })
+                .collect();
+            for task in tasks {
+                task.await.unwrap();
+            }
+            all.push(t.elapsed().as_secs_f64());
+        }
+        let commits = runs as u64 * (steps + 1);
+        let m = median(&all);
+        emit(json!({"workload": "concurrent", "mode": "sled-sync", "n": runs, "steps_per_run": steps,
+            "repeat": all.len(), "seconds_median": m, "seconds_all": all,
+            "commits_per_s": commits as f64 / m, "note": "aggregate durable commits of all runs"}));
+    }
+}
+
+async fn growth_workload(a: &Args, steps: usize) {
+    for mode in ["memory", "sled-sync"] {
+        let dir = fresh_dir(a);
+        let sled_store = (mode == "sled-sync").then(|| sled(dir.path(), Durability::Sync));
+        let store: Arc<dyn Store> = match &sled_store {
+            Some(s) => Arc::new(s.clone()),
+            None => Arc::new(MemoryStore::new()),
+        };
+        let engine = Engine::builder(growth_graph(steps))
+            .shared_store(store.clone())
+            .options(EngineOptions::default().max_steps(steps as u64 + 2))
+            .build();
+        let t = Instant::now();
+        let out = engine.run("growth", growth_input()).await.unwrap();
+        let seconds = t.elapsed().as_secs_f64();
+        assert_eq!(out.state.chunks.len(), steps + 1);
+        // State bytes written by the steps after the input (step 0), as stored: deltas and snapshots.
+        let cps = store.checkpoints("growth", 1, out.steps).await.unwrap();
+        let state_bytes: usize = cps.iter().map(|c| c.state.len()).sum();
+        let snapshots = cps.iter().filter(|c| matches!(c.state, StateRepr::Full(_))).count();
+        let mut record = json!({"workload": "growth", "mode": mode, "n": steps, "repeat": 1,
+            "seconds_median": seconds, "seconds_all": [seconds], "steps": out.steps,
+            "state_bytes_per_step": state_bytes as f64 / out.steps as f64, "snapshots": snapshots,
+            "delta_bytes": 1024, "note": "state bytes: deltas and periodic snapshots as stored"});
+        if let Some(sled_store) = sled_store {
+            // Whole records as written: envelope, metadata (frontier, keys, hashes) and state payload.
+            let raw: usize = (1..=out.steps)
+                .map(|s| sled_store.raw_checkpoint("growth", s).unwrap().map_or(0, |r| r.len()))
+                .sum();
+            drop((engine, store, sled_store));
+            record["record_bytes_per_step"] = json!(raw as f64 / out.steps as f64);
+            record["store_bytes_on_disk"] = json!(dir_size(dir.path()));
+        }
+        emit(record);
+    }
+}
+
+fn dir_size(dir: &Path) -> u64 {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let m = entry.metadata().unwrap();
+        total += if m.is_dir() { dir_size(&entry.path()) } else { m.len() };
+    }
+    total
+}
+
+async fn resume_workload(a: &Args, long: u64) {
+    for history in [100u64, long] {
+        let dir = fresh_dir(a);
+        // Build the history fast (no flush per commit), then flush once.
+        let store = sled(dir.path(), Durability::Async);
+        let build = Engine::builder(loop_graph(u64::MAX))
+            .store(store.clone())
+            .options(EngineOptions::default().max_steps(history))
+            .build();
+        let err = build.run("long", Count::default()).await.unwrap_err();
+        assert!(matches!(err, Error::MaxStepsExceeded { .. }));
+        store.flush().await.unwrap();
+        drop(build);
+        drop(store);
+        // Each resume opens the store, rebuilds the state and executes exactly one more step.
+        let mut all = Vec::new();
+        for i in 0..a.repeat as u64 {
+            let t = Instant::now();
+            let store = sled(dir.path(), Durability::Sync);
+            let engine = Engine::builder(loop_graph(u64::MAX))
+                .store(store)
+                .options(EngineOptions::default().max_steps(history + i + 1))
+                .build();
+            let err = engine.resume("long").await.unwrap_err();
+            all.push(t.elapsed().as_secs_f64());
+            assert!(matches!(err, Error::MaxStepsExceeded { .. }), "{err:?}");
+        }
+        let m = median(&all);
+        emit(json!({"workload": "resume", "mode": "sled-sync", "n": history, "repeat": all.len(),
+            "seconds_median": m, "seconds_all": all, "ms_median": m * 1e3,
+            "note": "open the store, load and rebuild the latest state, execute and commit one step"}));
+    }
+}
+
+fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+async fn memory_workload(runs: usize) {
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let parked = Arc::new(AtomicUsize::new(0));
+    let p = parked.clone();
+    let graph = Graph::<Count>::builder("park")
+        .node("park", move |_s, _c| {
+            let (mut rx, p) = (rx.clone(), p.clone());
+            Box::pin(async move {
+                p.fetch_add(1, Ordering::SeqCst);
+                rx.wait_for(|go| *go).await.map_err(graph_runtime::NodeError::from_error)?;
+                Ok((CountDelta { count: Some(1) }, Route::Declared))
+            })
+        })
+        .entry("park")
+        .edge("park", END)
+        .build()
+        .unwrap();
+    let engine = Engine::builder(graph).options(EngineOptions::default().queue_depth(runs * 2)).build();
+    let before = rss_bytes();
+    let tasks: Vec<_> = (0..runs)
+        .map(|i| {
+            let engine = engine.clone();
+            tokio::spawn(async move { engine.run(&format!("m{i}"), Count::default()).await.unwrap() })
+        })
+        .collect();
+    while parked.load(Ordering::SeqCst) < runs {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let during = rss_bytes();
+    tx.send(true).unwrap();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    emit(json!({"workload": "memory", "mode": "memory", "n": runs, "repeat": 1,
+        "rss_before": before, "rss_in_flight": during,
+        "bytes_per_run": (during.saturating_sub(before)) as f64 / runs as f64,
+        "note": "VmRSS with every run parked inside its node, checkpoints in a MemoryStore"}));
+}
