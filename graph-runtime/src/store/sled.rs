@@ -5,10 +5,10 @@
 //! three, which sled serializes: two writers of one key cannot both insert it.
 //!
 //! sled acknowledges a transaction before it is on disk. Under [`Durability::Sync`] (the default) a
-//! commit is reported only after a flush covering it completed. Flushes are shared (group commit): a
-//! commit arriving while a flush is in flight waits for the next one, which covers every commit that
-//! arrived meanwhile, so many concurrent runs commit faster than the disk's flush rate with the same
-//! guarantee. [`Durability::Async`] skips the wait: commits are never partial, but the most recent ones
+//! commit is reported only after a flush covering it completed. Commits are grouped (see
+//! `commit_loop`): the commits that arrive while one batch is being written form the next batch, which
+//! is applied in one transaction and made durable by one flush, so many concurrent runs commit faster
+//! than the disk's flush rate with the same guarantee. [`Durability::Async`] skips the wait: commits are never partial, but the most recent ones
 //! (sled flushes every 500 ms) may be lost on a crash.
 //!
 //! Records are wrapped in an envelope: magic `GRCK`, `u32_be(schema_version)`, SHA-256 of the rest, then
@@ -22,7 +22,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use sled::Transactional;
 use sled::transaction::{ConflictableTransactionError, TransactionError};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use super::{
     Checkpoint, CheckpointMeta, CommitOutcome, FailPoint, RecordedIo, RunFilter, RunInfo, RunStatus,
@@ -87,6 +87,9 @@ struct Inner {
     keys: sled::Tree,
     durability: Durability,
     flusher: Flusher,
+    queue: Mutex<CommitQueue>,
+    /// Flushes made by the commit thread.
+    commit_flushes: std::sync::atomic::AtomicU64,
     fail: FailPoint,
     _lock: File,
 }
@@ -150,6 +153,8 @@ impl SledStore {
                 checkpoints,
                 keys,
                 durability: options.durability,
+                queue: Mutex::default(),
+                commit_flushes: Default::default(),
                 fail: FailPoint::default(),
                 _lock: lock,
             }),
@@ -193,6 +198,7 @@ impl SledStore {
     /// Flushes this store performed so far (each makes every earlier commit durable).
     pub fn flushes(&self) -> u64 {
         self.inner.flusher.done.borrow().finished
+            + self.inner.commit_flushes.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Bytes the database occupies on disk.
@@ -212,12 +218,142 @@ impl SledStore {
     }
 
     fn decode_run(&self, bytes: &[u8]) -> Result<RunInfo, StoreError> {
-        serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupted {
-            run: String::from_utf8_lossy(bytes.get(..64).unwrap_or(bytes)).into_owned(),
-            step: 0,
-            detail: format!("a run row does not decode: {e}"),
-        })
+        decode_run(bytes)
     }
+}
+
+fn decode_run(bytes: &[u8]) -> Result<RunInfo, StoreError> {
+    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupted {
+        run: String::from_utf8_lossy(bytes.get(..64).unwrap_or(bytes)).into_owned(),
+        step: 0,
+        detail: format!("a run row does not decode: {e}"),
+    })
+}
+
+/// A commit waiting for the commit thread.
+struct Pending {
+    run_id: String,
+    step: u64,
+    key: String,
+    record: Vec<u8>,
+    fingerprint: String,
+    status: RunStatus,
+    expected_version: u64,
+    reply: oneshot::Sender<Result<CommitOutcome, StoreError>>,
+}
+
+#[derive(Default)]
+struct CommitQueue {
+    pending: Vec<Pending>,
+    /// A commit thread is draining the queue.
+    leader: bool,
+}
+
+/// Group commit. The first commit to find no commit thread starts one (a blocking task, so dropping a
+/// caller cannot stall it); the thread takes every commit queued so far, applies them in ONE sled
+/// transaction (each checked on its own: key, step, version — a later commit of the batch sees the
+/// earlier ones), flushes once under `Durability::Sync`, answers them all, and repeats until the queue
+/// is empty. Commits arriving during a flush form the next batch. One sequential run pays one
+/// transaction and one flush per step; N concurrent runs share them.
+fn commit_loop(inner: Arc<Inner>) {
+    let mut inner = Some(inner);
+    loop {
+        let i = inner.as_ref().expect("held until the last batch");
+        let batch = std::mem::take(&mut i.queue.lock().unwrap_or_else(|e| e.into_inner()).pending);
+        let results = commit_batch(i, &batch);
+        let done = {
+            let mut q = i.queue.lock().unwrap_or_else(|e| e.into_inner());
+            let done = q.pending.is_empty();
+            if done {
+                q.leader = false;
+            }
+            done
+        };
+        if done {
+            // Release the store before answering: a caller that drops its handle and reopens the folder
+            // right after its commit must find it closed.
+            inner = None;
+        }
+        match results {
+            Ok(outcomes) => {
+                for (p, o) in batch.into_iter().zip(outcomes) {
+                    let _ = p.reply.send(Ok(o));
+                }
+            }
+            Err(e) => {
+                let message = e.to_string();
+                for p in batch {
+                    let _ = p.reply.send(Err(StoreError::backend("the commit failed", message.clone())));
+                }
+            }
+        }
+        if done {
+            return;
+        }
+    }
+}
+
+fn commit_batch(inner: &Inner, batch: &[Pending]) -> Result<Vec<CommitOutcome>, StoreError> {
+    let outcomes =
+        tx_result((&inner.runs, &inner.checkpoints, &inner.keys).transaction(|(runs, cps, keys)| {
+            let mut outcomes = Vec::with_capacity(batch.len());
+            for p in batch {
+                let rk = p.run_id.as_bytes();
+                let ck = cp_key(&p.run_id, p.step);
+                let row: Option<RunInfo> = match runs.get(rk)? {
+                    Some(b) => Some(decode_run(&b).map_err(abort)?),
+                    None => None,
+                };
+                let version = row.as_ref().map_or(0, |r| r.version);
+                if keys.get(p.key.as_bytes())?.is_some() {
+                    outcomes.push(CommitOutcome::AlreadyCommitted { version });
+                    continue;
+                }
+                if let Some(existing) = cps.get(&ck)? {
+                    let existing = decode(&p.run_id, p.step, &existing).map_err(abort)?;
+                    outcomes
+                        .push(CommitOutcome::StepTaken { existing_key: existing.idempotency_key, version });
+                    continue;
+                }
+                if version != p.expected_version {
+                    outcomes.push(CommitOutcome::VersionConflict { current: version });
+                    continue;
+                }
+                let mut writes = 0;
+                let mut wrote = || -> Result<(), ConflictableTransactionError<Abort>> {
+                    writes += 1;
+                    if inner.fail.hit(writes) {
+                        return Err(abort(StoreError::backend("injected failure", "fail point")));
+                    }
+                    Ok(())
+                };
+                keys.insert(p.key.as_bytes(), ck.as_slice())?;
+                wrote()?;
+                cps.insert(ck.as_slice(), p.record.as_slice())?;
+                wrote()?;
+                let info = RunInfo {
+                    run_id: p.run_id.clone(),
+                    status: p.status.clone(),
+                    latest_step: row.as_ref().map_or(p.step, |r| r.latest_step.max(p.step)),
+                    version: version + 1,
+                    graph_fingerprint: row.map_or_else(|| p.fingerprint.clone(), |r| r.graph_fingerprint),
+                };
+                let info = serde_json::to_vec(&info)
+                    .map_err(|e| abort(StoreError::backend("cannot encode a run row", e)))?;
+                runs.insert(rk, info)?;
+                wrote()?;
+                outcomes.push(CommitOutcome::Committed { version: version + 1 });
+            }
+            Ok(outcomes)
+        }))?;
+    // Every outcome but a version conflict reports a commit (ours or another writer's) that must be on
+    // disk before it is acknowledged.
+    let needs_flush = outcomes.iter().any(|o| !matches!(o, CommitOutcome::VersionConflict { .. }));
+    if inner.durability == Durability::Sync && needs_flush {
+        inner.db.flush().map_err(backend)?;
+        inner.commit_flushes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    Ok(outcomes)
 }
 
 /// Opens the sled database. Our lock file is already held, so no other process has it; if sled's own
@@ -373,61 +509,31 @@ impl Store for SledStore {
         status: &RunStatus,
         expected_version: u64,
     ) -> Result<CommitOutcome, StoreError> {
-        let inner = &self.inner;
-        let record = encode(cp)?;
-        let rk = cp.run_id.as_bytes();
-        let ck = cp_key(&cp.run_id, cp.step);
-        let outcome =
-            tx_result((&inner.runs, &inner.checkpoints, &inner.keys).transaction(|(runs, cps, keys)| {
-                let row: Option<RunInfo> = match runs.get(rk)? {
-                    Some(b) => Some(self.decode_run(&b).map_err(abort)?),
-                    None => None,
-                };
-                let version = row.as_ref().map_or(0, |r| r.version);
-                if keys.get(cp.idempotency_key.as_bytes())?.is_some() {
-                    return Ok(CommitOutcome::AlreadyCommitted { version });
-                }
-                if let Some(existing) = cps.get(&ck)? {
-                    let existing = decode(&cp.run_id, cp.step, &existing).map_err(abort)?;
-                    return Ok(CommitOutcome::StepTaken { existing_key: existing.idempotency_key, version });
-                }
-                if version != expected_version {
-                    return Ok(CommitOutcome::VersionConflict { current: version });
-                }
-                let mut writes = 0;
-                let mut wrote = || -> Result<(), ConflictableTransactionError<Abort>> {
-                    writes += 1;
-                    if inner.fail.hit(writes) {
-                        return Err(abort(StoreError::backend("injected failure", "fail point")));
-                    }
-                    Ok(())
-                };
-                keys.insert(cp.idempotency_key.as_bytes(), ck.as_slice())?;
-                wrote()?;
-                cps.insert(ck.as_slice(), record.as_slice())?;
-                wrote()?;
-                let info = RunInfo {
-                    run_id: cp.run_id.clone(),
-                    status: status.clone(),
-                    latest_step: row.as_ref().map_or(cp.step, |r| r.latest_step.max(cp.step)),
-                    version: version + 1,
-                    graph_fingerprint: row
-                        .map_or_else(|| cp.graph_fingerprint.clone(), |r| r.graph_fingerprint),
-                };
-                let info = serde_json::to_vec(&info)
-                    .map_err(|e| abort(StoreError::backend("cannot encode a run row", e)))?;
-                runs.insert(rk, info)?;
-                wrote()?;
-                Ok(CommitOutcome::Committed { version: version + 1 })
-            }))?;
-        match outcome {
-            // Even an `AlreadyCommitted` waits: the first writer's commit may not be on disk yet.
-            CommitOutcome::Committed { .. }
-            | CommitOutcome::AlreadyCommitted { .. }
-            | CommitOutcome::StepTaken { .. } => self.durable().await?,
-            _ => {}
+        let (reply, outcome) = oneshot::channel();
+        let pending = Pending {
+            run_id: cp.run_id.clone(),
+            step: cp.step,
+            key: cp.idempotency_key.clone(),
+            record: encode(cp)?,
+            fingerprint: cp.graph_fingerprint.clone(),
+            status: status.clone(),
+            expected_version,
+            reply,
+        };
+        if self.inner.durability == Durability::Async {
+            // Nothing to wait for: commit on the caller's thread, a transaction of its own.
+            return commit_batch(&self.inner, std::slice::from_ref(&pending)).map(|mut o| o.remove(0));
         }
-        Ok(outcome)
+        let lead = {
+            let mut q = self.inner.queue.lock().unwrap_or_else(|e| e.into_inner());
+            q.pending.push(pending);
+            !std::mem::replace(&mut q.leader, true)
+        };
+        if lead {
+            let inner = self.inner.clone();
+            tokio::task::spawn_blocking(move || commit_loop(inner));
+        }
+        outcome.await.map_err(|_| StoreError::backend("the commit thread stopped", "reply dropped"))?
     }
 
     async fn set_status(

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs the benchmark workloads on graph-runtime and on LangGraph (installed from PyPI into bench/.venv,
+# pinned in bench/langgraph/requirements.txt) in one run, on the same file system, and writes
+# docs/BENCHMARKS.md. Takes about 10 minutes and needs ~2 GB free in $TMPDIR (LangGraph's growth run).
+#
+#   bench/compare.sh            # REPEAT=5 by default: medians of 5 runs
+#   REPEAT=3 bench/compare.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPEAT=${REPEAT:-5}
+RESULTS=${RESULTS:-target/bench-results}
+TARGET=${CARGO_TARGET_DIR:-target}
+mkdir -p "$RESULTS"
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+bash bench/langgraph/setup.sh
+cargo build --release -p graph-bench
+echo "graph-runtime workloads..." >&2
+"$TARGET/release/graph-bench" --repeat "$REPEAT" --dir "$WORK" > "$RESULTS/graph-runtime.jsonl"
+echo "LangGraph workloads..." >&2
+bench/.venv/bin/python bench/langgraph/bench.py --repeat "$REPEAT" --tmp "$WORK" > "$RESULTS/langgraph.jsonl"
+python3 bench/report.py "$RESULTS/graph-runtime.jsonl" "$RESULTS/langgraph.jsonl" \
+    --command "REPEAT=$REPEAT bench/compare.sh" > docs/BENCHMARKS.md
+echo "wrote docs/BENCHMARKS.md (raw results in $RESULTS)" >&2
