@@ -274,7 +274,7 @@ pub(crate) fn variant_name(target: &Ident) -> String {
         .collect()
 }
 
-// The `Next` variants of a conditional node are distinct (`fix_up` and `fixup` would both be `FixUp`...).
+// The `Next` variants of a conditional node are distinct (`fix_up` and `fix__up` would both be `FixUp`).
 fn check_next_variants(g: &GraphDef, errs: &mut Errors) {
     for n in g.nodes.iter().filter(|n| matches!(n.routing, Routing::Next { .. })) {
         let mut seen: BTreeMap<String, &Ident> = BTreeMap::new();

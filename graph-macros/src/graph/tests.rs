@@ -339,3 +339,55 @@ fn next_variants_and_fingerprint_are_stable() {
     assert_eq!(fp, expand::fingerprint(&def2, &r2));
     assert_eq!(fp.len(), 64);
 }
+
+#[test]
+fn smaller_rules() {
+    let e = errors(syn::parse_quote! {
+        mod g {
+            #[node(entry, to = [fix_up, fix__up, END])]
+            async fn a(s: &S, c: &mut Ctx) -> NodeResult<S, a::Next> { todo!() }
+            #[node(to = END)]
+            async fn fix_up(s: &S, c: &mut Ctx) -> NodeResult<S> { todo!() }
+            #[node(to = END)]
+            async fn fix__up(s: &S, c: &mut Ctx) -> NodeResult<S> { todo!() }
+        }
+    });
+    assert_eq!(e.len(), 2, "reported at both edges: {e:?}");
+    assert!(
+        e[0].starts_with(
+            "edges `fix_up` and `fix__up` of node `a` would both be the variant `a::Next::FixUp`"
+        )
+    );
+    let (e, _) = front(
+        quote!(state = S, name = ""),
+        syn::parse_quote! {
+            mod g {
+                #[node(entry, to = END)]
+                async fn a(s: &S, c: &mut Ctx) -> NodeResult<S> { todo!() }
+            }
+        },
+    );
+    assert_eq!(e, ["`name` is a non-empty string: `name = \"my-graph\"`"]);
+    let e = errors(syn::parse_quote! {
+        mod g {
+            #[node(entry)]
+            #[node(to = END)]
+            async fn a(s: &S, c: &mut Ctx) -> NodeResult<S> { todo!() }
+        }
+    });
+    assert!(e[0].starts_with("duplicate `#[node]` attribute"), "{e:?}");
+    let e = one_error(syn::parse_quote! {
+        mod g {
+            #[node(entry, to = END)]
+            async unsafe fn a(s: &S, c: &mut Ctx) -> NodeResult<S> { todo!() }
+        }
+    });
+    assert_eq!(e, "node `a` cannot be `unsafe`");
+    let e = one_error(syn::parse_quote! {
+        mod g {
+            #[node(entry, to = END)]
+            async fn a(&self, c: &mut Ctx) -> NodeResult<S> { todo!() }
+        }
+    });
+    assert!(e.contains("not a method"), "{e}");
+}
