@@ -21,6 +21,8 @@ pub(crate) struct Opt {
 #[derive(Clone)]
 pub(crate) enum Value {
     Flag,
+    /// The option was given in the wrong shape (already reported); it counts as present.
+    Invalid,
     Type(Box<syn::Type>),
     Expr(Box<syn::Expr>),
     Nested(Options),
@@ -97,13 +99,11 @@ fn parse_one(
     let value = match spec.kind {
         Kind::Flag => {
             if input.peek(Token![=]) || input.peek(syn::token::Paren) {
-                let span = input.span();
                 skip_value(input);
                 errs.at(
-                    span,
+                    key.span(),
                     format!("option `{name}` of `{}` takes no value: write `{}`", owner.name, spec.example),
                 );
-                return Ok(());
             }
             Value::Flag
         }
@@ -111,6 +111,7 @@ fn parse_one(
             if input.parse::<Option<Token![=]>>()?.is_none() {
                 skip_value(input);
                 errs.at(key.span(), format!("option `{name}` needs a value: `{}`", spec.example));
+                out.list.push(Opt { key, value: Value::Invalid });
                 return Ok(());
             }
             if matches!(spec.kind, Kind::Type) {
@@ -123,6 +124,7 @@ fn parse_one(
             if !input.peek(syn::token::Paren) {
                 skip_value(input);
                 errs.at(key.span(), format!("option `{name}` takes a list: `{}`", spec.example));
+                out.list.push(Opt { key, value: Value::Invalid });
                 return Ok(());
             }
             let content;

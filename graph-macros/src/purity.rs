@@ -157,7 +157,8 @@ impl<'ast> Visit<'ast> for Walker<'_> {
             let message = match self.scope {
                 Scope::Node => {
                     "`static mut` is hidden state shared across runs, so a node's result depends on what ran \
-                     before it; keep the value in the graph's state (a delta updates it) instead"
+                     before it; keep the value in the graph's state (a delta updates it) instead, or opt out \
+                     with `#[node(impure = \"reason\")]`"
                 }
                 Scope::Reducer => {
                     "reducers must be pure: `static mut` is hidden state shared across merges; keep the \

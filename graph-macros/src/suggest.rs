@@ -4,7 +4,7 @@
 pub(crate) fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     candidates
         .into_iter()
-        .map(|c| (levenshtein(&name.to_lowercase(), &c.to_lowercase()), c))
+        .map(|c| (distance(&name.to_lowercase(), &c.to_lowercase()), c))
         .filter(|(d, c)| *d <= (c.chars().count().max(name.chars().count()) / 3).max(1))
         .min()
         .map(|(_, c)| c)
@@ -23,17 +23,29 @@ pub(crate) fn list<'a>(items: impl IntoIterator<Item = &'a str>) -> String {
     items.into_iter().map(|i| format!("`{i}`")).collect::<Vec<_>>().join(", ")
 }
 
-fn levenshtein(a: &str, b: &str) -> usize {
+/// Edit distance where swapping two neighbours counts as one edit (optimal string alignment), so
+/// `entyr` is one edit from `entry`.
+fn distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
     }
-    prev[b.len()]
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = v;
+        }
+    }
+    d[a.len()][b.len()]
 }
 
 #[cfg(test)]

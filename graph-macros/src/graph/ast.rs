@@ -31,6 +31,8 @@ pub(crate) struct NodeDef {
     pub(crate) to: Option<Ident>,
     /// Declared edges in `to = [...]` order: the position is the edge index.
     pub(crate) edges: Vec<Ident>,
+    /// `to` was given but could not be read (reported): the graph analysis is skipped.
+    pub(crate) edges_invalid: bool,
     pub(crate) policy: Policy,
     /// `impure = "reason"`: the purity lints are off for this node.
     pub(crate) impure: Option<LitStr>,

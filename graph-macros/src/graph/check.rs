@@ -34,7 +34,7 @@ pub(crate) fn check(g: &GraphDef, errs: &mut Errors) -> Option<Resolved> {
     let adjacency = check_edges(g, &index, errs);
     check_next_variants(g, errs);
     let entry = check_entry(g, errs);
-    if errs.len() != before {
+    if errs.len() != before || g.nodes.iter().any(|n| n.edges_invalid) {
         return None;
     }
     let entry = entry?;
@@ -58,8 +58,8 @@ fn check_signature(n: &NodeDef, state: Option<&Type>, errs: &mut Errors) {
         errs.at(u.span, format!("node `{name}` cannot be `unsafe`"));
     }
     if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
-        errs.at(
-            sig.generics.span(),
+        errs.spanned(
+            &sig.generics,
             format!("node `{name}` cannot be generic: the graph calls it with its state type"),
         );
     }
@@ -84,8 +84,7 @@ fn check_signature(n: &NodeDef, state: Option<&Type>, errs: &mut Errors) {
         if i == 0 {
             let ok = matches!(ty, Type::Reference(r) if r.mutability.is_none() && state.is_none_or(|s| same_type(s, &r.elem)));
             if !ok {
-                errs.at(
-                    ty.span(),
+                errs.spanned(ty,
                     format!(
                         "the first parameter of node `{name}` is the graph's state, `&{state_text}`; found `{}`",
                         show(ty)
@@ -95,8 +94,8 @@ fn check_signature(n: &NodeDef, state: Option<&Type>, errs: &mut Errors) {
         } else {
             let ok = matches!(ty, Type::Reference(r) if r.mutability.is_some() && last_ident(&r.elem).is_some_and(|i| i == "Ctx"));
             if !ok {
-                errs.at(
-                    ty.span(),
+                errs.spanned(
+                    ty,
                     format!(
                         "the second parameter of node `{name}` is the context, `&mut Ctx`; found `{}`",
                         show(ty)
@@ -117,18 +116,22 @@ fn check_return(n: &NodeDef, state: Option<&Type>, state_text: &str, errs: &mut 
          edge) or `NodeResult<{state_text}, {name}::Fork>` (several edges, each with an optional input)"
     );
     let Some(args) = node_result_args(sig) else {
-        let (span, found) = match &sig.output {
-            syn::ReturnType::Default => (sig.paren_token.span.close(), "no return type".to_owned()),
-            syn::ReturnType::Type(_, t) => (t.span(), format!("`{}`", show(t))),
-        };
-        errs.at(span, format!("node `{name}` must return {choices}; found {found}"));
+        match &sig.output {
+            syn::ReturnType::Default => errs.at(
+                sig.paren_token.span.close(),
+                format!("node `{name}` must return {choices}; found no return type"),
+            ),
+            syn::ReturnType::Type(_, t) => {
+                errs.spanned(t, format!("node `{name}` must return {choices}; found `{}`", show(t)))
+            }
+        }
         return;
     };
     if let (Some(s), Some(found)) = (state, args.first())
         && !same_type(s, found)
     {
-        errs.at(
-            found.span(),
+        errs.spanned(
+            found,
             format!(
                 "node `{name}` returns a result over `{}`, but the graph's state is `{state_text}`",
                 show(found)
@@ -136,8 +139,7 @@ fn check_return(n: &NodeDef, state: Option<&Type>, state_text: &str, errs: &mut 
         );
     }
     match (&n.routing, args.get(1)) {
-        (Routing::Invalid, Some(r)) if last_ident(r).is_some_and(|i| i == "Route") => errs.at(
-            r.span(),
+        (Routing::Invalid, Some(r)) if last_ident(r).is_some_and(|i| i == "Route") => errs.spanned(r,
             format!(
                 "a `#[node]` routes through its generated `{name}::Next` (one edge) or `{name}::Fork` (several), \
                  not a raw `Route`, whose edge index could name an edge that is not declared; write \
@@ -145,10 +147,10 @@ fn check_return(n: &NodeDef, state: Option<&Type>, state_text: &str, errs: &mut 
             ),
         ),
         (Routing::Invalid, Some(r)) => {
-            errs.at(r.span(), format!("node `{name}` must return {choices}; found `{}`", show(r)));
+            errs.spanned(r, format!("node `{name}` must return {choices}; found `{}`", show(r)));
         }
         (Routing::Invalid, None) => {
-            errs.at(args[0].span(), format!("node `{name}` must return {choices}"));
+            errs.spanned(args[0], format!("node `{name}` must return {choices}"));
         }
         (Routing::Next { prefix } | Routing::Fork { prefix }, _) if *prefix != n.ident => {
             let kind = if matches!(n.routing, Routing::Next { .. }) { "Next" } else { "Fork" };
@@ -213,7 +215,7 @@ fn check_edges(g: &GraphDef, index: &BTreeMap<String, usize>, errs: &mut Errors)
     let mut adjacency = Vec::with_capacity(g.nodes.len());
     for n in &g.nodes {
         let name = n.name();
-        if n.edges.is_empty() {
+        if n.edges.is_empty() && !n.edges_invalid {
             let span = n.to.as_ref().map_or_else(|| node_span(n), Ident::span);
             errs.at(
                 span,
@@ -272,14 +274,14 @@ pub(crate) fn variant_name(target: &Ident) -> String {
         .collect()
 }
 
-// The `Next` variants of a conditional node are distinct (`fix_up` and `fixup` would both be `FixUp`...).
+// The `Next` variants of a conditional node are distinct (`fix_up` and `fix__up` would both be `FixUp`).
 fn check_next_variants(g: &GraphDef, errs: &mut Errors) {
     for n in g.nodes.iter().filter(|n| matches!(n.routing, Routing::Next { .. })) {
         let mut seen: BTreeMap<String, &Ident> = BTreeMap::new();
         for t in &n.edges {
             let v = variant_name(t);
             match seen.get(&v) {
-                Some(first) if first.to_string() != t.to_string() => errs.both(
+                Some(first) if *t != first.to_string() => errs.both(
                     t.span(),
                     format!(
                         "edges `{first}` and `{t}` of node `{}` would both be the variant `{}::Next::{v}`; rename one node",
@@ -399,5 +401,4 @@ pub(crate) fn show(t: &impl ToTokens) -> String {
         .replace("< ", "<")
         .replace(" >", ">")
         .replace(" ,", ",")
-        .replace("mut ", "mut ")
 }

@@ -128,10 +128,12 @@ fn parse_node(attr: syn::Attribute, func: syn::ItemFn, item: usize, errs: &mut E
     let opts = options::parse(attr_tokens(&attr, errs), &NODE, errs);
     let ident = func.sig.ident.clone();
     let entry = opts.get(kw::ENTRY).map(|o| o.key.clone());
+    let before = errs.len();
     let (to, edges) = match opts.expr(kw::TO) {
         Some((key, e)) => (Some(key.clone()), parse_targets(e, errs)),
-        None => (None, Vec::new()),
+        None => (opts.get(kw::TO).map(|o| o.key.clone()), Vec::new()),
     };
+    let edges_invalid = errs.len() != before || (to.is_some() && opts.expr(kw::TO).is_none());
     let impure = opts.expr(kw::IMPURE).and_then(|(_, e)| match lit_str(e) {
         Some(s) if !s.value().trim().is_empty() => Some(s.clone()),
         _ => {
@@ -144,7 +146,7 @@ fn parse_node(attr: syn::Attribute, func: syn::ItemFn, item: usize, errs: &mut E
     });
     let policy = parse_policy(&opts, errs);
     let routing = classify_return(&func.sig);
-    NodeDef { ident, item, func, entry, to, edges, policy, impure, routing }
+    NodeDef { ident, item, func, entry, to, edges, edges_invalid, policy, impure, routing }
 }
 
 /// `to = a` or `to = [a, b, END]`.

@@ -51,13 +51,17 @@ pub(crate) fn expand(def: &StateDef) -> TokenStream {
                 visit(#rt::FieldWrite::new(#name, #rt::Strategy::#strategy));
             }
         });
+        // Every token of the call carries the strategy's span (not only the interpolated ones), so a
+        // strategy that does not fit lands on `append` in `#[reduce(append)]`, not on `#[reducer]`.
         let merge = match &f.strategy {
-            Strategy::With(path) => {
-                quote_spanned!(f.span=> #rt::custom(&mut self.#ident, value, #name, #path))
-            }
+            Strategy::With(path) => quote_spanned! {f.span=>
+                ::graph_runtime::__private::custom(&mut self.#ident, value, #name, #path)
+            },
             s => {
                 let func = syn::Ident::new(&s.runtime_name().to_lowercase(), f.span);
-                quote_spanned!(f.span=> #rt::merge::#func(&mut self.#ident, value, #name))
+                quote_spanned! {f.span=>
+                    ::graph_runtime::__private::merge::#func(&mut self.#ident, value, #name)
+                }
             }
         };
         applies.extend(quote! {

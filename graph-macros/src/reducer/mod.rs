@@ -27,7 +27,15 @@ pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         Ok(syn::Item::Fn(f)) => {
             options::parse(attr, &REDUCER_FN, &mut errs);
             check_merge_fn(&f, &mut errs);
-            quote!(#f)
+            if errs.is_empty() {
+                quote!(#f)
+            } else {
+                // Typed stub: the signature stays (callers and `with = ...` still type-check), the body
+                // with the mistake goes, so rustc does not report it a second time.
+                let (attrs, vis, sig) = (&f.attrs, &f.vis, &f.sig);
+                let msg = format!("merge function `{}` has compile errors", sig.ident);
+                quote!(#(#attrs)* #[allow(unused)] #vis #sig { ::core::panic!(#msg) })
+            }
         }
         Ok(other) => {
             errs.at(
@@ -89,5 +97,90 @@ fn keyword_span(item: &syn::Item) -> Span {
         syn::Item::Mod(m) => m.mod_token.span,
         syn::Item::Impl(i) => i.impl_token.span,
         other => other.span(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::Options;
+
+    fn parse(item: syn::ItemStruct) -> (parse::StateDef, Vec<String>) {
+        let mut errs = Errors::default();
+        let def = parse::parse_struct(item, &Options::default(), &mut errs);
+        (def, errs.messages())
+    }
+
+    #[test]
+    fn strategies_are_read_and_attributes_removed() {
+        let (def, errs) = parse(syn::parse_quote! {
+            #[derive(Clone, PartialEq)]
+            pub struct S {
+                pub a: String,
+                #[reduce(append)] pub b: Vec<u8>,
+                #[reduce(sum)] c: u64,
+                #[reduce(with = merge::keep)] d: u8,
+            }
+        });
+        assert!(errs.is_empty(), "{errs:?}");
+        let names: Vec<&str> = def.fields.iter().map(|f| f.strategy.runtime_name()).collect();
+        assert_eq!(names, ["Overwrite", "Append", "Sum", "Custom"]);
+        assert_eq!(def.delta, "SDelta");
+        assert!(def.partial_eq);
+        let out = expand::expand(&def).to_string();
+        assert!(!out.contains("reduce"), "the `#[reduce]` attributes are consumed");
+    }
+
+    #[test]
+    fn strategy_mistakes() {
+        let (_, errs) = parse(syn::parse_quote! { struct S { #[reduce(sum, max)] n: u64 } });
+        assert_eq!(errs[0], "conflicting strategies `sum` and `max`: a field merges one way; keep one");
+        let (_, errs) = parse(syn::parse_quote! { struct S { #[reduce] n: u64 } });
+        assert!(errs[0].starts_with("`#[reduce]` needs a strategy"));
+        let (_, errs) = parse(syn::parse_quote! { struct S { #[reduce(sum)] #[reduce(max)] n: u64 } });
+        assert!(errs[0].starts_with("duplicate `#[reduce]`"));
+        let (_, errs) = parse(syn::parse_quote! { struct S { #[reduce(with = 3)] n: u64 } });
+        assert!(errs[0].starts_with("`with` names a merge function"));
+        let (_, errs) = parse(syn::parse_quote! { struct S(u64); });
+        assert!(errs[0].starts_with("`#[reducer]` needs a struct with named fields"));
+        let (_, errs) = parse(syn::parse_quote! { struct S<T> { t: T } });
+        assert!(errs[0].starts_with("`#[reducer]` does not support generic"));
+    }
+
+    #[test]
+    fn merge_functions_are_checked() {
+        let check = |f: syn::ItemFn| {
+            let mut errs = Errors::default();
+            check_merge_fn(&f, &mut errs);
+            errs.messages()
+        };
+        assert!(
+            check(syn::parse_quote!(
+                fn m(c: &mut Vec<u8>, w: Vec<u8>) {
+                    c.extend(w)
+                }
+            ))
+            .is_empty()
+        );
+        assert!(
+            check(syn::parse_quote!(
+                async fn m(c: &mut u8, w: u8) {}
+            ))[0]
+                .contains("cannot be `async`")
+        );
+        assert!(
+            check(syn::parse_quote!(
+                fn m(c: u8, w: u8) {}
+            ))[0]
+                .contains("takes `(current: &mut T, written: T)`")
+        );
+        assert!(
+            check(syn::parse_quote!(
+                fn m(c: &mut u8, w: u8) {
+                    println!("x")
+                }
+            ))[0]
+                .starts_with("reducers must be pure")
+        );
     }
 }

@@ -149,7 +149,13 @@ fn take_strategy(attrs: &mut Vec<syn::Attribute>, errs: &mut Errors) -> Option<(
         match chosen.as_slice() {
             [] if opts.list.is_empty() && errs.is_empty() => errs.at(path_span, strategy_needed()),
             [] => {}
-            [(s, key)] => found = Some((s.clone(), key.span())),
+            [(s, key)] => {
+                let span = match s {
+                    Strategy::With(p) => p.segments.last().map_or_else(|| key.span(), |seg| seg.ident.span()),
+                    _ => key.span(),
+                };
+                found = Some((s.clone(), span));
+            }
             [(_, first), (_, second), ..] => errs.both(
                 second.span(),
                 format!("conflicting strategies `{first}` and `{second}`: a field merges one way; keep one"),

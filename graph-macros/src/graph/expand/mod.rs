@@ -77,16 +77,24 @@ pub(crate) fn expand(g: &GraphDef, resolved: Option<&Resolved>) -> TokenStream {
         }
         (_, Some(state)) => {
             let msg = format!("graph `{name}` has compile errors");
-            body.extend(quote! {
-                #[doc(hidden)]
-                pub const FINGERPRINT: &str = "";
-                #[doc(hidden)]
-                pub fn graph() -> #rt::Graph<#state> { ::core::panic!(#msg) }
-                #[doc(hidden)]
-                pub fn mermaid() -> #rt::String { ::core::panic!(#msg) }
-                #[doc(hidden)]
-                pub fn dot() -> #rt::String { ::core::panic!(#msg) }
-            });
+            let taken = |item: &str| g.nodes.iter().any(|n| n.ident == item);
+            if !taken("FINGERPRINT") {
+                body.extend(quote!(
+                    #[doc(hidden)]
+                    pub const FINGERPRINT: &str = "";
+                ));
+            }
+            if !taken("graph") {
+                body.extend(
+                    quote!(#[doc(hidden)] pub fn graph() -> #rt::Graph<#state> { ::core::panic!(#msg) }),
+                );
+            }
+            if !taken("mermaid") {
+                body.extend(quote!(#[doc(hidden)] pub fn mermaid() -> #rt::String { ::core::panic!(#msg) }));
+            }
+            if !taken("dot") {
+                body.extend(quote!(#[doc(hidden)] pub fn dot() -> #rt::String { ::core::panic!(#msg) }));
+            }
         }
         _ => {}
     }

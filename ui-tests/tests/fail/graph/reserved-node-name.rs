@@ -1,0 +1,22 @@
+//! Fails: a node named like a generated item.
+
+use graph_runtime::prelude::*;
+
+#[reducer]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct S {
+    pub text: String,
+    #[reduce(sum)]
+    pub n: u64,
+}
+
+#[graph(state = S)]
+mod flow {
+    use super::*;
+    #[node(entry, to = END)]
+    async fn graph(_s: &S, _ctx: &mut Ctx) -> NodeResult<S> {
+        Ok(SDelta::default())
+    }
+}
+
+fn main() {}

@@ -1,0 +1,22 @@
+//! Fails: `end` instead of `END`.
+
+use graph_runtime::prelude::*;
+
+#[reducer]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct S {
+    pub text: String,
+    #[reduce(sum)]
+    pub n: u64,
+}
+
+#[graph(state = S)]
+mod flow {
+    use super::*;
+    #[node(entry, to = [end])]
+    async fn plan(_s: &S, _ctx: &mut Ctx) -> NodeResult<S> {
+        Ok(SDelta::default())
+    }
+}
+
+fn main() {}

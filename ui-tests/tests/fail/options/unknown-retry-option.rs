@@ -1,0 +1,22 @@
+//! Fails: an unknown option inside `retry(...)`.
+
+use graph_runtime::prelude::*;
+
+#[reducer]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct S {
+    pub text: String,
+    #[reduce(sum)]
+    pub n: u64,
+}
+
+#[graph(state = S)]
+mod flow {
+    use super::*;
+    #[node(entry, to = END, retry(attempts = 3, delay = "1s"))]
+    async fn plan(_s: &S, _ctx: &mut Ctx) -> NodeResult<S> {
+        Ok(SDelta::default())
+    }
+}
+
+fn main() {}

@@ -1,0 +1,22 @@
+//! Fails: `max_concurrency = 0`.
+
+use graph_runtime::prelude::*;
+
+#[reducer]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct S {
+    pub text: String,
+    #[reduce(sum)]
+    pub n: u64,
+}
+
+#[graph(state = S)]
+mod flow {
+    use super::*;
+    #[node(entry, to = END, max_concurrency = 0)]
+    async fn plan(_s: &S, _ctx: &mut Ctx) -> NodeResult<S> {
+        Ok(SDelta::default())
+    }
+}
+
+fn main() {}

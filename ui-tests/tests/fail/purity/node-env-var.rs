@@ -1,0 +1,24 @@
+//! Fails: `std::env::var` in a node.
+
+use graph_runtime::prelude::*;
+
+#[reducer]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct S {
+    pub text: String,
+    #[reduce(sum)]
+    pub n: u64,
+}
+
+#[graph(state = S)]
+mod flow {
+    use super::*;
+    #[node(entry, to = END)]
+    async fn plan(_s: &S, ctx: &mut Ctx) -> NodeResult<S> {
+        let home = std::env::var("HOME").unwrap_or_default();
+        let _ = ctx;
+        Ok(SDelta::default().text(home))
+    }
+}
+
+fn main() {}

@@ -1,0 +1,24 @@
+//! Fails: `static mut` in a node.
+
+use graph_runtime::prelude::*;
+
+#[reducer]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct S {
+    pub text: String,
+    #[reduce(sum)]
+    pub n: u64,
+}
+
+#[graph(state = S)]
+mod flow {
+    use super::*;
+    #[node(entry, to = END)]
+    async fn plan(_s: &S, ctx: &mut Ctx) -> NodeResult<S> {
+        static mut CALLS: u64 = 0;
+        let _ = ctx;
+        Ok(SDelta::default())
+    }
+}
+
+fn main() {}
