@@ -65,7 +65,7 @@ fn main() {
             "loop" => rt.block_on(loop_workload(&a, scale(10_000))),
             "fanout" => rt.block_on(fanout_workload(&a, scale(1_000))),
             "durable" => rt.block_on(durable_workload(&a, scale(1_000))),
-            "concurrent" => rt.block_on(concurrent_workload(&a, if a.quick { 5 } else { 20 })),
+            "concurrent" => rt.block_on(concurrent_workload(&a, if a.quick { 10 } else { 100 })),
             "growth" => rt.block_on(growth_workload(&a, scale(1_000) as usize)),
             "resume" => rt.block_on(resume_workload(&a, scale(100_000))),
             "memory" => rt.block_on(memory_workload(scale(10_000) as usize)),
@@ -284,15 +284,6 @@ async fn growth_workload(a: &Args, steps: usize) {
     }
 }
 
-fn dir_size(dir: &Path) -> u64 {
-    let mut total = 0;
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let m = entry.metadata().unwrap();
-        total += if m.is_dir() { dir_size(&entry.path()) } else { m.len() };
-    }
-    total
-}
-
 async fn resume_workload(a: &Args, long: u64) {
     for history in [100u64, long] {
         let dir = fresh_dir(a);
@@ -307,24 +298,44 @@ async fn resume_workload(a: &Args, long: u64) {
         store.flush().await.unwrap();
         drop(build);
         drop(store);
-        // Each resume opens the store, rebuilds the state and executes exactly one more step.
-        let mut all = Vec::new();
+        // Each repetition opens the store (timed apart: sled reads its page table on open, which grows
+        // with the database), then resumes: load the latest checkpoint, rebuild and verify the state,
+        // execute exactly one more step and commit it durably.
+        let (mut opens, mut resumes) = (Vec::new(), Vec::new());
         for i in 0..a.repeat as u64 {
             let t = Instant::now();
             let store = sled(dir.path(), Durability::Sync);
+            opens.push(t.elapsed().as_secs_f64());
             let engine = Engine::builder(loop_graph(u64::MAX))
                 .store(store)
                 .options(EngineOptions::default().max_steps(history + i + 1))
                 .build();
+            let t = Instant::now();
             let err = engine.resume("long").await.unwrap_err();
-            all.push(t.elapsed().as_secs_f64());
+            resumes.push(t.elapsed().as_secs_f64());
             assert!(matches!(err, Error::MaxStepsExceeded { .. }), "{err:?}");
         }
-        let m = median(&all);
-        emit(json!({"workload": "resume", "mode": "sled-sync", "n": history, "repeat": all.len(),
-            "seconds_median": m, "seconds_all": all, "ms_median": m * 1e3,
-            "note": "open the store, load and rebuild the latest state, execute and commit one step"}));
+        let (m, open) = (median(&resumes), median(&opens));
+        emit(json!({"workload": "resume", "mode": "sled-sync", "n": history, "repeat": resumes.len(),
+            "seconds_median": m, "seconds_all": resumes, "ms_median": m * 1e3,
+            "open_ms_median": open * 1e3, "open_seconds_all": opens,
+            "store_bytes_on_disk": dir_size(dir.path()),
+            "note": "resume: load and rebuild the latest state, execute and durably commit one step; open: SledStore::open"}));
     }
+}
+
+/// Bytes under `path`, recursively: what the store occupies on disk.
+fn dir_size(path: &Path) -> u64 {
+    std::fs::read_dir(path).map_or(0, |entries| {
+        entries
+            .flatten()
+            .map(|e| match e.metadata() {
+                Ok(m) if m.is_dir() => dir_size(&e.path()),
+                Ok(m) => m.len(),
+                Err(_) => 0,
+            })
+            .sum()
+    })
 }
 
 fn rss_bytes() -> u64 {

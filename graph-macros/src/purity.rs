@@ -55,29 +55,27 @@ impl Walker<'_> {
         let what = segs.join("::");
         let message = match (self.scope, kind) {
             (Scope::Node, Kind::Clock) => format!(
-                "`{what}` reads the wall clock, which differs on every run and replay; nodes must be \
-                 deterministic outside `ctx`: record the time with `ctx.effect(...)` or pass it in the \
-                 state (`ctx.now()` is planned){OPT_OUT}"
+                "`{what}` reads the wall clock, which differs on every run and replay; use `ctx.now()`, \
+                 the step's recorded time, which a retry, resume or replay reads back{OPT_OUT}"
             ),
             (Scope::Node, Kind::Random) => format!(
                 "`{what}` draws ambient randomness, so a replay takes another path; use `ctx.rng()`, the \
                  run's deterministic stream (seeded per run, item and attempt){OPT_OUT}"
             ),
             (Scope::Node, Kind::Uuid) => format!(
-                "`{what}` makes a random id, so a replay makes another; build it from `ctx.rng()` (e.g. \
-                 `Uuid::from_bytes(ctx.rng().random())`) or record it with `ctx.effect(...)` \
-                 (`ctx.uuid()` is planned){OPT_OUT}"
+                "`{what}` makes a random id, so a replay makes another; use `ctx.uuid()`, a v4 UUID \
+                 drawn from the run's deterministic stream{OPT_OUT}"
             ),
             (Scope::Node, Kind::Env) => format!(
                 "`{what}` reads the process environment, which a resumed or replayed run may not share; \
                  read it before the run and pass it in the state{OPT_OUT}"
             ),
             (Scope::Node, Kind::Process) => format!(
-                "`{what}` acts on the process outside the engine's journal; run it through \
-                 `ctx.effect(...)` so a recovery does not repeat it{OPT_OUT}"
+                "`{what}` acts on the process outside the engine, and a recovery would do it again; do it \
+                 before or after the run{OPT_OUT}"
             ),
-            // File and network I/O in nodes belong in `ctx.effect(...)` but are not rejected: a lint on
-            // tokens cannot tell a journaled call from a raw one.
+            // File and network I/O is what nodes are for: not rejected (a lint on tokens cannot tell an
+            // idempotent call from one that must not repeat).
             (Scope::Node, Kind::Io) => return,
             (Scope::Reducer, Kind::Clock) => format!(
                 "reducers must be pure: `{what}` reads the wall clock; put the time in the delta (a node \
@@ -93,7 +91,7 @@ impl Walker<'_> {
             ),
             (Scope::Reducer, Kind::Io) => format!(
                 "reducers must be pure: `{what}` does file or network I/O, repeated on every merge and \
-                 replay; do it in a node through `ctx.effect(...)` and put the result in the delta"
+                 replay; do it in a node and put the result in the delta"
             ),
         };
         self.errs.spanned(path, message);
@@ -312,13 +310,13 @@ mod tests {
                 syn::parse_quote!({
                     std::process::exit(1);
                 }),
-                "ctx.effect",
+                "before or after the run",
             ),
             (
                 syn::parse_quote!({
                     let c = Command::new("ls");
                 }),
-                "ctx.effect",
+                "before or after the run",
             ),
             (
                 syn::parse_quote!({

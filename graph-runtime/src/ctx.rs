@@ -1,20 +1,23 @@
-//! The context a node runs with: who it is, cancellation, and deterministic randomness.
+//! The context a node runs with: who it is, cancellation, and deterministic time and randomness.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rand_chacha::ChaCha20Rng;
-use rand_core::SeedableRng;
+use rand_core::{Rng, SeedableRng};
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
+use uuid::Uuid;
 
 use crate::error::NodeError;
 use crate::keys::{OrderKey, PathId, item_rng_seed};
 
 /// What one attempt of one work item knows about itself.
 ///
-/// Everything here is a function of the run's input, graph and seed, except cancellation and the
-/// deadline, so a node that reads only its state and its `Ctx` is deterministic.
+/// Everything here is a function of the run's input, graph and seed, or recorded in the step's
+/// checkpoint ([`Ctx::now`]), except cancellation and the deadline; so a node that reads only its state
+/// and its `Ctx` computes the same thing when its step is retried, resumed or replayed.
 #[derive(Debug)]
 pub struct Ctx {
     pub(crate) run_id: Arc<str>,
@@ -24,10 +27,16 @@ pub struct Ctx {
     pub(crate) attempt: u32,
     pub(crate) path: PathId,
     pub(crate) run_seed: u64,
+    pub(crate) now_ms: u64,
+    /// The step's token: cancelled with the run, or when a sibling item stops the step.
     pub(crate) cancel: CancellationToken,
+    /// The token handed to work the node spawns, made on first request and cancelled when the attempt
+    /// ends (when this context is dropped).
+    spawned: OnceLock<CancellationToken>,
     pub(crate) deadline: Option<Instant>,
     pub(crate) input: Option<Arc<serde_json::Value>>,
-    rng: Option<ChaCha20Rng>,
+    /// Boxed: most nodes never draw, and an inline stream would add 300 bytes to every task.
+    rng: Option<Box<ChaCha20Rng>>,
 }
 
 impl Ctx {
@@ -40,15 +49,30 @@ impl Ctx {
         attempt: u32,
         path: PathId,
         run_seed: u64,
+        now_ms: u64,
         cancel: CancellationToken,
         deadline: Option<Instant>,
         input: Option<Arc<serde_json::Value>>,
     ) -> Self {
-        Ctx { run_id, step, node, order_key, attempt, path, run_seed, cancel, deadline, input, rng: None }
+        Ctx {
+            run_id,
+            step,
+            node,
+            order_key,
+            attempt,
+            path,
+            run_seed,
+            now_ms,
+            cancel,
+            spawned: OnceLock::new(),
+            deadline,
+            input,
+            rng: None,
+        }
     }
 
     /// A context outside any engine, for unit-testing a node: step 0, first attempt, entry path, seed
-    /// derived from `run_id`.
+    /// derived from `run_id`, and [`Ctx::now`] at the Unix epoch (set it with [`Ctx::with_now`]).
     pub fn standalone(run_id: &str, node: &str) -> Self {
         Ctx::new(
             run_id.into(),
@@ -58,6 +82,7 @@ impl Ctx {
             1,
             PathId::entry(node),
             crate::keys::derive_run_seed(run_id),
+            0,
             CancellationToken::new(),
             None,
             None,
@@ -104,22 +129,50 @@ impl Ctx {
     /// run gets the same ones.
     pub fn rng(&mut self) -> &mut ChaCha20Rng {
         let (seed, path, attempt) = (self.run_seed, &self.path, self.attempt);
-        self.rng.get_or_insert_with(|| ChaCha20Rng::from_seed(item_rng_seed(seed, path, attempt)))
+        self.rng.get_or_insert_with(|| Box::new(ChaCha20Rng::from_seed(item_rng_seed(seed, path, attempt))))
     }
 
-    /// True once the run is cancelled or this attempt's deadline passed.
+    /// A version-4 UUID drawn from [`Ctx::rng`]: the same on every retry-free replay or resume of this
+    /// attempt, distinct across loop iterations, branches and attempts. Use it where a node would call
+    /// `Uuid::new_v4()`.
+    pub fn uuid(&mut self) -> Uuid {
+        let mut bytes = [0u8; 16];
+        self.rng().fill_bytes(&mut bytes);
+        uuid::Builder::from_random_bytes(bytes).into_uuid()
+    }
+
+    /// The step's recorded time: when the checkpoint that scheduled this step was committed.
+    ///
+    /// It is the same for every item and every attempt of the step, and the same when the step runs
+    /// again after a crash, a resume or a replay, because it is read from the checkpoint rather than from
+    /// the clock. It never goes backwards along a run. Use it where a node would call
+    /// `SystemTime::now()`; for measuring durations or timeouts use the node's own timers.
+    pub fn now(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(self.now_ms)
+    }
+
+    /// This context with [`Ctx::now`] set, for unit tests of time-dependent nodes.
+    #[must_use]
+    pub fn with_now(mut self, now: SystemTime) -> Self {
+        self.now_ms = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        self
+    }
+
+    /// True once the run is cancelled (or another item stopped the step).
     pub fn is_cancelled(&self) -> bool {
         self.cancel.is_cancelled()
     }
 
-    /// Completes when the run is cancelled or this attempt is abandoned; select on it in long nodes.
+    /// Completes when the run is cancelled (or another item stopped the step); select on it in long
+    /// nodes.
     pub fn cancelled(&self) -> WaitForCancellationFuture<'_> {
         self.cancel.cancelled()
     }
 
-    /// A token to hand to work the node spawns, so it is cancelled with the node.
+    /// A token to hand to work the node spawns: cancelled with the run, and when this attempt ends in
+    /// any way (success, error, timeout), so spawned work does not outlive it.
     pub fn cancellation_token(&self) -> CancellationToken {
-        self.cancel.clone()
+        self.spawned.get_or_init(|| self.cancel.child_token()).clone()
     }
 
     /// When this attempt will be stopped: the earlier of the node's timeout and the run's budget.
@@ -143,6 +196,15 @@ impl Ctx {
             Some(v) => T::deserialize(v).map(Some).map_err(|e| {
                 NodeError::fatal(format!("branch input of node `{}` does not deserialize: {e}", self.node))
             }),
+        }
+    }
+}
+
+impl Drop for Ctx {
+    /// The attempt is over: whatever it spawned with [`Ctx::cancellation_token`] stops now.
+    fn drop(&mut self) {
+        if let Some(token) = self.spawned.get() {
+            token.cancel();
         }
     }
 }

@@ -44,7 +44,7 @@ pub(crate) struct GraphInner<S: Reducer> {
     pub(crate) nodes: Vec<NodeEntry<S>>,
     pub(crate) index: BTreeMap<Arc<str>, usize>,
     pub(crate) entry: usize,
-    pub(crate) fingerprint: String,
+    pub(crate) fingerprint: Arc<str>,
 }
 
 impl<S: Reducer> Clone for Graph<S> {
@@ -279,7 +279,15 @@ impl<S: Reducer> GraphBuilder<S> {
             return Err(GraphError::NoWayToEnd { node: nodes[*n].name.to_string() });
         }
         let fingerprint = fingerprint(&nodes, entry, &self.signatures);
-        Ok(Graph { inner: Arc::new(GraphInner { name: self.name, nodes, index, entry, fingerprint }) })
+        Ok(Graph {
+            inner: Arc::new(GraphInner {
+                name: self.name,
+                nodes,
+                index,
+                entry,
+                fingerprint: fingerprint.into(),
+            }),
+        })
     }
 }
 

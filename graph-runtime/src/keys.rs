@@ -86,36 +86,58 @@ impl fmt::Display for OrderKey {
 /// `path(entry) = SHA256(utf8(entry_node) || u32_be(0))`, `path(child) = SHA256(utf8(hex(path(parent)))
 /// || u32_be(slot))`. A join takes the path of its lowest-ordered contributor, which is unique because
 /// that contributor's `(path, slot)` produced nothing else.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct PathId(String);
+///
+/// Held inline (64 ASCII bytes, no allocation), serialized as the hex string.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PathId([u8; 64]);
 
 impl PathId {
     /// The path of the run's entry item.
     pub fn entry(entry_node: &str) -> Self {
-        PathId(hex(&sha256_parts(&[entry_node.as_bytes(), &0u32.to_be_bytes()])))
+        PathId(hex_array(&sha256_parts(&[entry_node.as_bytes(), &0u32.to_be_bytes()])))
     }
 
     /// The path of the item reached from `self` through `slot`.
     pub fn child(&self, slot: u32) -> Self {
-        PathId(hex(&sha256_parts(&[self.0.as_bytes(), &slot.to_be_bytes()])))
+        PathId(hex_array(&sha256_parts(&[&self.0, &slot.to_be_bytes()])))
     }
 
     /// The hex string.
     pub fn as_str(&self) -> &str {
-        &self.0
+        std::str::from_utf8(&self.0).expect("a path identity is ASCII hex")
+    }
+
+    /// Parses the 64-character lowercase hex form.
+    pub fn parse(s: &str) -> Option<Self> {
+        let bytes: [u8; 64] = s.as_bytes().try_into().ok()?;
+        bytes.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')).then_some(PathId(bytes))
     }
 }
 
 impl fmt::Debug for PathId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "PathId({})", &self.0[..self.0.len().min(12)])
+        write!(f, "PathId({})", &self.as_str()[..12])
     }
 }
 
 impl fmt::Display for PathId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for PathId {
+    fn serialize<Ser: serde::Serializer>(&self, s: Ser) -> Result<Ser::Ok, Ser::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for PathId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        PathId::parse(&s).ok_or_else(|| {
+            serde::de::Error::invalid_value(serde::de::Unexpected::Str(&s), &"64 lowercase hex digits")
+        })
     }
 }
 
@@ -162,18 +184,42 @@ pub struct KeyItem<'a> {
 /// assert!(key.starts_with("sha256:") && key.len() == 7 + 64);
 /// ```
 pub fn idempotency_key(run_id: &str, step_id: u64, items: &[KeyItem<'_>], state_json: &[u8]) -> String {
-    let mut sorted: Vec<KeyItem<'_>> = items.to_vec();
-    sorted.sort_by(|a, b| a.order_key.cmp(&b.order_key).then_with(|| a.node_id.cmp(b.node_id)));
+    let order = |a: &KeyItem<'_>, b: &KeyItem<'_>| {
+        a.order_key.cmp(&b.order_key).then_with(|| a.node_id.cmp(b.node_id))
+    };
+    // The engine passes its frontier, which is sorted already: copy only when it is not.
+    let copy;
+    let sorted = if items.is_sorted_by(|a, b| order(a, b).is_le()) {
+        items
+    } else {
+        let mut v = items.to_vec();
+        v.sort_by(order);
+        copy = v;
+        &copy[..]
+    };
+    idempotency_key_of_sorted(run_id, step_id, sorted.iter().map(|i| (i.node_id, i.order_key)), state_json)
+}
+
+/// [`idempotency_key`] of items already in `(order_key, node_id)` order.
+pub(crate) fn idempotency_key_of_sorted<'a>(
+    run_id: &str,
+    step_id: u64,
+    items: impl Iterator<Item = (&'a str, u64)>,
+    state_json: &[u8],
+) -> String {
     let mut h = Sha256::new();
     h.update(run_id.as_bytes());
     h.update(step_id.to_be_bytes());
-    for item in &sorted {
-        h.update(item.node_id.as_bytes());
-        h.update(item.order_key.to_be_bytes());
+    for (node_id, order_key) in items {
+        h.update(node_id.as_bytes());
+        h.update(order_key.to_be_bytes());
     }
     h.update(state_json);
     let digest: [u8; 32] = h.finalize().into();
-    format!("sha256:{}", hex(&digest))
+    let mut key = String::with_capacity(7 + 64);
+    key.push_str("sha256:");
+    key.push_str(std::str::from_utf8(&hex_array(&digest)).expect("hex digits are ASCII"));
+    key
 }
 
 /// SHA-256 over the concatenation of `parts`.
@@ -185,15 +231,25 @@ pub(crate) fn sha256_parts(parts: &[&[u8]]) -> [u8; 32] {
     h.finalize().into()
 }
 
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+
 /// Lowercase hex.
 pub(crate) fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
+    let mut out = Vec::with_capacity(bytes.len() * 2);
     for b in bytes {
-        s.push(DIGITS[(b >> 4) as usize] as char);
-        s.push(DIGITS[(b & 15) as usize] as char);
+        out.extend_from_slice(&[HEX_DIGITS[(b >> 4) as usize], HEX_DIGITS[(b & 15) as usize]]);
     }
-    s
+    String::from_utf8(out).expect("hex digits are ASCII")
+}
+
+/// Lowercase hex of a digest, inline.
+fn hex_array(digest: &[u8; 32]) -> [u8; 64] {
+    let mut out = [0u8; 64];
+    for (i, b) in digest.iter().enumerate() {
+        out[2 * i] = HEX_DIGITS[(b >> 4) as usize];
+        out[2 * i + 1] = HEX_DIGITS[(b & 15) as usize];
+    }
+    out
 }
 
 #[cfg(test)]
@@ -255,5 +311,24 @@ mod tests {
         assert_ne!(e.child(0), e.child(1));
         assert_ne!(e.child(0).child(0), e.child(0));
         assert_eq!(e.child(2), PathId::entry("plan").child(2));
+    }
+
+    #[test]
+    fn paths_serialize_as_their_hex_and_reject_anything_else() {
+        let p = PathId::entry("plan").child(3);
+        let json = serde_json::to_string(&p).unwrap();
+        assert_eq!(json, format!("\"{}\"", p.as_str()));
+        assert_eq!(serde_json::from_str::<PathId>(&json).unwrap(), p);
+        for bad in ["\"abc\"", &json.to_uppercase(), &json.replace('a', "g"), "17"] {
+            assert!(serde_json::from_str::<PathId>(bad).is_err(), "{bad} must not decode");
+        }
+    }
+
+    #[test]
+    fn sorted_and_unsorted_items_give_one_key() {
+        let items = [KeyItem { node_id: "b", order_key: 2 }, KeyItem { node_id: "a", order_key: 1 }];
+        let mut sorted = items;
+        sorted.reverse();
+        assert_eq!(idempotency_key("r", 4, &items, b"{}"), idempotency_key("r", 4, &sorted, b"{}"));
     }
 }

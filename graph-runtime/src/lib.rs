@@ -57,6 +57,12 @@ pub use store::{Checkpoint, CommitOutcome, MemoryStore, PauseReason, RunStatus, 
 pub use rand_chacha;
 pub use rand_core;
 pub use tokio_util::sync::CancellationToken;
+pub use uuid::Uuid;
+
+/// The README's example, compiled and run as a doctest so it stays true.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
 
 /// The names most workflows need.
 pub mod prelude {

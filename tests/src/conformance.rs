@@ -276,7 +276,7 @@ pub async fn matches_the_model<B: Backend>(b: &B, ops: &[Op]) {
                 let a = store.save_checkpoint(&cp, &RunStatus::Running, version).await.unwrap();
                 let m = model.save_checkpoint(&cp, &RunStatus::Running, version).await.unwrap();
                 assert_eq!(a, m, "{op:?}");
-                *seen.entry(cp.run_id).or_default() += 1;
+                *seen.entry(cp.run_id.to_string()).or_default() += 1;
             }
             Op::Status { run, cancelled, version } => {
                 let status = if cancelled { RunStatus::Cancelled } else { RunStatus::Running };

@@ -9,55 +9,31 @@
 //! * the store: `history_hash` (step, frontier and state hash of every checkpoint), the idempotency keys
 //!   and the run row's status.
 //!
+//! [`MacroTrace`] and the harness live in `twins/mod.rs`, shared with `macro_twins_more.rs` (the twins of
+//! the backpressure, cancellation, concurrency, error and recorded-time tests).
+//!
 //! The hand-built constructors are copied verbatim from the engine tests (their modules are private to
 //! that test binary), each under a comment naming its origin; `crash_graph` is shared through
 //! `graph_tests`. Twins of parametrised constructors fix the parameters the hand tests use (a macro graph
 //! is a static description); families of them (`k` join predecessors, retry and timeout policies, loop
 //! lengths) come from small `macro_rules!` around `#[graph]`.
 
+pub mod twins;
+
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use graph_runtime::Error;
 use graph_runtime::prelude::*;
 use graph_runtime::store::SledStore;
-use graph_runtime::{Error, Store};
-use graph_tests::{Trace, TraceDelta, crash_graph, history_hash, random_delay, state_hash};
+use graph_tests::{Trace, TraceDelta, crash_graph, random_delay, state_hash};
+use twins::*;
 
 // ---------------------------------------------------------------------------------------------------
 // The state twin
 // ---------------------------------------------------------------------------------------------------
-
-/// The `#[reducer]` twin of [`Trace`]: same fields in the same order, same strategies, so the same JSON.
-#[reducer]
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct MacroTrace {
-    /// Append-merged log.
-    #[reduce(append)]
-    pub log: Vec<String>,
-    /// Sum-merged counter.
-    #[reduce(sum)]
-    pub count: u64,
-    /// Overwritten value.
-    pub last: Option<String>,
-    /// Union-merged set.
-    #[reduce(union)]
-    pub tags: BTreeSet<String>,
-    /// Max-merged value.
-    #[reduce(max)]
-    pub best: u64,
-}
-
-/// A delta appending one log entry (the hand-written `TraceDelta::log`).
-fn logged(entry: impl Into<String>) -> MacroTraceDelta {
-    MacroTraceDelta::default().log(vec![entry.into()])
-}
-
-/// A set of one tag (the hand-written `TraceDelta::tag`).
-fn tag(t: impl Into<String>) -> BTreeSet<String> {
-    BTreeSet::from([t.into()])
-}
 
 #[test]
 fn the_state_twin_serializes_and_merges_like_trace() {
@@ -83,141 +59,6 @@ fn the_state_twin_serializes_and_merges_like_trace() {
         twin.apply(t).unwrap();
         assert_eq!(serde_json::to_vec(&hand).unwrap(), serde_json::to_vec(&twin).unwrap());
     }
-}
-
-// ---------------------------------------------------------------------------------------------------
-// The harness
-// ---------------------------------------------------------------------------------------------------
-
-/// An error as far as it can be compared: `Debug` (the variant and every field), `Display`, and the
-/// messages of its source chain.
-#[derive(Debug, PartialEq)]
-struct ErrorView {
-    debug: String,
-    display: String,
-    sources: Vec<String>,
-}
-
-impl ErrorView {
-    fn of(e: &Error) -> Self {
-        let mut sources = Vec::new();
-        let mut cur = std::error::Error::source(e);
-        while let Some(s) = cur {
-            sources.push(s.to_string());
-            cur = s.source();
-        }
-        ErrorView { debug: format!("{e:?}"), display: e.to_string(), sources }
-    }
-}
-
-/// Everything observable of one run, comparable across state types.
-#[derive(Debug, PartialEq)]
-struct Observed {
-    /// `(state JSON, steps, status)` or the error.
-    outcome: Result<(String, u64, RunStatus), ErrorView>,
-    /// The run row: status, latest step, version (not the graph fingerprint, which differs by design:
-    /// the macro graph's includes the node signatures).
-    info: Option<(RunStatus, u64, u64)>,
-    /// `graph_tests::history_hash`.
-    history: String,
-    /// The idempotency key of every checkpoint.
-    keys: Vec<String>,
-}
-
-impl Observed {
-    /// The same, without the run row's version: a run that was stopped and resumed updated its row more
-    /// often than an uninterrupted one, with the same history.
-    fn ignoring_row_version(mut self) -> Self {
-        if let Some(info) = &mut self.info {
-            info.2 = 0;
-        }
-        self
-    }
-}
-
-async fn observe_result<S: Reducer>(
-    engine: &Engine<S>,
-    run_id: &str,
-    result: &Result<RunOutcome<S>, Error>,
-) -> Observed {
-    let store: &dyn Store = &**engine.store();
-    let outcome = match result {
-        Ok(out) => Ok((serde_json::to_string(&out.state).unwrap(), out.steps, out.status.clone())),
-        Err(e) => Err(ErrorView::of(e)),
-    };
-    let info = store.run_info(run_id).await.unwrap().map(|i| (i.status, i.latest_step, i.version));
-    let keys = store.history(run_id).await.unwrap().into_iter().map(|m| m.idempotency_key).collect();
-    Observed { outcome, info, history: history_hash(store, run_id).await, keys }
-}
-
-/// One run of a graph and its twin, one after the other: their results, what they left behind (already
-/// asserted equal) and how long each took on the tokio clock.
-struct Pair {
-    hand: Result<RunOutcome<Trace>, Error>,
-    twin: Result<RunOutcome<MacroTrace>, Error>,
-    observed: Observed,
-    elapsed: [Duration; 2],
-}
-
-impl Pair {
-    /// Both errors (panics if either run succeeded).
-    fn errors(&self) -> [&Error; 2] {
-        [self.hand.as_ref().unwrap_err(), self.twin.as_ref().unwrap_err()]
-    }
-
-    /// The hand-built run's outcome (the twin's has the same state bytes).
-    fn out(&self) -> &RunOutcome<Trace> {
-        self.hand.as_ref().expect("the run completes")
-    }
-}
-
-fn run_options(seed: Option<u64>) -> RunOptions {
-    seed.map_or_else(RunOptions::default, |s| RunOptions::default().seed(s))
-}
-
-/// The two graphs have the same name, entry, nodes (in declaration order) and edges (by index).
-fn assert_same_shape(hand: &Graph<Trace>, twin: &Graph<MacroTrace>) {
-    assert_eq!(hand.name(), twin.name());
-    assert_eq!(hand.entry(), twin.entry(), "entry of `{}`", hand.name());
-    let nodes: Vec<&str> = hand.node_names().collect();
-    assert_eq!(nodes, twin.node_names().collect::<Vec<_>>(), "nodes of `{}`", hand.name());
-    for n in nodes {
-        assert_eq!(hand.edges(n), twin.edges(n), "edges of `{n}` in `{}`", hand.name());
-    }
-    assert_eq!(hand.mermaid(), twin.mermaid());
-}
-
-/// Runs `run_id` on both engines (hand first) and asserts they agree on everything observable.
-async fn twin(hand: &Engine<Trace>, twin: &Engine<MacroTrace>, run_id: &str, seed: Option<u64>) -> Pair {
-    assert_same_shape(hand.graph(), twin.graph());
-    let t0 = tokio::time::Instant::now();
-    let h = hand.run_with(run_id, Trace::default(), run_options(seed)).await;
-    let t1 = tokio::time::Instant::now();
-    let m = twin.run_with(run_id, MacroTrace::default(), run_options(seed)).await;
-    let elapsed = [t1 - t0, t1.elapsed()];
-    let observed = observe_result(hand, run_id, &h).await;
-    assert_eq!(
-        observed,
-        observe_result(twin, run_id, &m).await,
-        "`{}` run `{run_id}`: the hand-built graph and its macro twin differ",
-        hand.graph().name()
-    );
-    Pair { hand: h, twin: m, observed, elapsed }
-}
-
-/// Engines over fresh memory stores for a graph and its twin, with the same options.
-fn engines(
-    hand: Graph<Trace>,
-    twin: Graph<MacroTrace>,
-    options: EngineOptions,
-) -> (Engine<Trace>, Engine<MacroTrace>) {
-    (Engine::builder(hand).options(options.clone()).build(), Engine::builder(twin).options(options).build())
-}
-
-/// Runs a graph and its twin once with default options.
-async fn twin_once(hand: Graph<Trace>, mac: Graph<MacroTrace>, run_id: &str) -> Pair {
-    let (h, m) = engines(hand, mac, EngineOptions::default());
-    twin(&h, &m, run_id, None).await
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -570,143 +411,52 @@ fn join_k(k: usize, counted: Arc<AtomicUsize>) -> Graph<Trace> {
     .unwrap()
 }
 
-/// The delta of parent `p{i}` of a join twin.
-fn parent(i: usize) -> NodeResult<MacroTrace> {
-    Ok(logged(format!("p{i}")).count(1))
+/// Twin of `join_k(k)`: `split` → the `k` parents named → `join` → END. The parents' names come from
+/// the invocation (node names passed into a `macro_rules!` that expands to `#[graph]`; see
+/// `ui-tests/tests/pass/macro_rules_nodes.rs`), and each parent logs its own name.
+macro_rules! join_twin {
+    ($(#[$doc:meta])* $module:ident: $($p:ident),+) => {
+        $(#[$doc])*
+        #[graph(state = MacroTrace, name = "join")]
+        pub mod $module {
+            use super::*;
+
+            /// Activations of `join` so far.
+            pub static RUNS: AtomicUsize = AtomicUsize::new(0);
+
+            #[node(entry, to = [$($p),+])]
+            async fn split(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
+                Ok(logged("split"))
+            }
+
+            $(
+                #[node(to = join)]
+                async fn $p(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
+                    Ok(logged(stringify!($p)).count(1))
+                }
+            )+
+
+            #[node(to = END)]
+            async fn join(s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
+                RUNS.fetch_add(1, Ordering::SeqCst);
+                Ok(logged(format!("join saw {}", s.count)))
+            }
+        }
+    };
 }
 
-// The join twins are written out. A `macro_rules!` that takes the parents' names as `$p:ident` and expands
-// to one `#[graph]` module per `k` does not compile: E0425 "cannot find value `__state`/`__ctx`" on each
-// name passed in. `#[graph]` declares the handler's parameters `__state`/`__ctx` at the attribute's
-// call-site span but uses them inside `quote_spanned!(f.span()=> run_node(self::#f, __state, __ctx))`
-// (graph-macros/src/graph/expand/mod.rs), so they take the hygiene context of the node's name, which
-// differs when the name comes from outside the `macro_rules!`. Node names written inside the
-// `macro_rules!` body (the flaky, sleeper and dice twins below) are fine.
-
-/// Twin of `join_k(2)`: `split` → `p0`..`p1` → `join` → END.
-#[graph(state = MacroTrace, name = "join")]
-pub mod join_2 {
-    use super::*;
-
-    /// Activations of `join` so far.
-    pub static RUNS: AtomicUsize = AtomicUsize::new(0);
-
-    #[node(entry, to = [p0, p1])]
-    async fn split(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
-        Ok(logged("split"))
-    }
-
-    #[node(to = join)]
-    async fn p0(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
-        parent(0)
-    }
-
-    #[node(to = join)]
-    async fn p1(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
-        parent(1)
-    }
-
-    #[node(to = END)]
-    async fn join(s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
-        RUNS.fetch_add(1, Ordering::SeqCst);
-        Ok(logged(format!("join saw {}", s.count)))
-    }
-}
-
-/// Twin of `join_k(4)`: `split` → `p0`..`p3` → `join` → END.
-#[graph(state = MacroTrace, name = "join")]
-pub mod join_4 {
-    use super::*;
-
-    /// Activations of `join` so far.
-    pub static RUNS: AtomicUsize = AtomicUsize::new(0);
-
-    #[node(entry, to = [p0, p1, p2, p3])]
-    async fn split(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
-        Ok(logged("split"))
-    }
-
-    #[node(to = join)]
-    async fn p0(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
-        parent(0)
-    }
-
-    #[node(to = join)]
-    async fn p1(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
-        parent(1)
-    }
-
-    #[node(to = join)]
-    async fn p2(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
-        parent(2)
-    }
-
-    #[node(to = join)]
-    async fn p3(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
-        parent(3)
-    }
-
-    #[node(to = END)]
-    async fn join(s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
-        RUNS.fetch_add(1, Ordering::SeqCst);
-        Ok(logged(format!("join saw {}", s.count)))
-    }
-}
-
-/// Twin of `join_k(7)`: `split` → `p0`..`p6` → `join` → END.
-#[graph(state = MacroTrace, name = "join")]
-pub mod join_7 {
-    use super::*;
-
-    /// Activations of `join` so far.
-    pub static RUNS: AtomicUsize = AtomicUsize::new(0);
-
-    #[node(entry, to = [p0, p1, p2, p3, p4, p5, p6])]
-    async fn split(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
-        Ok(logged("split"))
-    }
-
-    #[node(to = join)]
-    async fn p0(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
-        parent(0)
-    }
-
-    #[node(to = join)]
-    async fn p1(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
-        parent(1)
-    }
-
-    #[node(to = join)]
-    async fn p2(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
-        parent(2)
-    }
-
-    #[node(to = join)]
-    async fn p3(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
-        parent(3)
-    }
-
-    #[node(to = join)]
-    async fn p4(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
-        parent(4)
-    }
-
-    #[node(to = join)]
-    async fn p5(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
-        parent(5)
-    }
-
-    #[node(to = join)]
-    async fn p6(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
-        parent(6)
-    }
-
-    #[node(to = END)]
-    async fn join(s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
-        RUNS.fetch_add(1, Ordering::SeqCst);
-        Ok(logged(format!("join saw {}", s.count)))
-    }
-}
+join_twin!(
+    /// Twin of `join_k(2)`.
+    join_2: p0, p1
+);
+join_twin!(
+    /// Twin of `join_k(4)`.
+    join_4: p0, p1, p2, p3
+);
+join_twin!(
+    /// Twin of `join_k(7)`.
+    join_7: p0, p1, p2, p3, p4, p5, p6
+);
 
 #[tokio::test]
 async fn join_twins_run_once_and_see_all_k_deltas() {

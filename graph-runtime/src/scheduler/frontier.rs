@@ -14,17 +14,19 @@ use crate::node::Route;
 use crate::state::Reducer;
 use crate::store::WorkItem;
 
-/// Builds the next frontier. `done[rank] = (node index, route)` for every item of the step, in order.
+/// Builds the next frontier and the graph index of each of its nodes. `done[rank] = (node index, route)`
+/// for every item of the step, in order.
 pub(crate) fn next_frontier<S: Reducer>(
     graph: &Graph<S>,
     run: &str,
     step: u64,
     items: &[WorkItem],
     done: &[(usize, Route)],
-) -> Result<Vec<WorkItem>, Error> {
+) -> Result<(Vec<WorkItem>, Vec<usize>), Error> {
     let g = &graph.inner;
     let mut joins: BTreeMap<usize, usize> = BTreeMap::new(); // node -> position in `next`
-    let mut next: Vec<WorkItem> = Vec::new();
+    let mut next: Vec<WorkItem> = Vec::with_capacity(items.len());
+    let mut next_nodes: Vec<usize> = Vec::with_capacity(items.len());
     for (rank, (item, (node, route))) in items.iter().zip(done).enumerate() {
         let entry = &g.nodes[*node];
         let edge_target = |edge: u32| -> Result<Target, Error> {
@@ -36,53 +38,53 @@ pub(crate) fn next_frontier<S: Reducer>(
                 declared: entry.edges.len(),
             })
         };
-        let mut routes: Vec<(u32, Target, Option<&serde_json::Value>)> = Vec::new();
-        match route {
-            Route::Declared => {
-                routes.extend(entry.edges.iter().enumerate().map(|(e, t)| (e as u32, *t, None)));
+        let rank = u32::try_from(rank).expect("a step holds fewer than 2^32 items");
+        let mut add = |slot: u32, target: Target, input: Option<&serde_json::Value>| {
+            let Target::Node(to) = target else { return };
+            let key = OrderKey::new(rank, slot);
+            if input.is_none() {
+                if joins.contains_key(&to) {
+                    return; // joined into the lower-ordered activation already queued
+                }
+                joins.insert(to, next.len());
             }
-            Route::Goto(e) => routes.push((*e, edge_target(*e)?, None)),
+            next.push(WorkItem {
+                node: g.nodes[to].name.clone(),
+                order_key: key,
+                path: item.path.child(slot),
+                input: input.cloned(),
+            });
+            next_nodes.push(to);
+        };
+        let routes = match route {
+            Route::Declared => {
+                for (e, t) in entry.edges.iter().enumerate() {
+                    add(e as u32, *t, None);
+                }
+                entry.edges.len()
+            }
+            Route::Goto(e) => {
+                add(*e, edge_target(*e)?, None);
+                1
+            }
             Route::Fork(branches) => {
                 for (k, b) in branches.iter().enumerate() {
-                    routes.push((k as u32, edge_target(b.edge)?, b.input.as_ref()));
+                    add(k as u32, edge_target(b.edge)?, b.input.as_ref());
                 }
+                branches.len()
             }
-            Route::End => routes.push((0, Target::End, None)),
-        }
-        if routes.is_empty() {
+            Route::End => 1,
+        };
+        if routes == 0 {
             return Err(Error::NoProgress { run: run.to_owned(), step, node: entry.name.to_string() });
         }
-        let rank = u32::try_from(rank).expect("a step holds fewer than 2^32 items");
-        for (slot, target, input) in routes {
-            let Target::Node(to) = target else { continue };
-            let key = OrderKey::new(rank, slot);
-            match input {
-                None => {
-                    if joins.contains_key(&to) {
-                        continue; // joined into the lower-ordered activation already queued
-                    }
-                    joins.insert(to, next.len());
-                    next.push(WorkItem {
-                        node: g.nodes[to].name.to_string(),
-                        order_key: key,
-                        path: item.path.child(slot),
-                        input: None,
-                    });
-                }
-                Some(v) => next.push(WorkItem {
-                    node: g.nodes[to].name.to_string(),
-                    order_key: key,
-                    path: item.path.child(slot),
-                    input: Some(v.clone()),
-                }),
-            }
-        }
     }
-    next.sort_by_key(|w| w.order_key);
+    // Items are visited in rank order and their slots in ascending order, so `next` is sorted by order key
+    // as built (key = rank << 32 | slot).
     debug_assert!(
         next.windows(2).all(|w| w[0].order_key < w[1].order_key),
-        "order keys are unique in a step"
+        "order keys are unique and ascending in a step"
     );
-    debug_assert!(next.iter().all(|w| w.node != END));
-    Ok(next)
+    debug_assert!(next.iter().all(|w| &*w.node != END));
+    Ok((next, next_nodes))
 }

@@ -25,7 +25,7 @@ use tracing::Instrument;
 
 use crate::error::{Error, Result, StoreError};
 use crate::graph::Graph;
-use crate::keys::{KeyItem, OrderKey, PathId, derive_run_seed, hex, idempotency_key, sha256_parts};
+use crate::keys::{OrderKey, PathId, derive_run_seed, hex, idempotency_key_of_sorted, sha256_parts};
 use crate::policy::EngineOptions;
 use crate::state::{MergeFailure, Reducer, Writer, merge_step};
 use crate::store::{
@@ -156,11 +156,15 @@ struct Driven<S> {
     step: u64,
     state: Arc<S>,
     frontier: Vec<WorkItem>,
+    /// The graph index of each frontier item's node.
+    nodes: Vec<usize>,
     seed: u64,
     version: u64,
     cancel: CancellationToken,
     deadline: Instant,
     chain: Chain,
+    /// When checkpoint `step` was committed, ms since the Unix epoch: what [`Ctx::now`] reads.
+    time_ms: u64,
 }
 
 /// Where the run's delta chain stands: the snapshot it starts from and what was written since.
@@ -216,18 +220,20 @@ impl<S: Reducer> Engine<S> {
         }
         let seed = opts.seed.unwrap_or_else(|| derive_run_seed(run_id));
         let entry = self.inner.graph.entry();
+        let run: Arc<str> = run_id.into();
+        let entry_index = self.inner.graph.inner.entry;
         let frontier = vec![WorkItem {
-            node: entry.to_owned(),
+            node: self.inner.graph.inner.nodes[entry_index].name.clone(),
             order_key: OrderKey::ENTRY,
             path: PathId::entry(entry),
             input: None,
         }];
-        let cp = self.checkpoint(
-            run_id,
+        let mut cp = self.checkpoint(
+            &run,
             0,
             &input,
             None,
-            &frontier,
+            frontier,
             seed,
             opts.label.clone(),
             &mut Chain::default(),
@@ -241,15 +247,17 @@ impl<S: Reducer> Engine<S> {
         tracing::info!(run = run_id, graph = self.inner.graph.name(), "run started");
         let span = tracing::info_span!("run", run = run_id);
         self.drive(Driven {
-            run_id: run_id.into(),
+            run_id: run,
             step: 0,
             state: Arc::new(input),
-            frontier,
+            frontier: std::mem::take(&mut cp.frontier),
+            nodes: vec![entry_index],
             seed,
             version,
             cancel: opts.cancel.unwrap_or_default(),
             deadline: Instant::now() + self.inner.options.run_wall_clock_budget,
             chain: Chain::default(),
+            time_ms: cp.timestamp_ms,
         })
         .instrument(span)
         .await
@@ -284,6 +292,7 @@ impl<S: Reducer> Engine<S> {
         }
         let cp = store.latest(run_id).await?.ok_or_else(not_found)?;
         let (state, chain) = self.load_state(&cp).await?;
+        let nodes = self.node_indices(&cp)?;
         if cp.frontier.is_empty() {
             return Ok(RunOutcome {
                 run_id: run_id.to_owned(),
@@ -306,11 +315,13 @@ impl<S: Reducer> Engine<S> {
             step: cp.step,
             state: Arc::new(state),
             frontier: cp.frontier,
+            nodes,
             seed: cp.rng_seed,
             version,
             cancel: opts.cancel.unwrap_or_default(),
             deadline: Instant::now() + self.inner.options.run_wall_clock_budget,
             chain,
+            time_ms: cp.timestamp_ms,
         })
         .instrument(span)
         .await
@@ -384,66 +395,60 @@ impl<S: Reducer> Engine<S> {
         let g = &self.inner.graph;
         let opts = &self.inner.options;
         let step = run.step;
-        let nodes: Vec<usize> = run
-            .frontier
-            .iter()
-            .map(|w| {
-                g.node_index(&w.node).ok_or_else(|| {
-                    Stop::Error(Error::Store(StoreError::Corrupted {
-                        run: run.run_id.to_string(),
-                        step,
-                        detail: format!("frontier names node `{}`, which the graph does not have", w.node),
-                    }))
-                })
-            })
-            .collect::<Result<_, _>>()?;
+        let nodes = &run.nodes;
         let outputs = execute_step(StepInput {
             graph: g,
             options: opts,
             admission: &self.inner.admission,
             run_id: &run.run_id,
             run_seed: run.seed,
+            time_ms: run.time_ms,
             step,
             items: &run.frontier,
-            nodes: &nodes,
+            nodes,
             state: &run.state,
             cancel: &run.cancel,
             run_deadline: run.deadline,
         })
         .await
-        .map_err(|stop| self.step_stop(run, &nodes, stop))?;
+        .map_err(|stop| self.step_stop(run, nodes, stop))?;
 
         // Barrier passed: merge in ascending order key (the frontier is sorted).
         let mut deltas = Vec::with_capacity(outputs.len());
         let mut routes = Vec::with_capacity(outputs.len());
-        for ((item, node), (delta, route)) in run.frontier.iter().zip(&nodes).zip(outputs) {
+        for ((item, node), (delta, route)) in run.frontier.iter().zip(nodes).zip(outputs) {
             deltas.push((Writer { node: &g.inner.nodes[*node].name, order_key: item.order_key }, delta));
             routes.push((*node, route));
         }
-        let run_name = run.run_id.to_string();
-        let delta_json =
-            serde_json::to_vec(&deltas.iter().map(|(_, d)| d).collect::<Vec<_>>()).map_err(|source| {
-                Stop::Error(Error::Serialization { run: run_name.clone(), what: "a delta", source })
-            })?;
+        let run_arc = run.run_id.clone();
+        let run_name = move || run_arc.to_string();
+        let mut delta_json = Vec::with_capacity(256);
+        serde::Serializer::collect_seq(
+            &mut serde_json::Serializer::new(&mut delta_json),
+            deltas.iter().map(|(_, d)| d),
+        )
+        .map_err(|source| Stop::Error(Error::Serialization { run: run_name(), what: "a delta", source }))?;
         // Every item has finished and dropped its handle on the state, so this merges in place. On error
         // the half-merged state is dropped with the run; checkpoint `step` is untouched.
         let state = Arc::make_mut(&mut run.state);
         merge_step(state, step, deltas, opts.conflict_policy).map_err(|f| {
             Stop::Error(match f {
-                MergeFailure::Conflict(source) => Error::Conflict { run: run_name.clone(), source },
+                MergeFailure::Conflict(source) => Error::Conflict { run: run_name(), source },
                 MergeFailure::Merge { node, error } => {
-                    Error::Merge { run: run_name.clone(), step, node, source: error }
+                    Error::Merge { run: run_name(), step, node, source: error }
                 }
             })
         })?;
-        let frontier =
+        let (frontier, next_nodes) =
             frontier::next_frontier(g, &run.run_id, step, &run.frontier, &routes).map_err(Stop::Error)?;
 
         let mut chain = run.chain;
-        let cp = self
-            .checkpoint(&run.run_id, step + 1, state, Some(delta_json), &frontier, run.seed, None, &mut chain)
+        let mut cp = self
+            .checkpoint(&run.run_id, step + 1, state, Some(delta_json), frontier, run.seed, None, &mut chain)
             .map_err(Stop::Error)?;
-        let status = if frontier.is_empty() { RunStatus::Completed } else { RunStatus::Running };
+        // Recorded time never goes backwards along a run, whatever the wall clock does.
+        cp.timestamp_ms = cp.timestamp_ms.max(run.time_ms);
+        let status = if cp.frontier.is_empty() { RunStatus::Completed } else { RunStatus::Running };
         let outcome = self
             .inner
             .store
@@ -452,18 +457,27 @@ impl<S: Reducer> Engine<S> {
             .map_err(|e| Stop::Error(e.into()))?;
         match outcome {
             CommitOutcome::Committed { version } => {
+                run.time_ms = cp.timestamp_ms;
                 run.version = version;
-                run.frontier = frontier;
+                run.frontier = std::mem::take(&mut cp.frontier);
+                run.nodes = next_nodes;
                 run.chain = chain;
             }
             CommitOutcome::AlreadyCommitted { version } => {
                 // The stored checkpoint is this exact one, but it may have been written as a snapshot
                 // where ours would be a delta: continue from what is stored.
                 run.version = version;
-                run.frontier = frontier;
+                run.frontier = std::mem::take(&mut cp.frontier);
+                run.nodes = next_nodes;
                 run.chain = match self.inner.store.load_checkpoint(&run.run_id, step + 1).await {
-                    Ok(Some(stored)) => self.chain_after(&stored).await.map_err(Stop::Error)?,
-                    _ => chain,
+                    Ok(Some(stored)) => {
+                        run.time_ms = stored.timestamp_ms;
+                        self.chain_after(&stored).await.map_err(Stop::Error)?
+                    }
+                    _ => {
+                        run.time_ms = cp.timestamp_ms;
+                        chain
+                    }
                 };
             }
             CommitOutcome::StepTaken { version, existing_key } => {
@@ -477,15 +491,17 @@ impl<S: Reducer> Engine<S> {
                     .map_err(|e| Stop::Error(e.into()))?
                     .ok_or_else(|| {
                         Stop::Error(Error::Store(StoreError::Corrupted {
-                            run: run_name.clone(),
+                            run: run_name(),
                             step: step + 1,
                             detail: "reported as taken but not loadable".into(),
                         }))
                     })?;
                 let (state, chain) = self.load_state(&stored).await.map_err(Stop::Error)?;
+                run.nodes = self.node_indices(&stored).map_err(Stop::Error)?;
                 run.state = Arc::new(state);
                 run.chain = chain;
                 run.frontier = stored.frontier;
+                run.time_ms = stored.timestamp_ms;
                 run.version = version;
             }
             other => {
@@ -565,23 +581,27 @@ impl<S: Reducer> Engine<S> {
     #[allow(clippy::too_many_arguments)]
     fn checkpoint(
         &self,
-        run_id: &str,
+        run_id: &Arc<str>,
         step: u64,
         state: &S,
         delta_json: Option<Vec<u8>>,
-        frontier: &[WorkItem],
+        frontier: Vec<WorkItem>,
         seed: u64,
         label: Option<String>,
         chain: &mut Chain,
     ) -> Result<Checkpoint> {
         let state_json = serde_json::to_vec(state).map_err(|source| Error::Serialization {
-            run: run_id.to_owned(),
+            run: run_id.to_string(),
             what: "the state",
             source,
         })?;
-        let items: Vec<KeyItem<'_>> =
-            frontier.iter().map(|w| KeyItem { node_id: &w.node, order_key: w.order_key.0 }).collect();
-        let key = idempotency_key(run_id, step, &items, &state_json);
+        // The frontier is sorted by order key, and order keys are unique within a step.
+        let key = idempotency_key_of_sorted(
+            run_id,
+            step,
+            frontier.iter().map(|w| (&*w.node, w.order_key.0)),
+            &state_json,
+        );
         let state_hash = hex(&sha256_parts(&[&state_json]));
         let repr = match delta_json {
             Some(deltas)
@@ -596,26 +616,43 @@ impl<S: Reducer> Engine<S> {
             }
         };
         Ok(Checkpoint {
-            run_id: run_id.to_owned(),
+            run_id: run_id.clone(),
             step,
             timestamp_ms: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
             label,
             state: repr,
             state_hash,
             rng_seed: seed,
-            frontier: frontier.to_vec(),
+            frontier,
             recorded_ios: Vec::new(),
             idempotency_key: key,
-            graph_fingerprint: self.inner.graph.fingerprint().to_owned(),
+            graph_fingerprint: self.inner.graph.inner.fingerprint.clone(),
             schema_version: SCHEMA_VERSION,
         })
+    }
+
+    /// The graph index of every node `cp`'s frontier names.
+    fn node_indices(&self, cp: &Checkpoint) -> Result<Vec<usize>> {
+        let g = &self.inner.graph;
+        cp.frontier
+            .iter()
+            .map(|w| {
+                g.node_index(&w.node).ok_or_else(|| {
+                    Error::Store(StoreError::Corrupted {
+                        run: cp.run_id.to_string(),
+                        step: cp.step,
+                        detail: format!("frontier names node `{}`, which the graph does not have", w.node),
+                    })
+                })
+            })
+            .collect()
     }
 
     /// The full state of checkpoint `cp`: its snapshot plus the deltas after it, verified against the
     /// stored state hash; and the chain it ends.
     async fn load_state(&self, cp: &Checkpoint) -> Result<(S, Chain)> {
         let corrupted = |step: u64, detail: String| {
-            Error::Store(StoreError::Corrupted { run: cp.run_id.clone(), step, detail })
+            Error::Store(StoreError::Corrupted { run: cp.run_id.to_string(), step, detail })
         };
         let check_version = |c: &Checkpoint| {
             if c.schema_version == SCHEMA_VERSION {
@@ -675,7 +712,7 @@ impl<S: Reducer> Engine<S> {
             }
         };
         let json = serde_json::to_vec(&state).map_err(|source| Error::Serialization {
-            run: cp.run_id.clone(),
+            run: cp.run_id.to_string(),
             what: "the state",
             source,
         })?;

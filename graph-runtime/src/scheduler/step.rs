@@ -48,6 +48,7 @@ pub(crate) struct StepInput<'a, S: Reducer> {
     pub(crate) admission: &'a Arc<Semaphore>,
     pub(crate) run_id: &'a Arc<str>,
     pub(crate) run_seed: u64,
+    pub(crate) time_ms: u64,
     pub(crate) step: u64,
     pub(crate) items: &'a [WorkItem],
     pub(crate) nodes: &'a [usize],
@@ -69,11 +70,11 @@ pub(crate) async fn execute_step<S: Reducer>(
     let node_limit = |node: usize| {
         g.nodes[node].policy.max_concurrency.or(options.max_per_node_concurrency).unwrap_or(usize::MAX).max(1)
     };
+    if n == 1 {
+        return execute_alone(input).await;
+    }
     // Attempts of this step observe this token; cancelling it reaches every running item.
     let step_token = input.cancel.child_token();
-    if n == 1 {
-        return execute_alone(input, step_token).await;
-    }
     let mut outputs: Vec<Option<ItemOutput<S>>> = (0..n).map(|_| None).collect();
     let mut running_per_node: HashMap<usize, usize> = HashMap::new();
     let mut ranks: HashMap<tokio::task::Id, usize> = HashMap::new();
@@ -177,10 +178,7 @@ pub(crate) async fn execute_step<S: Reducer>(
 
 /// A step of one item runs on the run's own task: no spawn, no cross-thread hop. Admission, the budget,
 /// cancellation and panics are handled as for a wider step.
-async fn execute_alone<S: Reducer>(
-    input: StepInput<'_, S>,
-    step_token: CancellationToken,
-) -> Result<Vec<ItemOutput<S>>, StepStop> {
+async fn execute_alone<S: Reducer>(input: StepInput<'_, S>) -> Result<Vec<ItemOutput<S>>, StepStop> {
     let options = input.options;
     let budget = sleep_until(input.run_deadline);
     let permit = match input.admission.clone().try_acquire_owned() {
@@ -192,28 +190,26 @@ async fn execute_alone<S: Reducer>(
             _ = tokio::time::sleep(options.backpressure_timeout) => return Err(StepStop::Backpressure),
         },
     };
-    let attempts = attempts_for(&input, 0, &step_token);
+    // The item observes the run's token directly: a step of one has no siblings to stop.
+    let attempts = attempts_for(&input, 0, input.cancel);
     let result = tokio::select! {
         biased;
         _ = input.cancel.cancelled() => Err(StepStop::Cancelled),
         _ = budget => Err(StepStop::Budget),
-        r = CatchUnwind(Box::pin(attempts.run())) => match r {
+        r = CatchUnwind(std::pin::pin!(attempts.run())) => match r {
             Ok(Ok(out)) => Ok(vec![out]),
             Ok(Err((attempts, error))) => Err(StepStop::Failed { rank: 0, attempts, error }),
             Err(payload) => Err(StepStop::Panicked { rank: 0, message: panic_message(payload) }),
         },
     };
     drop(permit);
-    if result.is_err() {
-        step_token.cancel();
-    }
     result
 }
 
 /// Polls a future, turning a panic into an error value (what a spawned task's `JoinError` gives).
-struct CatchUnwind<F>(Pin<Box<F>>);
+struct CatchUnwind<'a, F>(Pin<&'a mut F>);
 
-impl<F: Future> Future for CatchUnwind<F> {
+impl<F: Future> Future for CatchUnwind<'_, F> {
     type Output = Result<F::Output, Box<dyn std::any::Any + Send>>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
@@ -248,6 +244,7 @@ fn attempts_for<S: Reducer>(
         state: input.state.clone(),
         run_id: input.run_id.clone(),
         run_seed: input.run_seed,
+        time_ms: input.time_ms,
         step: input.step,
         node: entry.name.clone(),
         order_key: item.order_key,
@@ -266,6 +263,7 @@ struct Attempts<S: Reducer> {
     state: Arc<S>,
     run_id: Arc<str>,
     run_seed: u64,
+    time_ms: u64,
     step: u64,
     node: Arc<str>,
     order_key: OrderKey,
@@ -282,7 +280,6 @@ impl<S: Reducer> Attempts<S> {
     async fn run(self) -> Result<ItemOutput<S>, (u32, NodeError)> {
         let mut attempt = 1u32;
         loop {
-            let token = self.token.child_token();
             let node_deadline = Instant::now() + self.timeout;
             let deadline = node_deadline.min(self.run_deadline);
             let mut ctx = Ctx::new(
@@ -293,7 +290,8 @@ impl<S: Reducer> Attempts<S> {
                 attempt,
                 self.path.clone(),
                 self.run_seed,
-                token.clone(),
+                self.time_ms,
+                self.token.clone(),
                 Some(deadline),
                 self.input.clone(),
             );
@@ -302,7 +300,7 @@ impl<S: Reducer> Attempts<S> {
                 _ = sleep_until(deadline) => Err(NodeError::timed_out(self.timeout)),
             };
             // The attempt is over: whatever it spawned with its token stops now.
-            token.cancel();
+            drop(ctx);
             match result {
                 Ok(out) => return Ok(out),
                 Err(error) if self.retry.should_retry(&error, attempt) => {

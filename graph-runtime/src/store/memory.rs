@@ -1,6 +1,6 @@
 //! The in-memory store: the reference model of the store contract and the test oracle. Not durable.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
@@ -26,9 +26,9 @@ pub struct MemoryStore {
 
 #[derive(Default)]
 struct Inner {
-    runs: BTreeMap<String, RunInfo>,
-    checkpoints: BTreeMap<String, BTreeMap<u64, Checkpoint>>,
-    keys: HashMap<String, (String, u64)>,
+    runs: BTreeMap<Arc<str>, RunInfo>,
+    checkpoints: BTreeMap<Arc<str>, BTreeMap<u64, Checkpoint>>,
+    keys: HashSet<String>,
 }
 
 impl MemoryStore {
@@ -66,51 +66,75 @@ impl Store for MemoryStore {
         expected_version: u64,
     ) -> Result<CommitOutcome, StoreError> {
         let mut g = self.lock();
-        let current = g.runs.get(&cp.run_id).map_or(0, |r| r.version);
-        if g.keys.contains_key(&cp.idempotency_key) {
+        let run: &str = &cp.run_id;
+        let current = g.runs.get(run).map_or(0, |r| r.version);
+        // The key is claimed first (one hash on the common path) and released if the commit goes no
+        // further; the lock makes the claim and the checks one atomic step.
+        if !g.keys.insert(cp.idempotency_key.clone()) {
             return Ok(CommitOutcome::AlreadyCommitted { version: current });
         }
-        if let Some(existing) = g.checkpoints.get(&cp.run_id).and_then(|c| c.get(&cp.step)) {
-            return Ok(CommitOutcome::StepTaken {
-                existing_key: existing.idempotency_key.clone(),
-                version: current,
-            });
+        if let Some(existing) = g.checkpoints.get(run).and_then(|c| c.get(&cp.step)) {
+            let existing_key = existing.idempotency_key.clone();
+            g.keys.remove(&cp.idempotency_key);
+            return Ok(CommitOutcome::StepTaken { existing_key, version: current });
         }
         if current != expected_version {
+            g.keys.remove(&cp.idempotency_key);
             return Ok(CommitOutcome::VersionConflict { current });
         }
         let version = current + 1;
-        let previous_row = g.runs.get(&cp.run_id).cloned();
-        let row = RunInfo {
-            run_id: cp.run_id.clone(),
-            status: status.clone(),
-            latest_step: previous_row.as_ref().map_or(cp.step, |r| r.latest_step.max(cp.step)),
-            version,
-            graph_fingerprint: previous_row
-                .as_ref()
-                .map_or_else(|| cp.graph_fingerprint.clone(), |r| r.graph_fingerprint.clone()),
-        };
-        // Three writes, each followed by the fail point; a failure undoes the earlier ones, as a
-        // database transaction would.
-        g.keys.insert(cp.idempotency_key.clone(), (cp.run_id.clone(), cp.step));
+        // Three writes (the key above, the checkpoint, the run row), each followed by the fail point; a
+        // failure undoes the earlier ones, as a database transaction would.
         if self.fail.hit(1) {
             g.keys.remove(&cp.idempotency_key);
             return Err(injected());
         }
-        g.checkpoints.entry(cp.run_id.clone()).or_default().insert(cp.step, cp.clone());
+        match g.checkpoints.get_mut(run) {
+            Some(c) => {
+                c.insert(cp.step, cp.clone());
+            }
+            None => {
+                g.checkpoints.insert(cp.run_id.clone(), BTreeMap::from([(cp.step, cp.clone())]));
+            }
+        }
         if self.fail.hit(2) {
             g.keys.remove(&cp.idempotency_key);
-            remove_checkpoint(&mut g, &cp.run_id, cp.step);
+            remove_checkpoint(&mut g, run, cp.step);
             return Err(injected());
         }
-        g.runs.insert(cp.run_id.clone(), row);
+        // The run row is updated in place; what it held is kept to undo a failure below.
+        let previous = match g.runs.get_mut(run) {
+            Some(row) => {
+                let previous = (row.status.clone(), row.latest_step, row.version);
+                row.status = status.clone();
+                row.latest_step = row.latest_step.max(cp.step);
+                row.version = version;
+                Some(previous)
+            }
+            None => {
+                let row = RunInfo {
+                    run_id: run.to_owned(),
+                    status: status.clone(),
+                    latest_step: cp.step,
+                    version,
+                    graph_fingerprint: cp.graph_fingerprint.to_string(),
+                };
+                g.runs.insert(cp.run_id.clone(), row);
+                None
+            }
+        };
         if self.fail.hit(3) {
             g.keys.remove(&cp.idempotency_key);
-            remove_checkpoint(&mut g, &cp.run_id, cp.step);
-            match previous_row {
-                Some(r) => g.runs.insert(cp.run_id.clone(), r),
-                None => g.runs.remove(&cp.run_id),
-            };
+            remove_checkpoint(&mut g, run, cp.step);
+            match previous {
+                Some((status, latest_step, version)) => {
+                    let row = g.runs.get_mut(run).expect("updated above");
+                    (row.status, row.latest_step, row.version) = (status, latest_step, version);
+                }
+                None => {
+                    g.runs.remove(run);
+                }
+            }
             return Err(injected());
         }
         Ok(CommitOutcome::Committed { version })

@@ -29,8 +29,8 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// One work item of a frontier, as persisted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkItem {
-    /// The node to run.
-    pub node: String,
+    /// The node to run (shared with the graph's node table).
+    pub node: Arc<str>,
     /// Its order key within the step.
     pub order_key: OrderKey,
     /// Its path identity.
@@ -59,8 +59,8 @@ pub struct RecordedIo {
 /// whose latest checkpoint has an empty frontier is complete and its state is the final state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Checkpoint {
-    /// The run.
-    pub run_id: String,
+    /// The run (shared by the run's checkpoints in memory).
+    pub run_id: Arc<str>,
     /// The step number (0 holds the input).
     pub step: u64,
     /// Commit time, milliseconds since the Unix epoch (informational; not part of any hash).
@@ -79,8 +79,8 @@ pub struct Checkpoint {
     pub recorded_ios: Vec<RecordedIo>,
     /// The commit's idempotency key (see [`crate::keys::idempotency_key`]).
     pub idempotency_key: String,
-    /// The fingerprint of the graph running the run.
-    pub graph_fingerprint: String,
+    /// The fingerprint of the graph running the run (shared with the graph in memory).
+    pub graph_fingerprint: Arc<str>,
     /// The format version.
     pub schema_version: u32,
 }

@@ -232,11 +232,11 @@ fn decode_run(bytes: &[u8]) -> Result<RunInfo, StoreError> {
 
 /// A commit waiting for the commit thread.
 struct Pending {
-    run_id: String,
+    run_id: Arc<str>,
     step: u64,
     key: String,
     record: Vec<u8>,
-    fingerprint: String,
+    fingerprint: Arc<str>,
     status: RunStatus,
     expected_version: u64,
     reply: oneshot::Sender<Result<CommitOutcome, StoreError>>,
@@ -332,11 +332,11 @@ fn commit_batch(inner: &Inner, batch: &[Pending]) -> Result<Vec<CommitOutcome>, 
                 cps.insert(ck.as_slice(), p.record.as_slice())?;
                 wrote()?;
                 let info = RunInfo {
-                    run_id: p.run_id.clone(),
+                    run_id: p.run_id.to_string(),
                     status: p.status.clone(),
                     latest_step: row.as_ref().map_or(p.step, |r| r.latest_step.max(p.step)),
                     version: version + 1,
-                    graph_fingerprint: row.map_or_else(|| p.fingerprint.clone(), |r| r.graph_fingerprint),
+                    graph_fingerprint: row.map_or_else(|| p.fingerprint.to_string(), |r| r.graph_fingerprint),
                 };
                 let info = serde_json::to_vec(&info)
                     .map_err(|e| abort(StoreError::backend("cannot encode a run row", e)))?;
@@ -394,7 +394,7 @@ fn cp_key(run_id: &str, step: u64) -> Vec<u8> {
 /// Everything of a checkpoint but its state bytes, as stored in the record body.
 #[derive(Serialize, Deserialize)]
 struct Meta {
-    run_id: String,
+    run_id: Arc<str>,
     step: u64,
     timestamp_ms: u64,
     label: Option<String>,
@@ -405,7 +405,7 @@ struct Meta {
     frontier: Vec<WorkItem>,
     recorded_ios: Vec<RecordedIo>,
     idempotency_key: String,
-    graph_fingerprint: String,
+    graph_fingerprint: Arc<str>,
 }
 
 fn encode(cp: &Checkpoint) -> Result<Vec<u8>, StoreError> {
@@ -463,7 +463,7 @@ fn decode(run: &str, step: u64, bytes: &[u8]) -> Result<Checkpoint, StoreError> 
     let payload = body[4 + meta_len..].to_vec();
     let m: Meta =
         serde_json::from_slice(meta).map_err(|e| corrupted(&format!("metadata does not decode: {e}")))?;
-    if m.run_id != run || m.step != step {
+    if &*m.run_id != run || m.step != step {
         return Err(corrupted("the record belongs to another run or step"));
     }
     Ok(Checkpoint {

@@ -1,5 +1,5 @@
 //! Engine integration tests: determinism, merge order, joins, concurrency limits, cancellation,
-//! retries, timeouts, backpressure, RNG streams and typed errors. One binary, one module per topic.
+//! retries, timeouts, backpressure, RNG streams, recorded time and UUIDs, and typed errors. One binary, one module per topic.
 
 mod backpressure;
 mod cancellation;
@@ -8,6 +8,7 @@ mod determinism;
 mod errors;
 mod joins;
 mod merge_order;
+mod recorded;
 mod retries;
 mod rng;
 mod timeouts;

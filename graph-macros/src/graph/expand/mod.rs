@@ -7,7 +7,7 @@ mod routes;
 
 use std::fmt::Write;
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Ident, Span, TokenStream};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
 use sha2::{Digest, Sha256};
 use syn::spanned::Spanned;
@@ -188,9 +188,11 @@ fn description(g: &GraphDef, r: &Resolved, state: &syn::Type) -> TokenStream {
             Routing::Fork { prefix } => quote!(#prefix::Fork),
             Routing::Static | Routing::Invalid => quote!(#rt::Static),
         };
-        // Spanned on the function's name: a non-`Send` future or a type mismatch lands on the node.
-        let call =
-            quote_spanned!(f.span()=> #rt::run_node::<#state, #routing, _, _>(self::#f, __state, __ctx));
+        // Spanned on the function's name: a non-`Send` future or a type mismatch lands on the node. The
+        // argument names keep the call-site hygiene of the parameters they refer to, so a node name that
+        // comes from a `macro_rules!` expansion (another hygiene context) still resolves them.
+        let (st, cx) = (Ident::new("__state", Span::call_site()), Ident::new("__ctx", Span::call_site()));
+        let call = quote_spanned!(f.span()=> #rt::run_node::<#state, #routing, _, _>(self::#f, #st, #cx));
         handlers.extend(quote! {
             #[allow(non_camel_case_types)]
             struct #handler;
