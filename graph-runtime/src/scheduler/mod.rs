@@ -21,6 +21,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument;
 
 use crate::error::{Error, Result, StoreError};
@@ -246,20 +247,22 @@ impl<S: Reducer> Engine<S> {
         };
         tracing::info!(run = run_id, graph = self.inner.graph.name(), "run started");
         let span = tracing::info_span!("run", run = run_id);
-        self.drive(Driven {
-            run_id: run,
-            step: 0,
-            state: Arc::new(input),
-            frontier: std::mem::take(&mut cp.frontier),
-            nodes: vec![entry_index],
-            seed,
-            version,
-            cancel: opts.cancel.unwrap_or_default(),
-            deadline: Instant::now() + self.inner.options.run_wall_clock_budget,
-            chain: Chain::default(),
-            time_ms: cp.timestamp_ms,
-        })
-        .instrument(span)
+        self.drive(
+            Driven {
+                run_id: run,
+                step: 0,
+                state: Arc::new(input),
+                frontier: std::mem::take(&mut cp.frontier),
+                nodes: vec![entry_index],
+                seed,
+                version,
+                cancel: opts.cancel.unwrap_or_default(),
+                deadline: Instant::now() + self.inner.options.run_wall_clock_budget,
+                chain: Chain::default(),
+                time_ms: cp.timestamp_ms,
+            },
+            span,
+        )
         .await
     }
 
@@ -310,20 +313,22 @@ impl<S: Reducer> Engine<S> {
         }
         tracing::info!(run = run_id, step = cp.step, "run resumed");
         let span = tracing::info_span!("run", run = run_id);
-        self.drive(Driven {
-            run_id: run_id.into(),
-            step: cp.step,
-            state: Arc::new(state),
-            frontier: cp.frontier,
-            nodes,
-            seed: cp.rng_seed,
-            version,
-            cancel: opts.cancel.unwrap_or_default(),
-            deadline: Instant::now() + self.inner.options.run_wall_clock_budget,
-            chain,
-            time_ms: cp.timestamp_ms,
-        })
-        .instrument(span)
+        self.drive(
+            Driven {
+                run_id: run_id.into(),
+                step: cp.step,
+                state: Arc::new(state),
+                frontier: cp.frontier,
+                nodes,
+                seed: cp.rng_seed,
+                version,
+                cancel: opts.cancel.unwrap_or_default(),
+                deadline: Instant::now() + self.inner.options.run_wall_clock_budget,
+                chain,
+                time_ms: cp.timestamp_ms,
+            },
+            span,
+        )
         .await
     }
 
@@ -345,7 +350,28 @@ impl<S: Reducer> Engine<S> {
         }
     }
 
-    async fn drive(&self, mut run: Driven<S>) -> Result<RunOutcome<S>> {
+    /// Drives the run on a task of its own, inside `span`.
+    ///
+    /// A step's items are tasks; when the driver is a task too, spawning them and collecting their
+    /// results stays on the runtime's worker threads instead of waking the caller's thread (`block_on`,
+    /// `#[tokio::main]`) once per item, which costs about a third of the per-activation overhead of a
+    /// wide fan-out (bench `fanout`, docs/BENCHMARKS.md). Dropping the returned future aborts the task,
+    /// as dropping the driver itself would; a panic in it resumes in the caller.
+    async fn drive(&self, run: Driven<S>, span: tracing::Span) -> Result<RunOutcome<S>> {
+        let (run_id, step) = (run.run_id.clone(), run.step);
+        let engine = self.clone();
+        let task = AbortOnDropHandle::new(tokio::spawn(
+            async move { engine.drive_here(run).await }.instrument(span),
+        ));
+        match task.await {
+            Ok(result) => result,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // The runtime is shutting down.
+            Err(_) => Err(Error::Cancelled { run: run_id.to_string(), step }),
+        }
+    }
+
+    async fn drive_here(&self, mut run: Driven<S>) -> Result<RunOutcome<S>> {
         let _registration = {
             let mut active = self.inner.active.lock().unwrap_or_else(|e| e.into_inner());
             if active.contains_key(&*run.run_id) {

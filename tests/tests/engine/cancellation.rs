@@ -143,3 +143,42 @@ async fn a_cancelled_run_resumes_to_the_same_result_as_an_uninterrupted_one() {
     assert_eq!(resumed.state, straight.state);
     assert_eq!(resumed.steps, straight.steps);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_run_future_stops_the_run_and_resume_continues_it() {
+    let witness = Arc::new(Witness::default());
+    let w = witness.clone();
+    let g = Graph::<Trace>::builder("dropped")
+        .node("start", logs("start"))
+        .node("long", move |_s, ctx| {
+            let w = w.clone();
+            Box::pin(async move {
+                if w.started.fetch_add(1, Ordering::SeqCst) == 0 {
+                    // The first attempt parks for a minute; the resumed one finishes at once.
+                    w.live.fetch_add(1, Ordering::SeqCst);
+                    let _alive = Alive { witness: w.clone(), token: ctx.cancellation_token() };
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                }
+                Ok((TraceDelta::default().log("long"), Route::Declared))
+            })
+        })
+        .entry("start")
+        .edge("start", "long")
+        .edge("long", END)
+        .build()
+        .unwrap();
+    let engine = Engine::builder(g).build();
+    let run = engine.run("dropped", Trace::default());
+    assert!(tokio::time::timeout(Duration::from_millis(100), run).await.is_err(), "the node parks");
+    // The driver runs on a task of its own: dropping the future aborts it, and with it the node.
+    let t0 = Instant::now();
+    while witness.live.load(Ordering::SeqCst) != 0 || engine.cancel("dropped") {
+        assert!(t0.elapsed() < Duration::from_secs(5), "the dropped run kept running");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(witness.started.load(Ordering::SeqCst), 1);
+    let out = engine.resume("dropped").await.unwrap();
+    assert!(out.is_completed());
+    assert_eq!(out.state.log, ["start", "long"]);
+    assert_eq!(witness.started.load(Ordering::SeqCst), 2);
+}
