@@ -5,7 +5,8 @@
 //! three, which sled serializes: two writers of one key cannot both insert it.
 //!
 //! sled acknowledges a transaction before it is on disk. Under [`Durability::Sync`] (the default) a
-//! commit is reported only after a flush covering it completed. Commits are grouped (see
+//! commit is reported only after a flush covering it completed: sled's flush, then an `fdatasync` of its
+//! log file, which sled's own flush leaves out on Linux (see `flush_durably`). Commits are grouped (see
 //! `commit_loop`): the commits that arrive while one batch is being written form the next batch, which
 //! is applied in one transaction and made durable by one flush, so many concurrent runs commit faster
 //! than the disk's flush rate with the same guarantee. [`Durability::Async`] skips the wait: commits are never partial, but the most recent ones
@@ -86,6 +87,8 @@ struct Inner {
     checkpoints: sled::Tree,
     keys: sled::Tree,
     durability: Durability,
+    /// sled's log file, for the `fdatasync` its own flush leaves out (see [`flush_durably`]).
+    log: Arc<File>,
     flusher: Flusher,
     queue: Mutex<CommitQueue>,
     /// Flushes made by the commit thread.
@@ -144,9 +147,11 @@ impl SledStore {
         let tree =
             |name: &str| db.open_tree(name).map_err(|e| StoreError::backend("cannot open a sled tree", e));
         let (runs, checkpoints, keys) = (tree("runs")?, tree("checkpoints")?, tree("keys")?);
+        let log = open_log(&path)?;
         Ok(SledStore {
             inner: Arc::new(Inner {
-                flusher: Flusher::new(db.clone()),
+                flusher: Flusher::new(db.clone(), log.clone()),
+                log,
                 path,
                 db,
                 runs,
@@ -350,7 +355,7 @@ fn commit_batch(inner: &Inner, batch: &[Pending]) -> Result<Vec<CommitOutcome>, 
     // disk before it is acknowledged.
     let needs_flush = outcomes.iter().any(|o| !matches!(o, CommitOutcome::VersionConflict { .. }));
     if inner.durability == Durability::Sync && needs_flush {
-        inner.db.flush().map_err(backend)?;
+        flush_durably(&inner.db, &inner.log)?;
         inner.commit_flushes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
     Ok(outcomes)
@@ -372,6 +377,35 @@ fn open_sled(path: &Path) -> sled::Result<sled::Db> {
             other => return other,
         }
     }
+}
+
+/// Opens sled's log file (`<store>/db/db`) for [`flush_durably`], and makes the store's folders durable
+/// (a file just created is only on disk once its directory entry is).
+fn open_log(path: &Path) -> Result<Arc<File>, StoreError> {
+    let log_path = path.join("db").join("db");
+    let log = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&log_path)
+        .map_err(|e| StoreError::backend(format!("cannot open {}", log_path.display()), e))?;
+    #[cfg(unix)]
+    for dir in [path.to_path_buf(), path.join("db")] {
+        File::open(&dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| StoreError::backend(format!("cannot sync the folder {}", dir.display()), e))?;
+    }
+    Ok(Arc::new(log))
+}
+
+/// Makes every commit sled acknowledged so far durable.
+///
+/// On Linux `sled::Db::flush` writes the log with `sync_file_range`, which waits for the data pages but
+/// neither writes the file's metadata (its length grows as the log does) nor flushes the device's write
+/// cache; sled calls `fsync` only from its periodic background flush. That survives a killed process,
+/// not a power loss. The `fdatasync` (`File::sync_data`) after it, on the same file, does both.
+fn flush_durably(db: &sled::Db, log: &File) -> Result<(), StoreError> {
+    db.flush().map_err(backend)?;
+    log.sync_data().map_err(|e| StoreError::backend("fdatasync of the sled log failed", e))
 }
 
 fn backend(e: sled::Error) -> StoreError {
@@ -665,6 +699,7 @@ struct Flusher {
     // The flush task holds only a weak handle between flushes, so dropping the store closes the database
     // (and releases its file lock) as soon as the last commit was acknowledged.
     db: Arc<sled::Db>,
+    log: Arc<File>,
     state: Arc<Mutex<FlushState>>,
     done: watch::Sender<FlushDone>,
 }
@@ -687,8 +722,13 @@ struct FlushDone {
 }
 
 impl Flusher {
-    fn new(db: sled::Db) -> Self {
-        Flusher { db: Arc::new(db), state: Arc::default(), done: watch::Sender::new(FlushDone::default()) }
+    fn new(db: sled::Db, log: Arc<File>) -> Self {
+        Flusher {
+            db: Arc::new(db),
+            log,
+            state: Arc::default(),
+            done: watch::Sender::new(FlushDone::default()),
+        }
     }
 
     async fn flush(&self) -> Result<(), StoreError> {
@@ -703,6 +743,7 @@ impl Flusher {
         let mut rx = self.done.subscribe();
         if lead {
             let (db, state, done) = (Arc::downgrade(&self.db), self.state.clone(), self.done.clone());
+            let log = Arc::downgrade(&self.log);
             tokio::spawn(async move {
                 loop {
                     let n = {
@@ -714,11 +755,12 @@ impl Flusher {
                         g.started += 1;
                         g.started
                     };
-                    let ok = match db.upgrade() {
-                        Some(db) => {
-                            matches!(tokio::task::spawn_blocking(move || db.flush()).await, Ok(Ok(_)))
-                        }
-                        None => false, // the store is gone: nobody waits any more
+                    let ok = match (db.upgrade(), log.upgrade()) {
+                        (Some(db), Some(log)) => matches!(
+                            tokio::task::spawn_blocking(move || flush_durably(&db, &log)).await,
+                            Ok(Ok(()))
+                        ),
+                        _ => false, // the store is gone: nobody waits any more
                     };
                     done.send_modify(|d| {
                         d.finished = n;
