@@ -68,6 +68,15 @@ fn main() {
             "concurrent" => rt.block_on(concurrent_workload(&a, if a.quick { 10 } else { 100 })),
             "growth" => rt.block_on(growth_workload(&a, scale(1_000) as usize)),
             "resume" => rt.block_on(resume_workload(&a, scale(100_000))),
+            // Resident memory is only meaningful in a process whose heap the other workloads did not grow.
+            "memory" if a.workloads.len() > 1 => {
+                let mut child = std::process::Command::new(std::env::current_exe().expect("own path"));
+                child.args(["--workloads", "memory"]);
+                if a.quick {
+                    child.arg("--quick");
+                }
+                assert!(child.status().expect("runs itself").success(), "the memory workload failed");
+            }
             "memory" => rt.block_on(memory_workload(scale(10_000) as usize)),
             other => panic!("unknown workload {other}"),
         }
