@@ -108,6 +108,11 @@ def main():
         w(f"| this machine: 512-byte write + fdatasync, one at a time | – | {fmt(fs['ops_per_s_median'])} | 1.0 |")
     if o:
         w(f"| graph-runtime, SledStore, Durability::Sync | {fmt(o['steps_per_s'])} | {fmt(o['commits_per_s'])} | {fmt(o['ratio_to_fdatasync'], 2)} |")
+    for mode, what in [("flush+fdatasync", "sled 0.34.7 alone, one thread: transaction over three trees + flush + fdatasync of its log"),
+                       ("flush", "sled 0.34.7 alone, flush only (sync_file_range: survives a killed process, not a power loss)")]:
+        f = pick(ours, "sled-floor", mode)
+        if f:
+            w(f"| {what} | – | {fmt(f['commits_per_s_median'])} | {fmt(f['ratio_to_fdatasync'], 2)} |")
     if t:
         ratio = t["steps_per_s"] / fs["ops_per_s_median"] if fs else None
         w(f"| LangGraph {lg_version}, SqliteSaver, durability=\"sync\" | {fmt(t['steps_per_s'])} | – | {fmt(ratio, 2)} |")
