@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::sync::{AcquireError, OwnedSemaphorePermit, Semaphore};
@@ -86,6 +87,8 @@ pub(crate) async fn execute_step<S: Reducer>(
 
     let budget = sleep_until(input.run_deadline);
     tokio::pin!(budget);
+    let cancelled = input.cancel.cancelled();
+    tokio::pin!(cancelled);
     let stop = loop {
         // Start as many items as the limits allow, in order.
         while next < n {
@@ -135,7 +138,7 @@ pub(crate) async fn execute_step<S: Reducer>(
         let admission_deadline = waiting_since.map(|t| t + options.backpressure_timeout);
         tokio::select! {
             biased;
-            _ = input.cancel.cancelled() => break Some(StepStop::Cancelled),
+            _ = &mut cancelled => break Some(StepStop::Cancelled),
             _ = &mut budget => break Some(StepStop::Budget),
             Some(joined) = set.join_next_with_id(), if !set.is_empty() => {
                 let (id, result) = match joined {
@@ -180,7 +183,12 @@ pub(crate) async fn execute_step<S: Reducer>(
 /// cancellation and panics are handled as for a wider step.
 async fn execute_alone<S: Reducer>(input: StepInput<'_, S>) -> Result<Vec<ItemOutput<S>>, StepStop> {
     let options = input.options;
-    let budget = sleep_until(input.run_deadline);
+    if input.cancel.is_cancelled() {
+        return Err(StepStop::Cancelled);
+    }
+    if Instant::now() >= input.run_deadline {
+        return Err(StepStop::Budget);
+    }
     let permit = match input.admission.clone().try_acquire_owned() {
         Ok(p) => p,
         Err(_) => tokio::select! {
@@ -192,15 +200,25 @@ async fn execute_alone<S: Reducer>(input: StepInput<'_, S>) -> Result<Vec<ItemOu
     };
     // The item observes the run's token directly: a step of one has no siblings to stop.
     let attempts = attempts_for(&input, 0, input.cancel);
-    let result = tokio::select! {
-        biased;
-        _ = input.cancel.cancelled() => Err(StepStop::Cancelled),
-        _ = budget => Err(StepStop::Budget),
-        r = CatchUnwind(std::pin::pin!(attempts.run())) => match r {
-            Ok(Ok(out)) => Ok(vec![out]),
-            Ok(Err((attempts, error))) => Err(StepStop::Failed { rank: 0, attempts, error }),
-            Err(payload) => Err(StepStop::Panicked { rank: 0, message: panic_message(payload) }),
+    let mut work = std::pin::pin!(attempts.run());
+    // One poll first: an item that finishes without waiting never arms the budget's timer or registers
+    // with the token (both checked above). On a multi-threaded runtime arming a timer wakes the thread
+    // parked on the timer, once per step. Only a waiting item needs the race, where cancellation wins.
+    let first =
+        std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut CatchUnwind(work.as_mut())).poll(cx))).await;
+    let finished = match first {
+        Poll::Ready(r) => r,
+        Poll::Pending => tokio::select! {
+            biased;
+            _ = input.cancel.cancelled() => return Err(StepStop::Cancelled),
+            _ = sleep_until(input.run_deadline) => return Err(StepStop::Budget),
+            r = CatchUnwind(work.as_mut()) => r,
         },
+    };
+    let result = match finished {
+        Ok(Ok(out)) => Ok(vec![out]),
+        Ok(Err((attempts, error))) => Err(StepStop::Failed { rank: 0, attempts, error }),
+        Err(payload) => Err(StepStop::Panicked { rank: 0, message: panic_message(payload) }),
     };
     drop(permit);
     result
@@ -295,7 +313,9 @@ impl<S: Reducer> Attempts<S> {
                 Some(deadline),
                 self.input.clone(),
             );
+            // The node first: one that finishes without waiting never arms the timeout's timer.
             let result = tokio::select! {
+                biased;
                 r = self.handler.run(&self.state, &mut ctx) => r,
                 _ = sleep_until(deadline) => Err(NodeError::timed_out(self.timeout)),
             };
