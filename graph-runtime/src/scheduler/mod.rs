@@ -354,9 +354,9 @@ impl<S: Reducer> Engine<S> {
     ///
     /// A step's items are tasks; when the driver is a task too, spawning them and collecting their
     /// results stays on the runtime's worker threads instead of waking the caller's thread (`block_on`,
-    /// `#[tokio::main]`) once per item, which costs about a third of the per-activation overhead of a
-    /// wide fan-out (bench `fanout`, docs/BENCHMARKS.md). Dropping the returned future aborts the task,
-    /// as dropping the driver itself would; a panic in it resumes in the caller.
+    /// `#[tokio::main]`) once per item (bench `fanout`; the A/B is in docs/BENCHMARKS.md). Dropping the
+    /// returned future aborts the task, as dropping the driver itself would; a panic in it resumes in
+    /// the caller.
     async fn drive(&self, run: Driven<S>, span: tracing::Span) -> Result<RunOutcome<S>> {
         let (run_id, step) = (run.run_id.clone(), run.step);
         let engine = self.clone();
