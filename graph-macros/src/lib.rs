@@ -14,7 +14,6 @@ mod keywords;
 mod options;
 mod purity;
 mod reducer;
-mod suggest;
 
 /// Declares a workflow graph over an inline module of `#[node]` async functions.
 ///

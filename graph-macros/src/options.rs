@@ -8,7 +8,7 @@ use syn::{Ident, Token};
 
 use crate::diag::Errors;
 use crate::keywords::{ALL, Kind, Owner};
-use crate::suggest::{did_you_mean, list};
+use graph_core::suggest::{did_you_mean, list};
 
 /// One parsed option.
 #[derive(Clone)]

@@ -20,93 +20,78 @@ use crate::keys::{OrderKey, PathId, item_rng_seed};
 /// and its `Ctx` computes the same thing when its step is retried, resumed or replayed.
 #[derive(Debug)]
 pub struct Ctx {
-    pub(crate) run_id: Arc<str>,
-    pub(crate) step: u64,
-    pub(crate) node: Arc<str>,
-    pub(crate) order_key: OrderKey,
-    pub(crate) attempt: u32,
-    pub(crate) path: PathId,
-    pub(crate) run_seed: u64,
-    pub(crate) now_ms: u64,
+    item: ItemId,
+    attempt: u32,
     /// The step's token: cancelled with the run, or when a sibling item stops the step.
-    pub(crate) cancel: CancellationToken,
+    cancel: CancellationToken,
     /// The token handed to work the node spawns, made on first request and cancelled when the attempt
     /// ends (when this context is dropped).
     spawned: OnceLock<CancellationToken>,
-    pub(crate) deadline: Option<Instant>,
-    pub(crate) input: Option<Arc<serde_json::Value>>,
+    deadline: Option<Instant>,
     /// Boxed: most nodes never draw, and an inline stream would add 300 bytes to every task.
     rng: Option<Box<ChaCha20Rng>>,
 }
 
+/// Who a work item is: what every attempt's [`Ctx`] of the item shares.
+#[derive(Debug, Clone)]
+pub(crate) struct ItemId {
+    pub(crate) run_id: Arc<str>,
+    pub(crate) step: u64,
+    pub(crate) node: Arc<str>,
+    pub(crate) order_key: OrderKey,
+    pub(crate) path: PathId,
+    pub(crate) run_seed: u64,
+    /// The step's recorded time, ms since the Unix epoch.
+    pub(crate) now_ms: u64,
+    /// The branch input, when forked with one.
+    pub(crate) input: Option<Arc<serde_json::Value>>,
+}
+
 impl Ctx {
-    #[allow(clippy::too_many_arguments)]
+    /// The context of one attempt of `item`.
     pub(crate) fn new(
-        run_id: Arc<str>,
-        step: u64,
-        node: Arc<str>,
-        order_key: OrderKey,
+        item: ItemId,
         attempt: u32,
-        path: PathId,
-        run_seed: u64,
-        now_ms: u64,
         cancel: CancellationToken,
         deadline: Option<Instant>,
-        input: Option<Arc<serde_json::Value>>,
     ) -> Self {
-        Ctx {
-            run_id,
-            step,
-            node,
-            order_key,
-            attempt,
-            path,
-            run_seed,
-            now_ms,
-            cancel,
-            spawned: OnceLock::new(),
-            deadline,
-            input,
-            rng: None,
-        }
+        Ctx { item, attempt, cancel, spawned: OnceLock::new(), deadline, rng: None }
     }
 
     /// A context outside any engine, for unit-testing a node: step 0, first attempt, entry path, seed
     /// derived from `run_id`, and [`Ctx::now`] at the Unix epoch (set it with [`Ctx::with_now`]).
     pub fn standalone(run_id: &str, node: &str) -> Self {
-        Ctx::new(
-            run_id.into(),
-            0,
-            node.into(),
-            OrderKey::ENTRY,
-            1,
-            PathId::entry(node),
-            crate::keys::derive_run_seed(run_id),
-            0,
-            CancellationToken::new(),
-            None,
-            None,
-        )
+        let item = ItemId {
+            run_id: run_id.into(),
+            step: 0,
+            node: node.into(),
+            order_key: OrderKey::ENTRY,
+            path: PathId::entry(node),
+            run_seed: crate::keys::derive_run_seed(run_id),
+            now_ms: 0,
+            input: None,
+        };
+        Ctx::new(item, 1, CancellationToken::new(), None)
     }
 
     /// The run id.
     pub fn run_id(&self) -> &str {
-        &self.run_id
+        &self.item.run_id
     }
 
     /// The step this item belongs to (0 is the entry step).
     pub fn step(&self) -> u64 {
-        self.step
+        self.item.step
     }
 
     /// The node's name.
     pub fn node(&self) -> &str {
-        &self.node
+        &self.item.node
     }
 
     /// The item's order key within its step.
     pub fn order_key(&self) -> OrderKey {
-        self.order_key
+        self.item.order_key
     }
 
     /// The attempt number, starting at 1.
@@ -116,19 +101,19 @@ impl Ctx {
 
     /// The item's path identity (unique per activation in the run).
     pub fn path(&self) -> &PathId {
-        &self.path
+        &self.item.path
     }
 
     /// The run's seed.
     pub fn run_seed(&self) -> u64 {
-        self.run_seed
+        self.item.run_seed
     }
 
     /// The deterministic random stream of this attempt: ChaCha20 seeded from the run seed, the path
     /// identity and the attempt. Loop iterations and retries get distinct streams; a resumed or replayed
     /// run gets the same ones.
     pub fn rng(&mut self) -> &mut ChaCha20Rng {
-        let (seed, path, attempt) = (self.run_seed, &self.path, self.attempt);
+        let (seed, path, attempt) = (self.item.run_seed, &self.item.path, self.attempt);
         self.rng.get_or_insert_with(|| Box::new(ChaCha20Rng::from_seed(item_rng_seed(seed, path, attempt))))
     }
 
@@ -148,13 +133,13 @@ impl Ctx {
     /// the clock. It never goes backwards along a run. Use it where a node would call
     /// `SystemTime::now()`; for measuring durations or timeouts use the node's own timers.
     pub fn now(&self) -> SystemTime {
-        UNIX_EPOCH + Duration::from_millis(self.now_ms)
+        UNIX_EPOCH + Duration::from_millis(self.item.now_ms)
     }
 
     /// This context with [`Ctx::now`] set, for unit tests of time-dependent nodes.
     #[must_use]
     pub fn with_now(mut self, now: SystemTime) -> Self {
-        self.now_ms = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        self.item.now_ms = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
         self
     }
 
@@ -182,7 +167,7 @@ impl Ctx {
 
     /// The branch input this item was forked with, if any.
     pub fn raw_input(&self) -> Option<&serde_json::Value> {
-        self.input.as_deref()
+        self.item.input.as_deref()
     }
 
     /// The branch input, deserialized.
@@ -191,10 +176,13 @@ impl Ctx {
     ///
     /// A non-retryable error when the input does not deserialize to `T`.
     pub fn input<T: DeserializeOwned>(&self) -> Result<Option<T>, NodeError> {
-        match self.input.as_deref() {
+        match self.item.input.as_deref() {
             None => Ok(None),
             Some(v) => T::deserialize(v).map(Some).map_err(|e| {
-                NodeError::fatal(format!("branch input of node `{}` does not deserialize: {e}", self.node))
+                NodeError::fatal(format!(
+                    "branch input of node `{}` does not deserialize: {e}",
+                    self.item.node
+                ))
             }),
         }
     }

@@ -5,8 +5,8 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::time::Duration;
 
-use crate::keys::OrderKey;
-use crate::state::ConflictPolicy;
+use crate::state::MergeFailure;
+pub use crate::state::{ConflictError, MergeError};
 
 /// The crate's result alias.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -21,7 +21,7 @@ pub enum Error {
     /// A node returned an error and its retry policy gave up (or the error was not retryable).
     #[error(
         "node `{node}` failed at step {step} of run `{run}` after {attempts} attempt(s): {source}; \
-         make the error retryable or raise the node's `retry(max_attempts)` if it is transient"
+         make the error retryable, or give the node more attempts (`retry(attempts = n)`) if it is transient"
     )]
     NodeFailed {
         /// The run.
@@ -212,51 +212,6 @@ pub enum Error {
     Graph(#[from] GraphError),
 }
 
-/// Two writers of one field in one step that the [`ConflictPolicy`] forbids.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "merge conflict at step {step}: field `{field}` written by `{first_node}` (order key {first_key}) and \
-     `{second_node}` (order key {second_key}) under ConflictPolicy::{policy:?}; give the field a merge \
-     strategy (`#[reduce(append | sum | max | min | union | with = f)]`), let one node write it, or use \
-     ConflictPolicy::LastWriterWins"
-)]
-pub struct ConflictError {
-    /// The step whose merge conflicted.
-    pub step: u64,
-    /// The field.
-    pub field: &'static str,
-    /// The earlier writer (lower order key).
-    pub first_node: String,
-    /// Its order key.
-    pub first_key: OrderKey,
-    /// The later writer.
-    pub second_node: String,
-    /// Its order key.
-    pub second_key: OrderKey,
-    /// The policy in force.
-    pub policy: ConflictPolicy,
-}
-
-/// A reducer could not merge a delta.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum MergeError {
-    /// A `sum` overflowed.
-    #[error("`sum` overflowed field `{field}`; use a wider integer type")]
-    Overflow {
-        /// The field.
-        field: &'static str,
-    },
-    /// A custom merge function failed.
-    #[error("custom merge of field `{field}` failed: {message}")]
-    Custom {
-        /// The field.
-        field: &'static str,
-        /// What the merge function said.
-        message: String,
-    },
-}
-
 /// A store operation failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -298,6 +253,30 @@ pub enum StoreError {
         #[source]
         source: Option<BoxError>,
     },
+}
+
+impl Error {
+    /// The error of a store outcome that found the run row at another version than `expected`.
+    pub(crate) fn version_conflict(run: &str, expected: u64, outcome: &crate::store::CommitOutcome) -> Self {
+        use crate::store::CommitOutcome;
+        let found = match outcome {
+            CommitOutcome::VersionConflict { current }
+            | CommitOutcome::Committed { version: current }
+            | CommitOutcome::AlreadyCommitted { version: current }
+            | CommitOutcome::StepTaken { version: current, .. } => *current,
+        };
+        Error::VersionConflict { run: run.to_owned(), expected, found }
+    }
+
+    /// The error of a step whose merge failed.
+    pub(crate) fn from_merge(run: &str, step: u64, failure: MergeFailure) -> Self {
+        match failure {
+            MergeFailure::Conflict(source) => Error::Conflict { run: run.to_owned(), source },
+            MergeFailure::Merge { node, error } => {
+                Error::Merge { run: run.to_owned(), step, node, source: error }
+            }
+        }
+    }
 }
 
 impl StoreError {

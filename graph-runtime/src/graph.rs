@@ -4,13 +4,12 @@
 //! `#[graph]` generates this description at compile time; [`GraphBuilder`] builds the same thing by hand
 //! and checks the same rules at `build()`.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Arc;
 
 use crate::ctx::Ctx;
 use crate::error::GraphError;
-use crate::keys::{hex, sha256_parts};
 use crate::node::{BoxFuture, Node, NodeResult, Route};
 use crate::policy::NodePolicy;
 use crate::state::Reducer;
@@ -18,33 +17,49 @@ use crate::state::Reducer;
 /// The reserved name of the terminal pseudo-node.
 pub const END: &str = "__end__";
 
-/// Where an edge leads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Target {
-    /// A node, by index in the node table.
-    Node(usize),
-    /// The end of the path.
-    End,
+pub use graph_core::Target;
+
+/// One node of the table: its name, its edges by index, what runs it and its policy.
+pub(crate) struct NodeEntry<S: Reducer> {
+    name: Arc<str>,
+    edges: Vec<Target>,
+    handler: Arc<dyn Node<S>>,
+    policy: NodePolicy,
 }
 
-pub(crate) struct NodeEntry<S: Reducer> {
-    pub(crate) name: Arc<str>,
-    pub(crate) edges: Vec<Target>,
-    pub(crate) handler: Arc<dyn Node<S>>,
-    pub(crate) policy: NodePolicy,
+impl<S: Reducer> NodeEntry<S> {
+    /// The node's name (shared with work items and checkpoints).
+    pub(crate) fn name(&self) -> &Arc<str> {
+        &self.name
+    }
+
+    /// The declared edges; the position is the edge index.
+    pub(crate) fn edges(&self) -> &[Target] {
+        &self.edges
+    }
+
+    /// What executes the node.
+    pub(crate) fn handler(&self) -> &Arc<dyn Node<S>> {
+        &self.handler
+    }
+
+    /// The node's own policy overrides.
+    pub(crate) fn policy(&self) -> &NodePolicy {
+        &self.policy
+    }
 }
 
 /// A validated, immutable graph over state `S`. Cheap to clone.
 pub struct Graph<S: Reducer> {
-    pub(crate) inner: Arc<GraphInner<S>>,
+    inner: Arc<GraphInner<S>>,
 }
 
-pub(crate) struct GraphInner<S: Reducer> {
-    pub(crate) name: String,
-    pub(crate) nodes: Vec<NodeEntry<S>>,
-    pub(crate) index: BTreeMap<Arc<str>, usize>,
-    pub(crate) entry: usize,
-    pub(crate) fingerprint: Arc<str>,
+struct GraphInner<S: Reducer> {
+    name: String,
+    nodes: Vec<NodeEntry<S>>,
+    index: BTreeMap<Arc<str>, usize>,
+    entry: usize,
+    fingerprint: Arc<str>,
 }
 
 impl<S: Reducer> Clone for Graph<S> {
@@ -113,6 +128,21 @@ impl<S: Reducer> Graph<S> {
 
     pub(crate) fn node_index(&self, name: &str) -> Option<usize> {
         self.inner.index.get(name).copied()
+    }
+
+    /// Node `i` of the table.
+    pub(crate) fn node(&self, i: usize) -> &NodeEntry<S> {
+        &self.inner.nodes[i]
+    }
+
+    /// The entry node's index.
+    pub(crate) fn entry_index(&self) -> usize {
+        self.inner.entry
+    }
+
+    /// The fingerprint, shared with the checkpoints that record it.
+    pub(crate) fn fingerprint_arc(&self) -> &Arc<str> {
+        &self.inner.fingerprint
     }
 
     /// A Mermaid flowchart; edges are labelled with their index.
@@ -245,7 +275,7 @@ impl<S: Reducer> GraphBuilder<S> {
             index.get(name).copied().ok_or_else(|| GraphError::UnknownNode {
                 name: name.to_owned(),
                 place,
-                suggestion: closest(name, &names),
+                suggestion: graph_core::suggest::closest(name, names.iter().copied()).map(str::to_owned),
             })
         };
         let entry = match self.entry.as_slice() {
@@ -255,7 +285,7 @@ impl<S: Reducer> GraphBuilder<S> {
                 return Err(GraphError::TwoEntries { first: first.clone(), second: second.clone() });
             }
         };
-        let mut resolved = Vec::with_capacity(self.edges.len());
+        let mut adjacency: Vec<Vec<Target>> = vec![Vec::new(); nodes.len()];
         for (from, to) in &self.edges {
             let f = lookup(from, format!("an edge `{from}` -> `{to}`"))?;
             let t = if to == END {
@@ -263,22 +293,24 @@ impl<S: Reducer> GraphBuilder<S> {
             } else {
                 Target::Node(lookup(to, format!("an edge `{from}` -> `{to}`"))?)
             };
-            resolved.push((f, t));
+            adjacency[f].push(t);
         }
-        for (f, t) in resolved {
-            nodes[f].edges.push(t);
-        }
-        let adjacency: Vec<Vec<Target>> = nodes.iter().map(|n| n.edges.clone()).collect();
-        if let Some(n) = unreachable_from(entry, &adjacency).first() {
+        // The first finding of each rule, as the macros report it first.
+        if let Some(group) = graph_core::algo::unreachable(entry, &adjacency).first() {
             return Err(GraphError::Unreachable {
-                node: nodes[*n].name.to_string(),
-                entry: nodes[entry].name.to_string(),
+                node: names[group.nodes[0]].to_owned(),
+                entry: names[entry].to_owned(),
             });
         }
-        if let Some(n) = cannot_reach_end(&adjacency).first() {
-            return Err(GraphError::NoWayToEnd { node: nodes[*n].name.to_string() });
+        if let Some(trap) = graph_core::algo::traps(&adjacency).first() {
+            return Err(GraphError::NoWayToEnd { node: names[trap.nodes[0]].to_owned() });
         }
-        let fingerprint = fingerprint(&nodes, entry, &self.signatures);
+        let signatures: Vec<(&str, &str)> =
+            self.signatures.iter().map(|(n, sig)| (n.as_str(), sig.as_str())).collect();
+        let fingerprint = graph_core::fingerprint(&names, &adjacency, entry, &signatures);
+        for (node, edges) in nodes.iter_mut().zip(adjacency) {
+            node.edges = edges;
+        }
         Ok(Graph {
             inner: Arc::new(GraphInner {
                 name: self.name,
@@ -288,157 +320,5 @@ impl<S: Reducer> GraphBuilder<S> {
                 fingerprint: fingerprint.into(),
             }),
         })
-    }
-}
-
-/// Nodes not reachable from `entry`, in declaration order.
-pub(crate) fn unreachable_from(entry: usize, adjacency: &[Vec<Target>]) -> Vec<usize> {
-    let mut seen = vec![false; adjacency.len()];
-    let mut queue = VecDeque::from([entry]);
-    seen[entry] = true;
-    while let Some(n) = queue.pop_front() {
-        for t in &adjacency[n] {
-            if let Target::Node(m) = *t
-                && !seen[m]
-            {
-                seen[m] = true;
-                queue.push_back(m);
-            }
-        }
-    }
-    (0..adjacency.len()).filter(|&n| !seen[n]).collect()
-}
-
-/// Nodes from which no path reaches END, in declaration order (reverse reachability from END).
-pub(crate) fn cannot_reach_end(adjacency: &[Vec<Target>]) -> Vec<usize> {
-    let mut reverse: Vec<Vec<usize>> = vec![Vec::new(); adjacency.len()];
-    let mut reaches = vec![false; adjacency.len()];
-    let mut queue = VecDeque::new();
-    for (n, edges) in adjacency.iter().enumerate() {
-        for t in edges {
-            match *t {
-                Target::Node(m) => reverse[m].push(n),
-                Target::End => {
-                    if !reaches[n] {
-                        reaches[n] = true;
-                        queue.push_back(n);
-                    }
-                }
-            }
-        }
-    }
-    while let Some(n) = queue.pop_front() {
-        for &p in &reverse[n] {
-            if !reaches[p] {
-                reaches[p] = true;
-                queue.push_back(p);
-            }
-        }
-    }
-    (0..adjacency.len()).filter(|&n| !reaches[n]).collect()
-}
-
-fn fingerprint<S: Reducer>(nodes: &[NodeEntry<S>], entry: usize, signatures: &[(String, String)]) -> String {
-    let mut text = format!("graph-runtime/fingerprint/v1\nentry {}\n", nodes[entry].name);
-    for n in nodes {
-        let _ = write!(text, "node {}", n.name);
-        for t in &n.edges {
-            match t {
-                Target::Node(j) => {
-                    let _ = write!(text, " -> {}", nodes[*j].name);
-                }
-                Target::End => text.push_str(" -> END"),
-            }
-        }
-        text.push('\n');
-    }
-    let mut sigs: Vec<_> = signatures.iter().collect();
-    sigs.sort();
-    for (node, sig) in sigs {
-        let _ = writeln!(text, "sig {node} {sig}");
-    }
-    hex(&sha256_parts(&[text.as_bytes()]))
-}
-
-/// The closest name by edit distance, if close enough to be a plausible typo.
-pub fn closest(name: &str, candidates: &[&str]) -> Option<String> {
-    candidates
-        .iter()
-        .map(|c| (levenshtein(name, c), *c))
-        .filter(|(d, c)| *d <= (c.chars().count().max(name.chars().count()) / 3).max(1))
-        .min()
-        .map(|(_, c)| c.to_owned())
-}
-
-fn levenshtein(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn t(n: usize) -> Target {
-        Target::Node(n)
-    }
-
-    #[test]
-    fn reachability_and_exit_analysis() {
-        // 0 -> 1 -> 2 -> END; 1 -> 3 -> 3 (loop without exit); 4 isolated
-        let adj = vec![vec![t(1)], vec![t(2), t(3)], vec![Target::End], vec![t(3)], vec![Target::End]];
-        assert_eq!(unreachable_from(0, &adj), [4]);
-        assert_eq!(cannot_reach_end(&adj), [3]);
-        // a cycle with an exit is fine
-        let adj = vec![vec![t(1)], vec![t(0), Target::End]];
-        assert!(cannot_reach_end(&adj).is_empty());
-    }
-
-    #[test]
-    fn analysis_is_independent_of_declaration_order() {
-        // The same graph under every permutation of node indices gives the same verdicts by name.
-        let names = ["a", "b", "c", "d"];
-        let edges = [("a", "b"), ("b", "c"), ("c", "b"), ("b", "END"), ("d", "d")];
-        let perms = permutations(4);
-        for p in perms {
-            let pos = |n: &str| p.iter().position(|&i| names[i] == n).unwrap();
-            let mut adj = vec![Vec::new(); 4];
-            for (f, to) in edges {
-                adj[pos(f)].push(if to == "END" { Target::End } else { t(pos(to)) });
-            }
-            let un: Vec<&str> = unreachable_from(pos("a"), &adj).into_iter().map(|i| names[p[i]]).collect();
-            let ne: Vec<&str> = cannot_reach_end(&adj).into_iter().map(|i| names[p[i]]).collect();
-            assert_eq!(un, ["d"]);
-            assert_eq!(ne, ["d"]);
-        }
-    }
-
-    fn permutations(n: usize) -> Vec<Vec<usize>> {
-        if n == 0 {
-            return vec![vec![]];
-        }
-        let mut out = Vec::new();
-        for p in permutations(n - 1) {
-            for i in 0..=p.len() {
-                let mut q = p.clone();
-                q.insert(i, n - 1);
-                out.push(q);
-            }
-        }
-        out
-    }
-
-    #[test]
-    fn suggestions() {
-        assert_eq!(closest("sumarize", &["summarize", "plan"]).as_deref(), Some("summarize"));
-        assert_eq!(closest("zzz", &["summarize", "plan"]), None);
     }
 }

@@ -3,11 +3,13 @@
 //! Every formula here is fixed: changing one changes stored data and replay results. Each has
 //! golden-vector tests whose expected values were computed outside this crate (Python's `hashlib`).
 //!
-//! Two different things are both called an "order key" in the reference specs, and they are kept apart:
+//! Two different things are both called an "order key" in the determinism spec, and they are kept apart:
 //!
-//! * [`compute_order_key`] is the spec's 64-bit *identity hash* of `(parent, edge)`. Hash order is an
-//!   arbitrary order and identity from `(parent node, edge)` collides as soon as a node runs twice (loops,
-//!   joins, retries), so it is not used to sort work.
+//! * [`compute_order_key`] is the spec's 64-bit *identity hash* of `(parent, edge)`: the first 8 bytes of
+//!   [`identity_hash`]. The path identity of an item is that same hash, untruncated and chained from the
+//!   entry, so the spec's formula is what identifies items here; but hash order is an arbitrary order and
+//!   identity from `(parent node, edge)` alone collides as soon as a node runs twice (loops, joins,
+//!   retries), so it does not sort work.
 //! * [`OrderKey`] is what sorts a step: `(rank of the producing item in its own step, slot)`, packed into a
 //!   `u64` (high 32 bits rank, low 32 bits slot). It is unique within a step by construction, and siblings
 //!   sort in edge order, the order a user reads in the source.
@@ -21,11 +23,22 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// The spec's identity hash: `u64_be(SHA256(utf8(parent_id) || u32_be(edge_index))[0..8])`.
+/// The seed formula of item identities: `SHA256(utf8(parent_id) || u32_be(edge_index))`.
 ///
-/// Kept exactly as in the reference determinism spec. With 64 bits, the birthday bound for `n` distinct
+/// [`PathId`]s chain it from the entry (`parent_id` is the parent's path in hex), and
+/// [`compute_order_key`] is its first 8 bytes.
+pub fn identity_hash(parent_id: &str, edge_index: u32) -> [u8; 32] {
+    sha256_parts(&[parent_id.as_bytes(), &edge_index.to_be_bytes()])
+}
+
+/// The determinism spec's identity hash: `u64_be(SHA256(utf8(parent_id) || u32_be(edge_index))[0..8])`,
+/// the first 8 bytes of [`identity_hash`]; for an item, `compute_order_key(parent.path, slot)` is the
+/// first 8 bytes of its own path identity ([`PathId::identity_u64`]).
+///
+/// Kept exactly as in the spec, golden-vector tested. With 64 bits, the birthday bound for `n` distinct
 /// inputs is about `n² / 2⁶⁵`: 10⁶ keys collide with probability ≈ 2.7·10⁻⁸, 10⁹ keys ≈ 2.7·10⁻². That is
-/// why scheduling uses the structured [`OrderKey`] instead, which cannot collide within a step.
+/// why identities are the full 256-bit [`PathId`] and scheduling uses the structured [`OrderKey`], which
+/// cannot collide within a step.
 ///
 /// # Examples
 ///
@@ -34,10 +47,7 @@ use sha2::{Digest, Sha256};
 /// assert_eq!(compute_order_key("start", 0), 0x25ad_a9bc_823f_da6a);
 /// ```
 pub fn compute_order_key(parent_id: &str, edge_index: u32) -> u64 {
-    let mut h = Sha256::new();
-    h.update(parent_id.as_bytes());
-    h.update(edge_index.to_be_bytes());
-    let digest = h.finalize();
+    let digest = identity_hash(parent_id, edge_index);
     u64::from_be_bytes(digest[..8].try_into().expect("sha256 digest is 32 bytes"))
 }
 
@@ -92,14 +102,24 @@ impl fmt::Display for OrderKey {
 pub struct PathId([u8; 64]);
 
 impl PathId {
-    /// The path of the run's entry item.
+    /// The path of the run's entry item: [`identity_hash`]`(entry_node, 0)`.
     pub fn entry(entry_node: &str) -> Self {
-        PathId(hex_array(&sha256_parts(&[entry_node.as_bytes(), &0u32.to_be_bytes()])))
+        PathId(hex_array(&identity_hash(entry_node, 0)))
     }
 
-    /// The path of the item reached from `self` through `slot`.
+    /// The path of the item reached from `self` through `slot`: [`identity_hash`]`(self, slot)`.
     pub fn child(&self, slot: u32) -> Self {
-        PathId(hex_array(&sha256_parts(&[&self.0, &slot.to_be_bytes()])))
+        PathId(hex_array(&identity_hash(self.as_str(), slot)))
+    }
+
+    /// The first 8 bytes of the identity, big-endian: the spec's 64-bit order key of this item,
+    /// [`compute_order_key`]`(parent, slot)`. Short enough for logs.
+    pub fn identity_u64(&self) -> u64 {
+        let mut bytes = [0u8; 8];
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = (hex_value(self.0[2 * i]) << 4) | hex_value(self.0[2 * i + 1]);
+        }
+        u64::from_be_bytes(bytes)
     }
 
     /// The hex string.
@@ -233,13 +253,13 @@ pub(crate) fn sha256_parts(parts: &[&[u8]]) -> [u8; 32] {
 
 const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
 
-/// Lowercase hex.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    let mut out = Vec::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.extend_from_slice(&[HEX_DIGITS[(b >> 4) as usize], HEX_DIGITS[(b & 15) as usize]]);
+pub(crate) use graph_core::hex;
+
+fn hex_value(digit: u8) -> u8 {
+    match digit {
+        b'0'..=b'9' => digit - b'0',
+        _ => digit - b'a' + 10,
     }
-    String::from_utf8(out).expect("hex digits are ASCII")
 }
 
 /// Lowercase hex of a digest, inline.
@@ -286,6 +306,15 @@ mod tests {
             idempotency_key("r", u64::MAX, &items, br#"{"a":[1,2]}"#),
             "sha256:e78f0ef654cd471aab329327f5228dc7bfdbc0a61a803655facc057a3f85dab5"
         );
+    }
+
+    #[test]
+    fn the_spec_order_key_is_the_head_of_the_path_identity() {
+        let parent = PathId::entry("plan");
+        for slot in [0, 1, 7, u32::MAX] {
+            assert_eq!(parent.child(slot).identity_u64(), compute_order_key(parent.as_str(), slot));
+        }
+        assert_eq!(PathId::entry("start").identity_u64(), compute_order_key("start", 0));
     }
 
     #[test]

@@ -134,7 +134,7 @@ pub type NodeResult<S, R = Static> = Result<<R as Routing<S>>::Out, NodeError>;
 /// The stateless graph: `()` as state, `()` as delta (routing-only graphs, tests).
 impl Reducer for () {
     type Delta = ();
-    fn apply(&mut self, _delta: ()) -> Result<(), crate::MergeError> {
+    fn apply(&mut self, _delta: ()) -> Result<(), crate::state::MergeError> {
         Ok(())
     }
 }

@@ -1,8 +1,6 @@
 //! Shared fixtures for the integration tests: a hand-written state with one field per merge strategy,
 //! and hashes of a run's committed history.
 
-pub mod conformance;
-
 use std::collections::BTreeSet;
 use std::hash::{BuildHasher, RandomState};
 use std::time::Duration;

@@ -146,7 +146,7 @@ async fn concurrent_commits_share_flushes() {
         .map(|i| {
             let store = store.clone();
             tokio::spawn(async move {
-                let cp = graph_tests::conformance::checkpoint(&format!("g{i}"), 0, i);
+                let cp = graph_runtime::store::conformance::checkpoint(&format!("g{i}"), 0, i);
                 store.save_checkpoint(&cp, &graph_runtime::RunStatus::Running, 0).await.unwrap()
             })
         })
@@ -159,7 +159,7 @@ async fn concurrent_commits_share_flushes() {
     // Sequential commits each need their own flush.
     let before = store.flushes();
     for i in 0..5 {
-        let cp = graph_tests::conformance::checkpoint("seq", i, i);
+        let cp = graph_runtime::store::conformance::checkpoint("seq", i, i);
         store.save_checkpoint(&cp, &graph_runtime::RunStatus::Running, i).await.unwrap();
     }
     assert_eq!(store.flushes() - before, 5);

@@ -1,8 +1,8 @@
 //! The store conformance suite on every backend built in: `MemoryStore` (the model) and `SledStore`.
 
 use graph_runtime::MemoryStore;
+use graph_runtime::store::conformance::{self as suite, Backend, Op};
 use graph_runtime::store::{FailPoint, SledStore};
-use graph_tests::conformance::{self as suite, Backend, Op};
 use proptest::prelude::*;
 
 struct Memory(MemoryStore);

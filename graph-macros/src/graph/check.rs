@@ -8,13 +8,13 @@ use quote::ToTokens;
 use syn::spanned::Spanned;
 use syn::{FnArg, Ident, Type};
 
-use super::algo::{self, Target};
 use super::ast::{GraphDef, NodeDef, Routing, is_end, node_span};
 use super::parse::node_result_args;
 use crate::diag::Errors;
 use crate::keywords::{END, RESERVED_NODE_NAMES};
 use crate::purity::{self, Scope};
-use crate::suggest::{did_you_mean, list};
+use graph_core::algo::{self, Target};
+use graph_core::suggest::{did_you_mean, list};
 
 /// A structurally valid graph: node indices are positions in `GraphDef::nodes`.
 pub(crate) struct Resolved {

@@ -1,7 +1,6 @@
-//! `#[graph]` and `#[node]`: parse (`parse.rs`) → check (`check.rs`, `algo.rs`, `crate::purity`) →
+//! `#[graph]` and `#[node]`: parse (`parse.rs`) → check (`check.rs`, `graph_core::algo`, `crate::purity`) →
 //! expand (`expand/`). Nothing here touches `proc_macro`, so all of it is unit-tested.
 
-pub(crate) mod algo;
 pub(crate) mod ast;
 pub(crate) mod check;
 pub(crate) mod expand;

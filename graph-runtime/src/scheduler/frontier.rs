@@ -23,19 +23,18 @@ pub(crate) fn next_frontier<S: Reducer>(
     items: &[WorkItem],
     done: &[(usize, Route)],
 ) -> Result<(Vec<WorkItem>, Vec<usize>), Error> {
-    let g = &graph.inner;
     let mut joins: BTreeMap<usize, usize> = BTreeMap::new(); // node -> position in `next`
     let mut next: Vec<WorkItem> = Vec::with_capacity(items.len());
     let mut next_nodes: Vec<usize> = Vec::with_capacity(items.len());
     for (rank, (item, (node, route))) in items.iter().zip(done).enumerate() {
-        let entry = &g.nodes[*node];
+        let entry = graph.node(*node);
         let edge_target = |edge: u32| -> Result<Target, Error> {
-            entry.edges.get(edge as usize).copied().ok_or_else(|| Error::UndeclaredEdge {
+            entry.edges().get(edge as usize).copied().ok_or_else(|| Error::UndeclaredEdge {
                 run: run.to_owned(),
                 step,
-                node: entry.name.to_string(),
+                node: entry.name().to_string(),
                 edge,
-                declared: entry.edges.len(),
+                declared: entry.edges().len(),
             })
         };
         let rank = u32::try_from(rank).expect("a step holds fewer than 2^32 items");
@@ -49,7 +48,7 @@ pub(crate) fn next_frontier<S: Reducer>(
                 joins.insert(to, next.len());
             }
             next.push(WorkItem {
-                node: g.nodes[to].name.clone(),
+                node: graph.node(to).name().clone(),
                 order_key: key,
                 path: item.path.child(slot),
                 input: input.cloned(),
@@ -58,10 +57,10 @@ pub(crate) fn next_frontier<S: Reducer>(
         };
         let routes = match route {
             Route::Declared => {
-                for (e, t) in entry.edges.iter().enumerate() {
+                for (e, t) in entry.edges().iter().enumerate() {
                     add(e as u32, *t, None);
                 }
-                entry.edges.len()
+                entry.edges().len()
             }
             Route::Goto(e) => {
                 add(*e, edge_target(*e)?, None);
@@ -76,7 +75,7 @@ pub(crate) fn next_frontier<S: Reducer>(
             Route::End => 1,
         };
         if routes == 0 {
-            return Err(Error::NoProgress { run: run.to_owned(), step, node: entry.name.to_string() });
+            return Err(Error::NoProgress { run: run.to_owned(), step, node: entry.name().to_string() });
         }
     }
     // Items are visited in rank order and their slots in ascending order, so `next` is sorted by order key

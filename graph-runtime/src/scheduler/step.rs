@@ -21,10 +21,9 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::ctx::Ctx;
+use crate::ctx::{Ctx, ItemId};
 use crate::error::NodeError;
 use crate::graph::Graph;
-use crate::keys::{OrderKey, PathId};
 use crate::node::{Node, Route};
 use crate::policy::{EngineOptions, RetryPolicy};
 use crate::state::Reducer;
@@ -59,124 +58,173 @@ pub(crate) struct StepInput<'a, S: Reducer> {
 }
 
 type Acquire = Pin<Box<dyn Future<Output = Result<OwnedSemaphorePermit, AcquireError>> + Send>>;
+type Attempted<S> = Result<ItemOutput<S>, (u32, NodeError)>;
 
 /// Runs every item of a step; returns their outputs indexed by rank.
 pub(crate) async fn execute_step<S: Reducer>(
     input: StepInput<'_, S>,
 ) -> Result<Vec<ItemOutput<S>>, StepStop> {
-    let StepInput { graph, options, admission, items, nodes, .. } = input;
-    let g = &graph.inner;
-    let n = items.len();
-    let max_running = options.max_concurrent_nodes.max(1);
-    let node_limit = |node: usize| {
-        g.nodes[node].policy.max_concurrency.or(options.max_per_node_concurrency).unwrap_or(usize::MAX).max(1)
-    };
-    if n == 1 {
+    if input.items.len() == 1 {
         return execute_alone(input).await;
     }
-    // Attempts of this step observe this token; cancelling it reaches every running item.
-    let step_token = input.cancel.child_token();
-    let mut outputs: Vec<Option<ItemOutput<S>>> = (0..n).map(|_| None).collect();
-    let mut running_per_node: HashMap<usize, usize> = HashMap::new();
-    let mut ranks: HashMap<tokio::task::Id, usize> = HashMap::new();
-    let mut set: JoinSet<Result<ItemOutput<S>, (u32, NodeError)>> = JoinSet::new();
-    let mut next = 0usize;
-    let mut permit: Option<OwnedSemaphorePermit> = None;
-    let mut acquire: Option<Acquire> = None;
-    let mut waiting_since: Option<Instant> = None;
-
+    let mut d = Dispatch::new(&input);
     let budget = sleep_until(input.run_deadline);
     tokio::pin!(budget);
     let cancelled = input.cancel.cancelled();
     tokio::pin!(cancelled);
     let stop = loop {
-        // Start as many items as the limits allow, in order.
-        while next < n {
-            let node = nodes[next];
-            if set.len() >= max_running
-                || running_per_node.get(&node).copied().unwrap_or(0) >= node_limit(node)
-            {
-                break;
-            }
-            let p = match permit.take() {
-                Some(p) => p,
-                None => match admission.clone().try_acquire_owned() {
-                    Ok(p) => p,
-                    Err(_) => break,
-                },
-            };
-            waiting_since = None;
-            let item = &items[next];
-            let entry = &g.nodes[node];
-            let attempt = attempts_for(&input, next, &step_token);
-            let span = tracing::debug_span!("node", node = %entry.name, step = input.step, order_key = %item.order_key);
-            let handle = set.spawn(
-                async move {
-                    let _permit = p; // admission is released when the item finishes
-                    attempt.run().await
-                }
-                .instrument(span),
-            );
-            ranks.insert(handle.id(), next);
-            *running_per_node.entry(node).or_default() += 1;
-            next += 1;
-        }
-        if next == n && set.is_empty() {
+        d.start_ready();
+        if d.next == d.items() && d.set.is_empty() {
             break None;
         }
-        // Blocked on admission alone (limits would allow the next item)?
-        let blocked = next < n
-            && permit.is_none()
-            && set.len() < max_running
-            && running_per_node.get(&nodes[next]).copied().unwrap_or(0) < node_limit(nodes[next]);
-        if blocked {
-            if acquire.is_none() {
-                acquire = Some(Box::pin(admission.clone().acquire_owned()));
-            }
-            waiting_since.get_or_insert_with(Instant::now);
+        let blocked = d.blocked_on_admission();
+        if blocked && d.acquire.is_none() {
+            d.acquire = Some(Box::pin(input.admission.clone().acquire_owned()));
         }
-        let admission_deadline = waiting_since.map(|t| t + options.backpressure_timeout);
+        let admission_deadline = blocked.then(|| *d.waiting_since.get_or_insert_with(Instant::now));
+        let admission_deadline = admission_deadline.map(|t| t + input.options.backpressure_timeout);
         tokio::select! {
             biased;
             _ = &mut cancelled => break Some(StepStop::Cancelled),
             _ = &mut budget => break Some(StepStop::Budget),
-            Some(joined) = set.join_next_with_id(), if !set.is_empty() => {
-                let (id, result) = match joined {
-                    Ok((id, r)) => (id, Ok(r)),
-                    Err(e) => (e.id(), Err(e)),
-                };
-                let rank = ranks.remove(&id).expect("every task is registered");
-                if let Some(c) = running_per_node.get_mut(&nodes[rank]) {
-                    *c -= 1;
-                }
-                match result {
-                    Ok(Ok(out)) => outputs[rank] = Some(out),
-                    Ok(Err((attempts, error))) => break Some(StepStop::Failed { rank, attempts, error }),
-                    Err(e) if e.is_panic() => {
-                        break Some(StepStop::Panicked { rank, message: panic_message(e.into_panic()) });
-                    }
-                    Err(_) => break Some(StepStop::Cancelled),
+            Some(joined) = d.set.join_next_with_id(), if !d.set.is_empty() => {
+                if let Err(stop) = d.finished(joined) {
+                    break Some(stop);
                 }
             }
-            p = async { acquire.as_mut().expect("set when blocked").await }, if acquire.is_some() => {
-                acquire = None;
+            p = async { d.acquire.as_mut().expect("set when blocked").await }, if d.acquire.is_some() => {
+                d.acquire = None;
                 match p {
-                    Ok(p) => permit = Some(p),
+                    Ok(p) => d.permit = Some(p),
                     Err(_) => break Some(StepStop::Cancelled), // the semaphore is never closed
                 }
             }
-            _ = sleep_until(admission_deadline.unwrap_or(input.run_deadline)), if admission_deadline.is_some() && blocked => {
+            _ = sleep_until(admission_deadline.unwrap_or(input.run_deadline)), if admission_deadline.is_some() => {
                 break Some(StepStop::Backpressure);
             }
         }
     };
-    if let Some(stop) = stop {
-        step_token.cancel();
-        set.abort_all();
-        while set.join_next().await.is_some() {}
-        return Err(stop);
+    match stop {
+        Some(stop) => {
+            d.stop().await;
+            Err(stop)
+        }
+        None => Ok(d.outputs.into_iter().map(|o| o.expect("every item finished")).collect()),
     }
-    Ok(outputs.into_iter().map(|o| o.expect("every item finished")).collect())
+}
+
+/// The dispatch of a step of several items: what runs, what waits, what finished.
+struct Dispatch<'i, 'a, S: Reducer> {
+    input: &'i StepInput<'a, S>,
+    /// Attempts of this step observe this token; cancelling it reaches every running item.
+    step_token: CancellationToken,
+    outputs: Vec<Option<ItemOutput<S>>>,
+    running_per_node: HashMap<usize, usize>,
+    ranks: HashMap<tokio::task::Id, usize>,
+    set: JoinSet<Attempted<S>>,
+    /// The rank of the next item to start.
+    next: usize,
+    /// An admission permit acquired for the next item.
+    permit: Option<OwnedSemaphorePermit>,
+    acquire: Option<Acquire>,
+    /// Since when the next item waits for admission alone.
+    waiting_since: Option<Instant>,
+}
+
+impl<'i, 'a, S: Reducer> Dispatch<'i, 'a, S> {
+    fn new(input: &'i StepInput<'a, S>) -> Self {
+        Dispatch {
+            input,
+            step_token: input.cancel.child_token(),
+            outputs: (0..input.items.len()).map(|_| None).collect(),
+            running_per_node: HashMap::new(),
+            ranks: HashMap::new(),
+            set: JoinSet::new(),
+            next: 0,
+            permit: None,
+            acquire: None,
+            waiting_since: None,
+        }
+    }
+
+    fn items(&self) -> usize {
+        self.input.items.len()
+    }
+
+    /// Whether the run's and the node's limits let the next item start now.
+    fn limits_allow_next(&self) -> bool {
+        let node = self.input.nodes[self.next];
+        let options = self.input.options;
+        let node_limit = self.input.graph.node(node).policy().max_concurrency;
+        let node_limit = node_limit.or(options.max_per_node_concurrency).unwrap_or(usize::MAX).max(1);
+        self.set.len() < options.max_concurrent_nodes.max(1)
+            && self.running_per_node.get(&node).copied().unwrap_or(0) < node_limit
+    }
+
+    /// Starts as many items as the limits and admission allow, in order.
+    fn start_ready(&mut self) {
+        while self.next < self.items() && self.limits_allow_next() {
+            let permit = match self.permit.take() {
+                Some(p) => p,
+                None => match self.input.admission.clone().try_acquire_owned() {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
+            };
+            self.waiting_since = None;
+            let (rank, node) = (self.next, self.input.nodes[self.next]);
+            let attempts = attempts_for(self.input, rank, &self.step_token);
+            let span = tracing::debug_span!("node", node = %attempts.item.node, step = self.input.step, order_key = %attempts.item.order_key);
+            let handle = self.set.spawn(
+                async move {
+                    let _permit = permit; // admission is released when the item finishes
+                    attempts.run().await
+                }
+                .instrument(span),
+            );
+            self.ranks.insert(handle.id(), rank);
+            *self.running_per_node.entry(node).or_default() += 1;
+            self.next += 1;
+        }
+    }
+
+    /// Blocked on admission alone: the limits would let the next item start.
+    fn blocked_on_admission(&self) -> bool {
+        self.next < self.items() && self.permit.is_none() && self.limits_allow_next()
+    }
+
+    /// Records a finished item; `Err` when it stops the step.
+    fn finished(
+        &mut self,
+        joined: Result<(tokio::task::Id, Attempted<S>), tokio::task::JoinError>,
+    ) -> Result<(), StepStop> {
+        let (id, result) = match joined {
+            Ok((id, r)) => (id, Ok(r)),
+            Err(e) => (e.id(), Err(e)),
+        };
+        let rank = self.ranks.remove(&id).expect("every task is registered");
+        if let Some(c) = self.running_per_node.get_mut(&self.input.nodes[rank]) {
+            *c -= 1;
+        }
+        match result {
+            Ok(Ok(out)) => {
+                self.outputs[rank] = Some(out);
+                Ok(())
+            }
+            Ok(Err((attempts, error))) => Err(StepStop::Failed { rank, attempts, error }),
+            Err(e) if e.is_panic() => {
+                Err(StepStop::Panicked { rank, message: panic_message(e.into_panic()) })
+            }
+            Err(_) => Err(StepStop::Cancelled),
+        }
+    }
+
+    /// Stops every running item and waits for them: no item of a stopped step outlives it.
+    async fn stop(&mut self) {
+        self.step_token.cancel();
+        self.set.abort_all();
+        while self.set.join_next().await.is_some() {}
+    }
 }
 
 /// A step of one item runs on the run's own task: no spawn, no cross-thread hop. Admission, the budget,
@@ -256,20 +304,23 @@ fn attempts_for<S: Reducer>(
     step_token: &CancellationToken,
 ) -> Attempts<S> {
     let item = &input.items[rank];
-    let entry = &input.graph.inner.nodes[input.nodes[rank]];
+    let node = input.graph.node(input.nodes[rank]);
+    let options = input.options;
     Attempts {
-        handler: entry.handler.clone(),
+        handler: node.handler().clone(),
         state: input.state.clone(),
-        run_id: input.run_id.clone(),
-        run_seed: input.run_seed,
-        time_ms: input.time_ms,
-        step: input.step,
-        node: entry.name.clone(),
-        order_key: item.order_key,
-        path: item.path.clone(),
-        input: item.input.clone().map(Arc::new),
-        timeout: entry.policy.timeout.unwrap_or(input.options.default_node_timeout),
-        retry: entry.policy.retry.clone().unwrap_or_else(|| input.options.default_retry.clone()),
+        item: ItemId {
+            run_id: input.run_id.clone(),
+            step: input.step,
+            node: node.name().clone(),
+            order_key: item.order_key,
+            path: item.path.clone(),
+            run_seed: input.run_seed,
+            now_ms: input.time_ms,
+            input: item.input.clone().map(Arc::new),
+        },
+        timeout: node.policy().timeout.unwrap_or(options.default_node_timeout),
+        retry: node.policy().retry.clone().unwrap_or_else(|| options.default_retry.clone()),
         token: step_token.clone(),
         run_deadline: input.run_deadline,
     }
@@ -279,14 +330,7 @@ fn attempts_for<S: Reducer>(
 struct Attempts<S: Reducer> {
     handler: Arc<dyn Node<S>>,
     state: Arc<S>,
-    run_id: Arc<str>,
-    run_seed: u64,
-    time_ms: u64,
-    step: u64,
-    node: Arc<str>,
-    order_key: OrderKey,
-    path: PathId,
-    input: Option<Arc<serde_json::Value>>,
+    item: ItemId,
     timeout: Duration,
     retry: RetryPolicy,
     token: CancellationToken,
@@ -295,24 +339,12 @@ struct Attempts<S: Reducer> {
 
 impl<S: Reducer> Attempts<S> {
     /// Runs attempts until one succeeds or the retry policy gives up; `Err((attempts, last error))`.
-    async fn run(self) -> Result<ItemOutput<S>, (u32, NodeError)> {
+    async fn run(self) -> Attempted<S> {
         let mut attempt = 1u32;
         loop {
             let node_deadline = Instant::now() + self.timeout;
             let deadline = node_deadline.min(self.run_deadline);
-            let mut ctx = Ctx::new(
-                self.run_id.clone(),
-                self.step,
-                self.node.clone(),
-                self.order_key,
-                attempt,
-                self.path.clone(),
-                self.run_seed,
-                self.time_ms,
-                self.token.clone(),
-                Some(deadline),
-                self.input.clone(),
-            );
+            let mut ctx = Ctx::new(self.item.clone(), attempt, self.token.clone(), Some(deadline));
             // The node first: one that finishes without waiting never arms the timeout's timer.
             let result = tokio::select! {
                 biased;
@@ -324,8 +356,8 @@ impl<S: Reducer> Attempts<S> {
             match result {
                 Ok(out) => return Ok(out),
                 Err(error) if self.retry.should_retry(&error, attempt) => {
-                    tracing::debug!(node = %self.node, attempt, error = %error, "retrying");
-                    let delay = self.retry.delay(&self.path, attempt);
+                    tracing::debug!(node = %self.item.node, attempt, error = %error, "retrying");
+                    let delay = self.retry.delay(&self.item.path, attempt);
                     if !delay.is_zero() {
                         tokio::select! {
                             _ = tokio::time::sleep(delay) => {}

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 use std::time::Duration;
 
-use crate::error::MergeError;
+use super::MergeError;
 
 /// Replaces the current value.
 pub fn overwrite<T>(current: &mut T, written: T, _field: &'static str) -> Result<(), MergeError> {

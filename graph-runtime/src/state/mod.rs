@@ -16,7 +16,6 @@ use std::fmt::Debug;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::error::{ConflictError, MergeError};
 use crate::keys::OrderKey;
 
 /// A workflow's state: how a [`Delta`] is merged into it.
@@ -145,6 +144,51 @@ pub enum ConflictPolicy {
     /// Concurrent writes are only allowed on commutative strategies (sum, max, min, union); any other
     /// field written twice in a step is a conflict, so the merge result cannot depend on order.
     Crdt,
+}
+
+/// Two writers of one field in one step that the [`ConflictPolicy`] forbids.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "merge conflict at step {step}: field `{field}` written by `{first_node}` (order key {first_key}) and \
+     `{second_node}` (order key {second_key}) under ConflictPolicy::{policy:?}; give the field a merge \
+     strategy (`#[reduce(append | sum | max | min | union | with = f)]`), let one node write it, or use \
+     ConflictPolicy::LastWriterWins"
+)]
+pub struct ConflictError {
+    /// The step whose merge conflicted.
+    pub step: u64,
+    /// The field.
+    pub field: &'static str,
+    /// The earlier writer (lower order key).
+    pub first_node: String,
+    /// Its order key.
+    pub first_key: OrderKey,
+    /// The later writer.
+    pub second_node: String,
+    /// Its order key.
+    pub second_key: OrderKey,
+    /// The policy in force.
+    pub policy: ConflictPolicy,
+}
+
+/// A reducer could not merge a delta.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MergeError {
+    /// A `sum` overflowed.
+    #[error("`sum` overflowed field `{field}`; use a wider integer type")]
+    Overflow {
+        /// The field.
+        field: &'static str,
+    },
+    /// A custom merge function failed.
+    #[error("custom merge of field `{field}` failed: {message}")]
+    Custom {
+        /// The field.
+        field: &'static str,
+        /// What the merge function said.
+        message: String,
+    },
 }
 
 /// Who wrote a delta: used to name both sides of a conflict.

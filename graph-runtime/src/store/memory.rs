@@ -37,8 +37,8 @@ impl MemoryStore {
         MemoryStore::default()
     }
 
-    /// Test hook: the next commit fails after its `n`-th write and rolls back.
-    #[doc(hidden)]
+    /// Test hook (feature `test-hooks`): the next commit fails after its `n`-th write and rolls back.
+    #[cfg(feature = "test-hooks")]
     pub fn fail_point(&self) -> &FailPoint {
         &self.fail
     }
@@ -184,16 +184,7 @@ impl Store for MemoryStore {
             .lock()
             .checkpoints
             .get(run_id)
-            .map(|c| {
-                c.values()
-                    .map(|cp| CheckpointMeta {
-                        step: cp.step,
-                        idempotency_key: cp.idempotency_key.clone(),
-                        timestamp_ms: cp.timestamp_ms,
-                        label: cp.label.clone(),
-                    })
-                    .collect()
-            })
+            .map(|c| c.values().map(Checkpoint::meta).collect())
             .unwrap_or_default())
     }
 

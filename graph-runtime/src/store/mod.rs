@@ -1,143 +1,35 @@
-//! The checkpoint store contract.
+//! The checkpoint store contract: the extension point for a new backend.
 //!
 //! A store keeps, per run, one checkpoint per committed step and a run row (status, latest step,
 //! version). [`Store::save_checkpoint`] commits a checkpoint, its idempotency key (unique, enforced by the
 //! store inside the commit, never check-then-insert) and the run row update in one atomic operation, or
-//! nothing, and reports a typed [`CommitOutcome`]. Stores are state-type agnostic: the state travels as
-//! JSON bytes.
+//! nothing, and reports a typed [`CommitOutcome`]. Stores are state-type agnostic: what they keep is
+//! described in [`record`], whose envelope ([`record::encode`]/[`record::decode`]) a backend writes and
+//! reads, so it never builds or interprets state bytes itself.
+//!
+//! # Writing a backend
+//!
+//! Implement [`Store`] and run the conformance suite against it: with the `conformance` feature,
+//! `graph_runtime::store::conformance` has one `async fn` per rule of the contract (atomicity, the
+//! unique key under 100 concurrent commits, injected failures, restarts between operations) and a
+//! model-based check against [`MemoryStore`]; the built-in backends pass the same suite.
 
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod memory;
+pub mod record;
 #[cfg(feature = "sled")]
 mod sled;
 
 pub use memory::MemoryStore;
+pub use record::{Checkpoint, CheckpointMeta, SCHEMA_VERSION, StateRepr, WorkItem};
 #[cfg(feature = "sled")]
 pub use sled::{Durability, SledOptions, SledStore};
-
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::error::StoreError;
-use crate::keys::{OrderKey, PathId};
-
-/// The checkpoint format version this build writes and reads.
-pub const SCHEMA_VERSION: u32 = 1;
-
-/// One work item of a frontier, as persisted.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WorkItem {
-    /// The node to run (shared with the graph's node table).
-    pub node: Arc<str>,
-    /// Its order key within the step.
-    pub order_key: OrderKey,
-    /// Its path identity.
-    pub path: PathId,
-    /// Its branch input, when forked with one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub input: Option<serde_json::Value>,
-}
-
-/// A recorded external interaction (filled by effects; empty until then).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RecordedIo {
-    /// The effect key.
-    pub key: String,
-    /// The effect's name.
-    pub name: String,
-    /// Hex SHA-256 of the request.
-    pub request_hash: String,
-    /// The recorded response.
-    pub response: serde_json::Value,
-}
-
-/// The durable record of one step: the state the step's items read and the items themselves.
-///
-/// Checkpoint `N` holds `S_N` and frontier `F_N`; it is committed before any item of `F_N` runs. A run
-/// whose latest checkpoint has an empty frontier is complete and its state is the final state.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Checkpoint {
-    /// The run (shared by the run's checkpoints in memory).
-    pub run_id: Arc<str>,
-    /// The step number (0 holds the input).
-    pub step: u64,
-    /// Commit time, milliseconds since the Unix epoch (informational; not part of any hash).
-    pub timestamp_ms: u64,
-    /// An optional user label.
-    pub label: Option<String>,
-    /// The state `S_N`: in full, or as the deltas that turn `S_{N-1}` into it.
-    pub state: StateRepr,
-    /// Lowercase hex SHA-256 of `S_N`'s JSON: what a reconstructed state is verified against.
-    pub state_hash: String,
-    /// The run's seed.
-    pub rng_seed: u64,
-    /// The items of step `N`, sorted by order key.
-    pub frontier: Vec<WorkItem>,
-    /// Recorded I/O of the step that produced this checkpoint.
-    pub recorded_ios: Vec<RecordedIo>,
-    /// The commit's idempotency key (see [`crate::keys::idempotency_key`]).
-    pub idempotency_key: String,
-    /// The fingerprint of the graph running the run (shared with the graph in memory).
-    pub graph_fingerprint: Arc<str>,
-    /// The format version.
-    pub schema_version: u32,
-}
-
-/// How a checkpoint stores its state.
-///
-/// Storage follows the delta, not the state: most steps store only the deltas their items returned, in
-/// order key order; a full snapshot is written every so often (see `docs/stores.md`). Reducers are pure,
-/// so applying a step's deltas to the previous state reproduces its state exactly, which the stored
-/// [`Checkpoint::state_hash`] verifies.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum StateRepr {
-    /// The whole state, as JSON.
-    Full(Vec<u8>),
-    /// The step's item deltas as a JSON array, applied in order to the previous step's state.
-    Delta {
-        /// The step of the full snapshot this chain of deltas starts from.
-        base: u64,
-        /// The JSON array of deltas.
-        deltas: Vec<u8>,
-    },
-}
-
-impl StateRepr {
-    /// The snapshot step a chain ending here starts from (`step` itself for a full state).
-    pub fn base(&self, step: u64) -> u64 {
-        match self {
-            StateRepr::Full(_) => step,
-            StateRepr::Delta { base, .. } => *base,
-        }
-    }
-
-    /// Bytes of state payload.
-    pub fn len(&self) -> usize {
-        match self {
-            StateRepr::Full(b) | StateRepr::Delta { deltas: b, .. } => b.len(),
-        }
-    }
-
-    /// True when the payload is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-/// Light metadata of a stored checkpoint.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CheckpointMeta {
-    /// The step.
-    pub step: u64,
-    /// Its idempotency key.
-    pub idempotency_key: String,
-    /// Commit time, ms since the Unix epoch.
-    pub timestamp_ms: u64,
-    /// The label.
-    pub label: Option<String>,
-}
 
 /// Where a run stands.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -165,6 +57,7 @@ pub enum PauseReason {
 
 /// A run row.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct RunInfo {
     /// The run.
     pub run_id: String,
@@ -176,6 +69,25 @@ pub struct RunInfo {
     pub version: u64,
     /// The graph fingerprint the run started with.
     pub graph_fingerprint: String,
+}
+
+impl RunInfo {
+    /// A run row.
+    pub fn new(
+        run_id: impl Into<String>,
+        status: RunStatus,
+        latest_step: u64,
+        version: u64,
+        graph_fingerprint: impl Into<String>,
+    ) -> Self {
+        RunInfo {
+            run_id: run_id.into(),
+            status,
+            latest_step,
+            version,
+            graph_fingerprint: graph_fingerprint.into(),
+        }
+    }
 }
 
 /// Which runs [`Store::list_runs`] returns.
@@ -239,7 +151,9 @@ pub enum CommitOutcome {
     },
 }
 
-/// A checkpoint store. Implementations must pass the conformance suite in the `graph-tests` crate.
+/// A checkpoint store: the extension point for a new backend (see the [module docs](self)).
+///
+/// Implementations must pass the conformance suite (`store::conformance`, feature `conformance`).
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Atomically commits `cp`, its idempotency key and the run row (`status`, latest step = `cp.step`,
@@ -330,20 +244,36 @@ pub trait Store: Send + Sync + 'static {
     async fn prune(&self, run_id: &str, keep: usize) -> Result<usize, StoreError>;
 }
 
-/// Test hook shared by the backends: makes the next commit fail after its `n`-th write, inside the
-/// transaction, so the conformance suite can check that nothing of it becomes visible.
-#[doc(hidden)]
+/// Test hook shared by the backends (feature `test-hooks`): makes the next commit fail after its `n`-th
+/// write, inside the transaction, so the conformance suite can check that nothing of it becomes visible.
+#[cfg(feature = "test-hooks")]
 #[derive(Debug, Clone, Default)]
-pub struct FailPoint(Arc<AtomicUsize>);
+pub struct FailPoint(std::sync::Arc<std::sync::atomic::AtomicUsize>);
 
+#[cfg(feature = "test-hooks")]
 impl FailPoint {
     /// Arms the fail point: the next commit fails after write `n` (1-based). 0 disarms.
     pub fn fail_after(&self, n: usize) {
-        self.0.store(n, Ordering::SeqCst);
+        self.0.store(n, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Called by a backend after its `n`-th write of a commit; true (once) when armed for `n`.
     pub fn hit(&self, n: usize) -> bool {
-        self.0.compare_exchange(n, 0, Ordering::SeqCst, Ordering::SeqCst).is_ok()
+        self.0
+            .compare_exchange(n, 0, std::sync::atomic::Ordering::SeqCst, std::sync::atomic::Ordering::SeqCst)
+            .is_ok()
+    }
+}
+
+/// Without `test-hooks` the fail point compiles to nothing: `hit` is always false.
+#[cfg(not(feature = "test-hooks"))]
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FailPoint;
+
+#[cfg(not(feature = "test-hooks"))]
+impl FailPoint {
+    #[inline(always)]
+    pub(crate) fn hit(&self, _n: usize) -> bool {
+        false
     }
 }

@@ -12,28 +12,21 @@
 //! than the disk's flush rate with the same guarantee. [`Durability::Async`] skips the wait: commits are never partial, but the most recent ones
 //! (sled flushes every 500 ms) may be lost on a crash.
 //!
-//! Records are wrapped in an envelope: magic `GRCK`, `u32_be(schema_version)`, SHA-256 of the rest, then
-//! the body. Damaged bytes are `StoreError::Corrupted`, a newer format `UnsupportedSchemaVersion`.
+//! Checkpoints and run rows are stored in the envelope of [`super::record`]: damaged bytes are
+//! `StoreError::Corrupted`, a newer format `UnsupportedSchemaVersion`.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 use sled::Transactional;
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 use tokio::sync::{oneshot, watch};
 
-use super::{
-    Checkpoint, CheckpointMeta, CommitOutcome, FailPoint, RecordedIo, RunFilter, RunInfo, RunStatus,
-    SCHEMA_VERSION, StateRepr, Store, WorkItem,
-};
+use super::record::{decode, decode_run, encode, encode_run};
+use super::{Checkpoint, CheckpointMeta, CommitOutcome, FailPoint, RunFilter, RunInfo, RunStatus, Store};
 use crate::error::StoreError;
-use crate::keys::sha256_parts;
-
-const MAGIC: &[u8; 4] = b"GRCK";
-const HEADER: usize = 4 + 4 + 32;
 
 /// When a commit is acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -184,22 +177,23 @@ impl SledStore {
         self.inner.flusher.flush().await
     }
 
-    /// Test hook: the next commit fails after its `n`-th write (1 = the idempotency key, 2 = the
-    /// checkpoint, 3 = the run row) and rolls back.
-    #[doc(hidden)]
+    /// Test hook (feature `test-hooks`): the next commit fails after its `n`-th write (1 = the
+    /// idempotency key, 2 = the checkpoint, 3 = the run row) and rolls back.
+    #[cfg(feature = "test-hooks")]
     pub fn fail_point(&self) -> &FailPoint {
         &self.inner.fail
     }
 
-    /// Test hook: overwrites the raw record of a checkpoint (to simulate damage or a newer format).
-    #[doc(hidden)]
+    /// Test hook (feature `test-hooks`): overwrites the raw record of a checkpoint (to simulate damage or
+    /// a newer format).
+    #[cfg(feature = "test-hooks")]
     pub fn put_raw_checkpoint(&self, run_id: &str, step: u64, bytes: &[u8]) -> Result<(), StoreError> {
         self.inner.checkpoints.insert(cp_key(run_id, step), bytes).map_err(backend)?;
         Ok(())
     }
 
-    /// Test hook: the raw record of a checkpoint.
-    #[doc(hidden)]
+    /// Test hook (feature `test-hooks`): the raw record of a checkpoint.
+    #[cfg(feature = "test-hooks")]
     pub fn raw_checkpoint(&self, run_id: &str, step: u64) -> Result<Option<Vec<u8>>, StoreError> {
         Ok(self.inner.checkpoints.get(cp_key(run_id, step)).map_err(backend)?.map(|v| v.to_vec()))
     }
@@ -225,18 +219,6 @@ impl SledStore {
             Durability::Async => Ok(()),
         }
     }
-
-    fn decode_run(&self, bytes: &[u8]) -> Result<RunInfo, StoreError> {
-        decode_run(bytes)
-    }
-}
-
-fn decode_run(bytes: &[u8]) -> Result<RunInfo, StoreError> {
-    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupted {
-        run: String::from_utf8_lossy(bytes.get(..64).unwrap_or(bytes)).into_owned(),
-        step: 0,
-        detail: format!("a run row does not decode: {e}"),
-    })
 }
 
 /// A commit waiting for the commit thread.
@@ -329,7 +311,7 @@ fn commit_batch(inner: &Inner, batch: &[Pending]) -> Result<Vec<CommitOutcome>, 
                     continue;
                 }
                 let mut writes = 0;
-                let mut wrote = || -> Result<(), ConflictableTransactionError<Abort>> {
+                let mut wrote = || -> Result<(), ConflictableTransactionError<StoreError>> {
                     writes += 1;
                     if inner.fail.hit(writes) {
                         return Err(abort(StoreError::backend("injected failure", "fail point")));
@@ -347,9 +329,7 @@ fn commit_batch(inner: &Inner, batch: &[Pending]) -> Result<Vec<CommitOutcome>, 
                     version: version + 1,
                     graph_fingerprint: row.map_or_else(|| p.fingerprint.to_string(), |r| r.graph_fingerprint),
                 };
-                let info = serde_json::to_vec(&info)
-                    .map_err(|e| abort(StoreError::backend("cannot encode a run row", e)))?;
-                runs.insert(rk, info)?;
+                runs.insert(rk, encode_run(&info))?;
                 wrote()?;
                 outcomes.push(CommitOutcome::Committed { version: version + 1 });
             }
@@ -429,112 +409,14 @@ fn cp_key(run_id: &str, step: u64) -> Vec<u8> {
     k
 }
 
-/// Everything of a checkpoint but its state bytes, as stored in the record body.
-#[derive(Serialize, Deserialize)]
-struct Meta {
-    run_id: Arc<str>,
-    step: u64,
-    timestamp_ms: u64,
-    label: Option<String>,
-    /// `None`: a full state; `Some(base)`: deltas over the chain from `base`.
-    delta_base: Option<u64>,
-    state_hash: String,
-    rng_seed: u64,
-    frontier: Vec<WorkItem>,
-    recorded_ios: Vec<RecordedIo>,
-    idempotency_key: String,
-    graph_fingerprint: Arc<str>,
+/// A commit transaction stopped on purpose, with the error to report.
+fn abort(e: StoreError) -> ConflictableTransactionError<StoreError> {
+    ConflictableTransactionError::Abort(e)
 }
 
-fn encode(cp: &Checkpoint) -> Result<Vec<u8>, StoreError> {
-    let (delta_base, payload) = match &cp.state {
-        StateRepr::Full(b) => (None, b),
-        StateRepr::Delta { base, deltas } => (Some(*base), deltas),
-    };
-    let meta = Meta {
-        run_id: cp.run_id.clone(),
-        step: cp.step,
-        timestamp_ms: cp.timestamp_ms,
-        label: cp.label.clone(),
-        delta_base,
-        state_hash: cp.state_hash.clone(),
-        rng_seed: cp.rng_seed,
-        frontier: cp.frontier.clone(),
-        recorded_ios: cp.recorded_ios.clone(),
-        idempotency_key: cp.idempotency_key.clone(),
-        graph_fingerprint: cp.graph_fingerprint.clone(),
-    };
-    let meta = serde_json::to_vec(&meta).map_err(|e| StoreError::backend("cannot encode a checkpoint", e))?;
-    let mut body = Vec::with_capacity(4 + meta.len() + payload.len());
-    body.extend_from_slice(&(meta.len() as u32).to_be_bytes());
-    body.extend_from_slice(&meta);
-    body.extend_from_slice(payload);
-    let version = cp.schema_version.to_be_bytes();
-    let mut out = Vec::with_capacity(HEADER + body.len());
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&version);
-    out.extend_from_slice(&sha256_parts(&[&version, &body]));
-    out.extend_from_slice(&body);
-    Ok(out)
-}
-
-/// Decodes a record stored under `(run, step)`; any damage is `Corrupted`.
-fn decode(run: &str, step: u64, bytes: &[u8]) -> Result<Checkpoint, StoreError> {
-    let corrupted =
-        |detail: &str| StoreError::Corrupted { run: run.to_owned(), step, detail: detail.to_owned() };
-    if bytes.len() < HEADER || &bytes[..4] != MAGIC {
-        return Err(corrupted("the record header is damaged"));
-    }
-    let version = &bytes[4..8];
-    let body = &bytes[HEADER..];
-    if sha256_parts(&[version, body])[..] != bytes[8..40] {
-        return Err(corrupted("the record's checksum does not match"));
-    }
-    let version = u32::from_be_bytes(version.try_into().expect("4 bytes"));
-    if version != SCHEMA_VERSION {
-        return Err(StoreError::UnsupportedSchemaVersion { found: version, supported: SCHEMA_VERSION });
-    }
-    let meta_len =
-        u32::from_be_bytes(body.get(..4).ok_or_else(|| corrupted("short body"))?.try_into().expect("4"))
-            as usize;
-    let meta = body.get(4..4 + meta_len).ok_or_else(|| corrupted("short body"))?;
-    let payload = body[4 + meta_len..].to_vec();
-    let m: Meta =
-        serde_json::from_slice(meta).map_err(|e| corrupted(&format!("metadata does not decode: {e}")))?;
-    if &*m.run_id != run || m.step != step {
-        return Err(corrupted("the record belongs to another run or step"));
-    }
-    Ok(Checkpoint {
-        run_id: m.run_id,
-        step: m.step,
-        timestamp_ms: m.timestamp_ms,
-        label: m.label,
-        state: match m.delta_base {
-            None => StateRepr::Full(payload),
-            Some(base) => StateRepr::Delta { base, deltas: payload },
-        },
-        state_hash: m.state_hash,
-        rng_seed: m.rng_seed,
-        frontier: m.frontier,
-        recorded_ios: m.recorded_ios,
-        idempotency_key: m.idempotency_key,
-        graph_fingerprint: m.graph_fingerprint,
-        schema_version: version,
-    })
-}
-
-/// Why a commit transaction stopped on purpose.
-enum Abort {
-    Store(StoreError),
-}
-
-fn abort(e: StoreError) -> ConflictableTransactionError<Abort> {
-    ConflictableTransactionError::Abort(Abort::Store(e))
-}
-
-fn tx_result<T>(r: Result<T, TransactionError<Abort>>) -> Result<T, StoreError> {
+fn tx_result<T>(r: Result<T, TransactionError<StoreError>>) -> Result<T, StoreError> {
     r.map_err(|e| match e {
-        TransactionError::Abort(Abort::Store(e)) => e,
+        TransactionError::Abort(e) => e,
         TransactionError::Storage(e) => backend(e),
     })
 }
@@ -552,7 +434,7 @@ impl Store for SledStore {
             run_id: cp.run_id.clone(),
             step: cp.step,
             key: cp.idempotency_key.clone(),
-            record: encode(cp)?,
+            record: encode(cp),
             fingerprint: cp.graph_fingerprint.clone(),
             status: status.clone(),
             expected_version,
@@ -584,15 +466,13 @@ impl Store for SledStore {
             let Some(bytes) = runs.get(run_id.as_bytes())? else {
                 return Ok(CommitOutcome::VersionConflict { current: 0 });
             };
-            let mut info = self.decode_run(&bytes).map_err(abort)?;
+            let mut info = decode_run(&bytes).map_err(abort)?;
             if info.version != expected_version {
                 return Ok(CommitOutcome::VersionConflict { current: info.version });
             }
             info.version += 1;
             info.status = status.clone();
-            let encoded = serde_json::to_vec(&info)
-                .map_err(|e| abort(StoreError::backend("cannot encode a run row", e)))?;
-            runs.insert(run_id.as_bytes(), encoded)?;
+            runs.insert(run_id.as_bytes(), encode_run(&info))?;
             Ok(CommitOutcome::Committed { version: info.version })
         }))?;
         if matches!(outcome, CommitOutcome::Committed { .. }) {
@@ -603,7 +483,7 @@ impl Store for SledStore {
 
     async fn run_info(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {
         match self.inner.runs.get(run_id.as_bytes()).map_err(backend)? {
-            Some(b) => Ok(Some(self.decode_run(&b)?)),
+            Some(b) => Ok(Some(decode_run(&b)?)),
             None => Ok(None),
         }
     }
@@ -643,13 +523,7 @@ impl Store for SledStore {
             .scan_prefix(run_key(run_id))
             .map(|r| {
                 let (k, v) = r.map_err(backend)?;
-                let cp = decode(run_id, step_of(&k), &v)?;
-                Ok(CheckpointMeta {
-                    step: cp.step,
-                    idempotency_key: cp.idempotency_key,
-                    timestamp_ms: cp.timestamp_ms,
-                    label: cp.label,
-                })
+                Ok(decode(run_id, step_of(&k), &v)?.meta())
             })
             .collect()
     }
@@ -658,7 +532,7 @@ impl Store for SledStore {
         let mut out = Vec::new();
         for r in self.inner.runs.iter() {
             let (_, v) = r.map_err(backend)?;
-            let info = self.decode_run(&v)?;
+            let info = decode_run(&v)?;
             if filter.matches(&info) {
                 out.push(info);
                 if filter.limit.is_some_and(|n| out.len() >= n) {

@@ -5,16 +5,13 @@
 
 mod routes;
 
-use std::fmt::Write;
-
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
-use sha2::{Digest, Sha256};
 use syn::spanned::Spanned;
 
-use super::algo::Target;
 use super::ast::{BackoffDef, GraphDef, NodeDef, Routing};
 use super::check::Resolved;
+use graph_core::Target;
 
 /// The path generated code reaches the runtime through.
 pub(crate) fn rt() -> TokenStream {
@@ -148,30 +145,14 @@ fn signature(n: &NodeDef) -> String {
     n.func.sig.to_token_stream().to_string()
 }
 
-fn target_name(g: &GraphDef, t: Target) -> String {
-    match t {
-        Target::Node(j) => g.nodes[j].name(),
-        Target::End => "END".to_owned(),
-    }
-}
-
-/// The same text and hash as the runtime's `Graph::fingerprint` (format `graph-runtime/fingerprint/v1`),
-/// computed at compile time; a pass test checks they agree.
+/// `graph_core::fingerprint` of the module, computed at compile time: the runtime's `Graph::fingerprint` of
+/// the description `graph()` builds hashes the same text (a pass test checks they agree).
 pub(crate) fn fingerprint(g: &GraphDef, r: &Resolved) -> String {
-    let mut text = format!("graph-runtime/fingerprint/v1\nentry {}\n", g.nodes[r.entry].name());
-    for (n, edges) in g.nodes.iter().zip(&r.adjacency) {
-        let _ = write!(text, "node {}", n.name());
-        for t in edges {
-            let _ = write!(text, " -> {}", target_name(g, *t));
-        }
-        text.push('\n');
-    }
-    let mut sigs: Vec<(String, String)> = g.nodes.iter().map(|n| (n.name(), signature(n))).collect();
-    sigs.sort();
-    for (node, sig) in sigs {
-        let _ = writeln!(text, "sig {node} {sig}");
-    }
-    Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    let names: Vec<String> = g.nodes.iter().map(NodeDef::name).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let sigs: Vec<String> = g.nodes.iter().map(signature).collect();
+    let sigs: Vec<(&str, &str)> = names.iter().copied().zip(sigs.iter().map(String::as_str)).collect();
+    graph_core::fingerprint(&names, &r.adjacency, r.entry, &sigs)
 }
 
 fn description(g: &GraphDef, r: &Resolved, state: &syn::Type) -> TokenStream {

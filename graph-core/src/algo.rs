@@ -1,12 +1,14 @@
-//! Graph algorithms over node indices. Pure and deterministic: results are in declaration order and do
+//! Graph algorithms over node indices, shared by the builder and the macros. Pure and deterministic: results are in declaration order and do
 //! not depend on the order edges or nodes were declared in beyond that (tested on every permutation).
 
 use std::collections::{BTreeSet, VecDeque};
 
 /// Where an edge leads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Target {
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Target {
+    /// A node, by index in the node table.
     Node(usize),
+    /// The end of the path.
     End,
 }
 
@@ -14,22 +16,22 @@ pub(crate) enum Target {
 /// outside the group (and reachable) leads to; every other unreachable node hangs off some group.
 /// Making each group's first node reachable fixes the graph, so each group is one mistake.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) struct Unreachable {
+pub struct Unreachable {
     /// The group, in declaration order.
-    pub(crate) nodes: Vec<usize>,
+    pub nodes: Vec<usize>,
     /// Other unreachable nodes only this group leads to, in declaration order.
-    pub(crate) downstream: Vec<usize>,
+    pub downstream: Vec<usize>,
 }
 
 /// A set of nodes from which END cannot be reached and that has no edge out of itself: a loop with no exit.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) struct Trap {
+pub struct Trap {
     /// The loop's nodes, in declaration order.
-    pub(crate) nodes: Vec<usize>,
+    pub nodes: Vec<usize>,
     /// A cycle through the first node: `[a, b, a]`.
-    pub(crate) cycle: Vec<usize>,
+    pub cycle: Vec<usize>,
     /// Other nodes that cannot reach END because they only lead into this loop.
-    pub(crate) upstream: Vec<usize>,
+    pub upstream: Vec<usize>,
 }
 
 fn successors(adj: &[Vec<Target>]) -> Vec<Vec<usize>> {
@@ -104,7 +106,7 @@ fn terminal_components(next: &[Vec<usize>], within: &[bool]) -> Vec<Vec<usize>> 
 }
 
 /// Unreachable nodes from `entry`, grouped (see [`Unreachable`]).
-pub(crate) fn unreachable(entry: usize, adj: &[Vec<Target>]) -> Vec<Unreachable> {
+pub fn unreachable(entry: usize, adj: &[Vec<Target>]) -> Vec<Unreachable> {
     let succ = successors(adj);
     let all = vec![true; adj.len()];
     let reached = reach(&[entry], &succ, &all);
@@ -126,7 +128,7 @@ pub(crate) fn unreachable(entry: usize, adj: &[Vec<Target>]) -> Vec<Unreachable>
 }
 
 /// Loops from which END cannot be reached (see [`Trap`]).
-pub(crate) fn traps(adj: &[Vec<Target>]) -> Vec<Trap> {
+pub fn traps(adj: &[Vec<Target>]) -> Vec<Trap> {
     let succ = successors(adj);
     let pred = predecessors(&succ);
     let exits: Vec<usize> = (0..adj.len()).filter(|&n| adj[n].contains(&Target::End)).collect();

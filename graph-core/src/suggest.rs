@@ -1,7 +1,11 @@
 //! "Did you mean": the closest candidate by edit distance, when close enough to be a plausible typo.
+//!
+//! Case-insensitive optimal string alignment (a swap of two neighbours is one edit, so `lpan` is one edit
+//! from `plan`), accepted within a third of the longer name (at least one edit). The builder and the
+//! macros both call [`closest`], so a typo gets the same suggestion at `build()` and at compile time.
 
 /// The closest of `candidates` to `name`, if within a third of the longer length (at least 1 edit).
-pub(crate) fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     candidates
         .into_iter()
         .map(|c| (distance(&name.to_lowercase(), &c.to_lowercase()), c))
@@ -11,7 +15,7 @@ pub(crate) fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a s
 }
 
 /// `; did you mean `x`?` or nothing.
-pub(crate) fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
+pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
     match closest(name, candidates) {
         Some(c) => format!("; did you mean `{c}`?"),
         None => String::new(),
@@ -19,7 +23,7 @@ pub(crate) fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = 
 }
 
 /// `` `a`, `b`, `c` ``.
-pub(crate) fn list<'a>(items: impl IntoIterator<Item = &'a str>) -> String {
+pub fn list<'a>(items: impl IntoIterator<Item = &'a str>) -> String {
     items.into_iter().map(|i| format!("`{i}`")).collect::<Vec<_>>().join(", ")
 }
 
@@ -59,5 +63,8 @@ mod tests {
         assert_eq!(closest("zzz", ["summarize", "plan"]), None);
         assert_eq!(did_you_mean("plna", ["plan"]), "; did you mean `plan`?");
         assert_eq!(list(["a", "b"]), "`a`, `b`");
+        // A swap is one edit: plain Levenshtein counts two and, on a 4-letter name, suggests nothing.
+        assert_eq!(closest("lpan", ["plan", "summarize"]), Some("plan"));
+        assert_eq!(closest("Summarize", ["summarize"]), Some("summarize"));
     }
 }

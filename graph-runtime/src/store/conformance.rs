@@ -1,15 +1,26 @@
-//! The store conformance suite: written once, run unchanged against every backend.
+//! The store conformance suite (feature `conformance`): written once, run unchanged against every
+//! backend, the built-in ones and any written outside this crate.
 //!
 //! A backend is given as a [`Backend`]: a way to open it, to reopen it (a restart: drop every handle
-//! and open the same data again), and its fail point. Each check is an `async fn` taking one.
+//! and open the same data again), and its fail point (a [`FailPoint`] the backend consults after each
+//! write of a commit). Each check is an `async fn` taking one; call them from `#[tokio::test]`s on a
+//! multi-threaded runtime:
+//!
+//! ```ignore
+//! #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+//! async fn concurrent_same_key() {
+//!     graph_runtime::store::conformance::concurrent_same_key(&MyBackend::new()).await;
+//! }
+//! ```
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use graph_runtime::keys::{KeyItem, OrderKey, PathId, idempotency_key};
-use graph_runtime::store::{Checkpoint, FailPoint, RunFilter, SCHEMA_VERSION, StateRepr, WorkItem};
-use graph_runtime::{CommitOutcome, RunStatus, Store};
-use sha2::{Digest, Sha256};
+use super::{
+    Checkpoint, CommitOutcome, FailPoint, MemoryStore, RunFilter, RunStatus, SCHEMA_VERSION, StateRepr,
+    Store, WorkItem,
+};
+use crate::keys::{KeyItem, OrderKey, PathId, hex, idempotency_key, sha256_parts};
 
 /// How the suite opens a backend.
 pub trait Backend: Send + Sync {
@@ -33,7 +44,7 @@ pub fn checkpoint(run: &str, step: u64, value: u64) -> Checkpoint {
         input: None,
     }];
     let key = idempotency_key(run, step, &[KeyItem { node_id: "n", order_key: 0 }], &state);
-    let state_hash = Sha256::digest(&state).iter().map(|b| format!("{b:02x}")).collect();
+    let state_hash = hex(&sha256_parts(&[&state]));
     Checkpoint {
         run_id: run.into(),
         step,
@@ -43,7 +54,6 @@ pub fn checkpoint(run: &str, step: u64, value: u64) -> Checkpoint {
         state_hash,
         rng_seed: 7,
         frontier,
-        recorded_ios: Vec::new(),
         idempotency_key: key,
         graph_fingerprint: "fp".into(),
         schema_version: SCHEMA_VERSION,
@@ -256,10 +266,10 @@ pub enum Op {
     Reopen,
 }
 
-/// Applies `ops` to the backend and to a [`graph_runtime::MemoryStore`] (the model) and asserts every
+/// Applies `ops` to the backend and to a [`MemoryStore`] (the model) and asserts every
 /// observable result agrees.
 pub async fn matches_the_model<B: Backend>(b: &B, ops: &[Op]) {
-    let model = graph_runtime::MemoryStore::new();
+    let model = MemoryStore::new();
     let mut store = b.open();
     let mut seen: BTreeMap<String, u64> = BTreeMap::new();
     for op in ops {

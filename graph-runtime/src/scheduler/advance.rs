@@ -1,0 +1,232 @@
+//! One step of a run, in named stages: execute the items of step `N` ([`super::step`]), merge their deltas
+//! at the barrier, build frontier `N+1` ([`super::frontier`]), draft checkpoint `N+1` (the store's record
+//! format, [`crate::store::record`]), commit it, and adopt what the store says was committed.
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::step::{ItemOutput, StepInput, StepStop, execute_step};
+use super::{Engine, RunOutcome, frontier};
+use crate::error::{Error, StoreError};
+use crate::node::Route;
+use crate::state::{Reducer, Writer, merge_step};
+use crate::store::record::{self, Chain, Draft};
+use crate::store::{Checkpoint, CommitOutcome, PauseReason, RunStatus, WorkItem};
+
+/// A run being driven: checkpoint `step` as committed, and what driving it needs.
+pub(super) struct Driven<S> {
+    pub(super) run_id: Arc<str>,
+    pub(super) step: u64,
+    pub(super) state: Arc<S>,
+    pub(super) frontier: Vec<WorkItem>,
+    /// The graph index of each frontier item's node.
+    pub(super) nodes: Vec<usize>,
+    pub(super) seed: u64,
+    pub(super) version: u64,
+    pub(super) cancel: CancellationToken,
+    pub(super) deadline: Instant,
+    pub(super) chain: Chain,
+    /// When checkpoint `step` was committed, ms since the Unix epoch: what `Ctx::now` reads.
+    pub(super) time_ms: u64,
+}
+
+impl<S: Clone> Driven<S> {
+    /// The outcome of a run that stops here with `status`.
+    pub(super) fn outcome(self, status: RunStatus) -> RunOutcome<S> {
+        let state = Arc::try_unwrap(self.state).unwrap_or_else(|s| (*s).clone());
+        RunOutcome { run_id: self.run_id.to_string(), state, status, steps: self.step }
+    }
+}
+
+/// Why a step did not advance the run.
+pub(super) enum Stop {
+    Paused(PauseReason),
+    Cancelled,
+    Error(Error),
+}
+
+impl From<Error> for Stop {
+    fn from(e: Error) -> Self {
+        Stop::Error(e)
+    }
+}
+
+impl From<StoreError> for Stop {
+    fn from(e: StoreError) -> Self {
+        Stop::Error(e.into())
+    }
+}
+
+impl<S: Reducer> Engine<S> {
+    /// Executes step `run.step`, merges, and commits step `run.step + 1`; on success `run` is at the
+    /// new step, as committed.
+    pub(super) async fn advance(&self, run: &mut Driven<S>) -> Result<(), Stop> {
+        let outputs = self.execute(run).await?;
+        let (deltas, routes): (Vec<_>, Vec<_>) = outputs.into_iter().unzip();
+        let delta_json = record::delta_bytes(&run.run_id, deltas.iter())?;
+        self.merge(run, deltas)?;
+        let step = run.step;
+        let routes: Vec<(usize, Route)> = run.nodes.iter().copied().zip(routes).collect();
+        let (frontier, next_nodes) =
+            frontier::next_frontier(&self.inner.graph, &run.run_id, step, &run.frontier, &routes)?;
+        let mut chain = run.chain;
+        let draft = Draft {
+            run_id: &run.run_id,
+            step: step + 1,
+            state: &*run.state,
+            deltas: Some(delta_json),
+            frontier,
+            seed: run.seed,
+            label: None,
+            fingerprint: self.inner.graph.fingerprint_arc(),
+            not_before_ms: run.time_ms,
+        };
+        let cp = record::draft(draft, &mut chain)?;
+        let status = if cp.frontier.is_empty() { RunStatus::Completed } else { RunStatus::Running };
+        let outcome = self.inner.store.save_checkpoint(&cp, &status, run.version).await?;
+        self.adopt(run, cp, next_nodes, chain, outcome).await?;
+        tracing::debug!(run = %run.run_id, step = run.step, items = run.frontier.len(), "step committed");
+        Ok(())
+    }
+
+    /// Runs every item of the current step (see [`execute_step`]).
+    async fn execute(&self, run: &Driven<S>) -> Result<Vec<ItemOutput<S>>, Stop> {
+        let input = StepInput {
+            graph: &self.inner.graph,
+            options: &self.inner.options,
+            admission: &self.inner.admission,
+            run_id: &run.run_id,
+            run_seed: run.seed,
+            time_ms: run.time_ms,
+            step: run.step,
+            items: &run.frontier,
+            nodes: &run.nodes,
+            state: &run.state,
+            cancel: &run.cancel,
+            run_deadline: run.deadline,
+        };
+        execute_step(input).await.map_err(|stop| self.step_stop(run, stop))
+    }
+
+    /// The barrier is passed: merges the deltas into the state in ascending order key (the frontier is
+    /// sorted). Every item has finished and dropped its handle on the state, so this merges in place; on
+    /// error the half-merged state is dropped with the run and checkpoint `step` is untouched.
+    fn merge(&self, run: &mut Driven<S>, deltas: Vec<S::Delta>) -> Result<(), Stop> {
+        let graph = &self.inner.graph;
+        let writers = run
+            .frontier
+            .iter()
+            .zip(&run.nodes)
+            .map(|(item, node)| Writer { node: graph.node(*node).name(), order_key: item.order_key });
+        let deltas: Vec<_> = writers.zip(deltas).collect();
+        let state = Arc::make_mut(&mut run.state);
+        merge_step(state, run.step, deltas, self.inner.options.conflict_policy)
+            .map_err(|f| Error::from_merge(&run.run_id, run.step, f))?;
+        Ok(())
+    }
+
+    /// Moves `run` to checkpoint `cp.step` as the store reports it committed.
+    async fn adopt(
+        &self,
+        run: &mut Driven<S>,
+        mut cp: Checkpoint,
+        next_nodes: Vec<usize>,
+        chain: Chain,
+        outcome: CommitOutcome,
+    ) -> Result<(), Stop> {
+        match outcome {
+            CommitOutcome::Committed { version } => {
+                run.version = version;
+                run.time_ms = cp.timestamp_ms;
+                run.frontier = std::mem::take(&mut cp.frontier);
+                run.nodes = next_nodes;
+                run.chain = chain;
+            }
+            CommitOutcome::AlreadyCommitted { version } => {
+                // This exact checkpoint is stored (same key: same state and frontier), but perhaps as a
+                // snapshot where ours is a delta, and with its own time: continue from what is stored.
+                run.version = version;
+                let stored = self.inner.store.load_checkpoint(&run.run_id, cp.step).await?;
+                (run.chain, run.time_ms) = match &stored {
+                    Some(stored) => (Chain::after(&*self.inner.store, stored).await?, stored.timestamp_ms),
+                    None => (chain, cp.timestamp_ms),
+                };
+                run.frontier = std::mem::take(&mut cp.frontier);
+                run.nodes = next_nodes;
+            }
+            CommitOutcome::StepTaken { version, existing_key } => {
+                // Another writer committed a different result for this step: theirs is the truth.
+                tracing::warn!(run = %run.run_id, step = cp.step, existing_key, "step taken by another writer; adopting it");
+                self.adopt_stored(run, cp.step).await?;
+                run.version = version;
+            }
+            other => return Err(Error::version_conflict(&run.run_id, run.version, &other).into()),
+        }
+        run.step = cp.step;
+        Ok(())
+    }
+
+    /// Replaces the run's state, frontier and chain with the stored checkpoint `step`.
+    async fn adopt_stored(&self, run: &mut Driven<S>, step: u64) -> Result<(), Stop> {
+        let store = &*self.inner.store;
+        let stored =
+            store.load_checkpoint(&run.run_id, step).await?.ok_or_else(|| StoreError::Corrupted {
+                run: run.run_id.to_string(),
+                step,
+                detail: "reported as taken but not loadable".into(),
+            })?;
+        let (state, chain) = record::load_state(store, &stored).await?;
+        run.nodes = self.node_indices(&stored)?;
+        run.state = Arc::new(state);
+        run.chain = chain;
+        run.time_ms = stored.timestamp_ms;
+        run.frontier = stored.frontier;
+        Ok(())
+    }
+
+    /// The graph index of every node `cp`'s frontier names.
+    pub(super) fn node_indices(&self, cp: &Checkpoint) -> Result<Vec<usize>, Error> {
+        let graph = &self.inner.graph;
+        cp.frontier
+            .iter()
+            .map(|w| {
+                graph.node_index(&w.node).ok_or_else(|| {
+                    Error::Store(StoreError::Corrupted {
+                        run: cp.run_id.to_string(),
+                        step: cp.step,
+                        detail: format!("frontier names node `{}`, which the graph does not have", w.node),
+                    })
+                })
+            })
+            .collect()
+    }
+
+    /// Why a step stopped, as the run reports it.
+    fn step_stop(&self, run: &Driven<S>, stop: StepStop) -> Stop {
+        let (graph, step) = (&self.inner.graph, run.step);
+        let run_id = run.run_id.to_string();
+        let node = |rank: usize| graph.node(run.nodes[rank]).name().to_string();
+        match stop {
+            StepStop::Cancelled => Stop::Cancelled,
+            StepStop::Backpressure => Stop::Paused(PauseReason::Backpressure),
+            StepStop::Budget => {
+                let budget = self.inner.options.run_wall_clock_budget;
+                Stop::Error(Error::BudgetExceeded { run: run_id, step, budget })
+            }
+            StepStop::Panicked { rank, message } => {
+                Stop::Error(Error::NodePanicked { run: run_id, step, node: node(rank), message })
+            }
+            StepStop::Failed { rank, attempts, error } => Stop::Error(match error.timeout() {
+                Some(timeout) => {
+                    Error::NodeTimeout { run: run_id, step, node: node(rank), timeout, attempts }
+                }
+                None => {
+                    let source = error.into_inner();
+                    Error::NodeFailed { run: run_id, step, node: node(rank), attempts, source }
+                }
+            }),
+        }
+    }
+}
