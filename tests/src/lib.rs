@@ -1,5 +1,8 @@
 //! Shared fixtures for the integration tests: a hand-written state with one field per merge strategy,
-//! and hashes of a run's committed history.
+//! the hand-built graphs the engine tests and their macro twins share ([`graphs`]), and hashes of a
+//! run's committed history.
+
+pub mod graphs;
 
 use std::collections::BTreeSet;
 use std::hash::{BuildHasher, RandomState};

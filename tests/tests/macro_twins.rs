@@ -1,38 +1,50 @@
-//! Macro twins of the hand-built test graphs: every representative graph the engine tests build with
-//! `Graph::builder` over [`Trace`] is written again with `#[reducer]`, `#[graph]` and `#[node]` over
-//! [`MacroTrace`] (the same fields and strategies), and both are run with the same run id, seed and engine
-//! options. They must agree on everything observable:
+//! Macro twins: hand-built test graphs over [`Trace`] written again with `#[reducer]`, `#[graph]` and
+//! `#[node]` over [`MacroTrace`] (the same fields and strategies), run with the same run id, seed and
+//! engine options. They must agree on everything observable (the harness of `twins/mod.rs`): the shape
+//! (name, entry, nodes, edges by index, mermaid), the outcome (state bytes, steps and status, or the
+//! error with every field and its source chain) and the store (history hash, idempotency keys, run row).
 //!
-//! * the shape: graph name, entry, nodes in declaration order, edges by index;
-//! * the outcome: final state bytes (`serde_json`), steps and status, or the error (variant and every
-//!   field, its message and its source chain);
-//! * the store: `history_hash` (step, frontier and state hash of every checkpoint), the idempotency keys
-//!   and the run row's status.
+//! A twin tests what the macros generate, one twin per feature; how the engine runs a graph is the engine
+//! tests' job (`tests/tests/engine/`), and the hand-built graphs are theirs, shared through
+//! `graph_tests::graphs`.
 //!
-//! [`MacroTrace`] and the harness live in `twins/mod.rs`, shared with `macro_twins_more.rs` (the twins of
-//! the backpressure, cancellation, concurrency, error and recorded-time tests).
+//! | macro feature | twin test |
+//! |---|---|
+//! | `#[reducer]`: append, sum, overwrite, union, max | `the_state_twin_serializes_and_merges_like_trace` |
+//! | `#[reducer]`: min, custom `with` (and its error) | `min_and_custom_merges_twin_a_hand_written_reducer` |
+//! | static fan-out, a join, conditional `Next` | `fanout_loop_twin_follows_the_seed_like_the_hand_graph` |
+//! | `Fork` with inputs, plain fork branches that join | `fork_twin_makes_one_activation_per_input_and_joins_plain_branches` |
+//! | `retry(attempts, backoff = exponential)` | `flaky_twin_succeeds_after_two_failures_with_the_same_backoff` |
+//! | `retry(backoff = fixed, jitter)` | `flaky_twin_jitters_its_backoff_like_the_hand_graph` |
+//! | a node error (`NodeFailed` after the retries) | `flaky_twin_exhausts_its_retries_with_the_same_error` |
+//! | `timeout`, none (the engine default), the timeout error | `sleeper_twin_times_out_like_the_hand_graph` |
+//! | `max_concurrency`, none (the engine default) | `slow_fan_twin_holds_the_per_node_limit_below_the_run_limit` |
+//! | a conflict (two writers of an overwrite field) | `two_writers_twin_conflicts_by_default_naming_the_field_and_both_nodes` |
+//! | `FINGERPRINT`, `mermaid()`, `dot()` | `g_end_twin_renders_and_fingerprints_like_its_structure` |
 //!
-//! The hand-built constructors are copied verbatim from the engine tests (their modules are private to
-//! that test binary), each under a comment naming its origin; `crash_graph` is shared through
-//! `graph_tests`. Twins of parametrised constructors fix the parameters the hand tests use (a macro graph
-//! is a static description); families of them (`k` join predecessors, retry and timeout policies, loop
-//! lengths) come from small `macro_rules!` around `#[graph]`.
+//! Twins of parametrised hand graphs fix the parameters (a macro graph is a static description); a family
+//! of them (retry and timeout policies) comes from a small `macro_rules!` around `#[graph]`. A side channel
+//! of a hand graph (an `Arc` counter or gauge captured by a closure) is a `static` in the twin's module,
+//! one module per test.
 
 pub mod twins;
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use graph_runtime::Error;
 use graph_runtime::prelude::*;
-use graph_runtime::store::SledStore;
-use graph_tests::{Trace, TraceDelta, crash_graph, random_delay, state_hash};
+use graph_runtime::state::{FieldWrite, Strategy, merge};
+use graph_runtime::{Error, MergeError};
+use graph_tests::graphs::{
+    Gauge, fanout_loop, flaky, fork, sleeper, slow_fan, two_edges, two_edges_builder, two_writers,
+};
+use graph_tests::{Trace, TraceDelta, random_delay};
 use twins::*;
 
 // ---------------------------------------------------------------------------------------------------
-// The state twin
+// Reducers
 // ---------------------------------------------------------------------------------------------------
 
 #[test]
@@ -61,53 +73,99 @@ fn the_state_twin_serializes_and_merges_like_trace() {
     }
 }
 
-// ---------------------------------------------------------------------------------------------------
-// Determinism: the fan-out loop (engine/determinism.rs)
-// ---------------------------------------------------------------------------------------------------
-
-// Copied verbatim from tests/tests/engine/determinism.rs.
-/// plan → w0..w{n-1} (static fan-out) → join → plan (loop) | END, `iterations` times.
-fn fanout_loop(workers: usize, iterations: usize, max_delay: Duration) -> Graph<Trace> {
-    let mut b = Graph::<Trace>::builder("fanout-loop").node("plan", |s, ctx| {
-        Box::pin(async move {
-            let n = s.log.iter().filter(|l| l.starts_with("join")).count();
-            Ok((TraceDelta::default().log(format!("plan{n}@{}", ctx.step())).count(1), Route::Declared))
-        })
-    });
-    for i in 0..workers {
-        let name = format!("w{i}");
-        let label = name.clone();
-        b = b.node(name.clone(), move |s, ctx| {
-            let label = label.clone();
-            Box::pin(async move {
-                tokio::time::sleep(random_delay(max_delay, i as u64)).await;
-                let roll = ctx.rng().next_u64() % 1000;
-                let seen = s.count;
-                Ok((
-                    TraceDelta::default()
-                        .log(format!("{label}:{roll}:{seen}"))
-                        .tag(label.clone())
-                        .best(roll)
-                        .count(1),
-                    Route::Declared,
-                ))
-            })
-        });
-        b = b.edge("plan", name.clone()).edge(name, "join");
+/// Appends, but refuses to grow past four entries: an order-sensitive merge that can fail.
+#[reducer]
+fn capped(current: &mut Vec<u32>, written: Vec<u32>) -> Result<(), String> {
+    if current.len() + written.len() > 4 {
+        return Err(format!("at most 4 entries, got {}", current.len() + written.len()));
     }
-    b.node("join", move |s, _ctx| {
-        Box::pin(async move {
-            let n = s.log.iter().filter(|l| l.starts_with("join")).count();
-            let route = if n + 1 < iterations { Route::Goto(0) } else { Route::Goto(1) };
-            Ok((TraceDelta::default().log(format!("join{n}")), route))
-        })
-    })
-    .edge("join", "plan")
-    .edge("join", graph_runtime::END)
-    .entry("plan")
-    .build()
-    .expect("valid graph")
+    current.extend(written);
+    Ok(())
 }
+
+/// A hand-written state with the strategies [`Trace`] lacks: `low` keeps the minimum, `items` merges
+/// with [`capped`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct Bounds {
+    low: u64,
+    items: Vec<u32>,
+}
+
+/// The delta of [`Bounds`].
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct BoundsDelta {
+    low: Option<u64>,
+    items: Option<Vec<u32>>,
+}
+
+impl Delta for BoundsDelta {
+    fn writes(&self, visit: &mut dyn FnMut(FieldWrite)) {
+        if self.low.is_some() {
+            visit(FieldWrite::new("low", Strategy::Min));
+        }
+        if self.items.is_some() {
+            visit(FieldWrite::new("items", Strategy::Custom));
+        }
+    }
+}
+
+impl Reducer for Bounds {
+    type Delta = BoundsDelta;
+
+    fn apply(&mut self, d: BoundsDelta) -> Result<(), MergeError> {
+        if let Some(v) = d.low {
+            merge::min(&mut self.low, v, "low")?;
+        }
+        if let Some(v) = d.items {
+            capped(&mut self.items, v).map_err(|message| MergeError::Custom { field: "items", message })?;
+        }
+        Ok(())
+    }
+}
+
+/// The `#[reducer]` twin of [`Bounds`].
+#[reducer]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct MacroBounds {
+    #[reduce(min)]
+    low: u64,
+    #[reduce(with = capped)]
+    items: Vec<u32>,
+}
+
+#[test]
+fn min_and_custom_merges_twin_a_hand_written_reducer() {
+    let mut hand = Bounds { low: u64::MAX, ..Bounds::default() };
+    let mut twin = MacroBounds { low: u64::MAX, ..MacroBounds::default() };
+    let deltas =
+        [(Some(5), Some(vec![1, 2])), (Some(3), None), (Some(9), Some(vec![3])), (None, Some(vec![4, 5]))];
+    let mut results = Vec::new();
+    for (low, items) in deltas {
+        let mut t = MacroBoundsDelta::default();
+        if let Some(v) = low {
+            t = t.low(v);
+        }
+        if let Some(v) = items.clone() {
+            t = t.items(v);
+        }
+        let h = BoundsDelta { low, items };
+        let (mut hw, mut tw) = (Vec::new(), Vec::new());
+        h.writes(&mut |w| hw.push(w));
+        t.writes(&mut |w| tw.push(w));
+        assert_eq!(hw, tw, "the deltas report the same field writes");
+        let result = hand.apply(h);
+        assert_eq!(result, twin.apply(t));
+        results.push(result);
+        assert_eq!(serde_json::to_vec(&hand).unwrap(), serde_json::to_vec(&twin).unwrap());
+    }
+    assert_eq!(hand, Bounds { low: 3, items: vec![1, 2, 3] });
+    let custom = MergeError::Custom { field: "items", message: "at most 4 entries, got 5".into() };
+    assert_eq!(results, [Ok(()), Ok(()), Ok(()), Err(custom)]);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Routing: static fan-out, joins, `Next`, `Fork`
+// ---------------------------------------------------------------------------------------------------
 
 /// Twin of `fanout_loop(5, 3, 2 ms)`: five workers with random delays and `ctx.rng()` draws, three
 /// iterations.
@@ -165,54 +223,6 @@ pub mod fanout_loop_5x3 {
     }
 }
 
-// Copied verbatim from tests/tests/engine/determinism.rs.
-fn runtime(workers: usize) -> tokio::runtime::Runtime {
-    if workers == 1 {
-        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
-    } else {
-        tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build().unwrap()
-    }
-}
-
-#[test]
-fn fanout_loop_twin_gives_one_state_and_one_history_across_worker_counts() {
-    let mut state_hashes = BTreeSet::new();
-    let mut history_hashes = BTreeSet::new();
-    let mut runs = 0;
-    for workers in [1usize, 2, 8] {
-        runtime(workers).block_on(async {
-            let (hand, mac) = engines(
-                fanout_loop(5, 3, Duration::from_millis(2)),
-                fanout_loop_5x3::graph(),
-                EngineOptions::default().max_concurrent_nodes(workers),
-            );
-            let tasks: Vec<_> = (0..20)
-                .map(|i| {
-                    let (hand, mac) = (hand.clone(), mac.clone());
-                    tokio::spawn(async move { twin(&hand, &mac, &format!("det-{i}"), Some(7)).await })
-                })
-                .collect();
-            for t in tasks {
-                let pair = t.await.unwrap();
-                let out = pair.out();
-                assert!(out.is_completed());
-                assert_eq!(out.state.log.len(), 21);
-                let ws: Vec<&str> =
-                    out.state.log[1..6].iter().map(|l| l.split(':').next().unwrap()).collect();
-                assert_eq!(ws, ["w0", "w1", "w2", "w3", "w4"]);
-                assert_eq!(out.state.count, 18);
-                state_hashes.insert(state_hash(&out.state));
-                state_hashes.insert(state_hash(&pair.twin.as_ref().unwrap().state));
-                history_hashes.insert(pair.observed.history);
-                runs += 1;
-            }
-        });
-    }
-    assert_eq!(runs, 60);
-    assert_eq!(state_hashes.len(), 1, "final states differ: {state_hashes:?}");
-    assert_eq!(history_hashes.len(), 1, "histories differ: {history_hashes:?}");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fanout_loop_twin_follows_the_seed_like_the_hand_graph() {
     let (hand, mac) = engines(
@@ -223,298 +233,21 @@ async fn fanout_loop_twin_follows_the_seed_like_the_hand_graph() {
     let mut logs = BTreeSet::new();
     for seed in [1, 2, 3] {
         let pair = twin(&hand, &mac, &format!("seed-{seed}"), Some(seed)).await;
-        logs.insert(pair.out().state.log.clone());
+        let out = pair.out();
+        // 3 iterations × (plan + 5 workers + one join activation), workers merged in edge order.
+        assert_eq!(out.state.log.len(), 21);
+        let ws: Vec<&str> = out.state.log[1..6].iter().map(|l| l.split(':').next().unwrap()).collect();
+        assert_eq!(ws, ["w0", "w1", "w2", "w3", "w4"]);
+        assert_eq!(out.state.count, 18);
+        logs.insert(out.state.log.clone());
     }
     // The default seed (derived from the run id) too.
     twin(&hand, &mac, "derived-seed", None).await;
     assert_eq!(logs.len(), 3, "seeds feed ctx.rng() in both graphs");
 }
 
-// ---------------------------------------------------------------------------------------------------
-// Merge order: the 5-way fan-out and the chain (engine/merge_order.rs)
-// ---------------------------------------------------------------------------------------------------
-
-// Copied verbatim from tests/tests/engine/main.rs.
-/// A node that appends its own name and follows its declared edges.
-fn logs(
-    name: &'static str,
-) -> impl for<'b> Fn(&'b Trace, &'b mut Ctx) -> graph_runtime::node::BoxFuture<'b, NodeResult<Trace, Route>>
-+ Send
-+ Sync
-+ 'static {
-    move |_s, _ctx| Box::pin(async move { Ok((TraceDelta::default().log(name), Route::Declared)) })
-}
-
-// Copied verbatim from tests/tests/engine/merge_order.rs.
-/// start → b0..b4; branch i sleeps (5 - i) ms so completion order is the reverse of edge order.
-fn five_way() -> Graph<Trace> {
-    let mut b = Graph::<Trace>::builder("five").node("start", logs("start")).entry("start");
-    for i in 0..5u64 {
-        let name = format!("b{i}");
-        b = b
-            .node(name.clone(), move |_s, _ctx| {
-                Box::pin(async move {
-                    tokio::time::sleep(Duration::from_millis(5 - i)).await;
-                    Ok((TraceDelta::default().log(format!("b{i}")), Route::Declared))
-                })
-            })
-            .edge("start", name.clone())
-            .edge(name, END);
-    }
-    b.build().unwrap()
-}
-
-/// Twin of `five_way()`: branch `bi` sleeps (5 - i) ms, so completion order reverses edge order.
-#[graph(state = MacroTrace, name = "five")]
-pub mod five_way {
-    use super::*;
-
-    async fn branch(i: u64) -> NodeResult<MacroTrace> {
-        tokio::time::sleep(Duration::from_millis(5 - i)).await;
-        Ok(logged(format!("b{i}")))
-    }
-
-    #[node(entry, to = [b0, b1, b2, b3, b4])]
-    async fn start(_s: &MacroTrace, _ctx: &mut Ctx) -> NodeResult<MacroTrace> {
-        Ok(logged("start"))
-    }
-
-    #[node(to = END)]
-    async fn b0(_s: &MacroTrace, _ctx: &mut Ctx) -> NodeResult<MacroTrace> {
-        branch(0).await
-    }
-
-    #[node(to = END)]
-    async fn b1(_s: &MacroTrace, _ctx: &mut Ctx) -> NodeResult<MacroTrace> {
-        branch(1).await
-    }
-
-    #[node(to = END)]
-    async fn b2(_s: &MacroTrace, _ctx: &mut Ctx) -> NodeResult<MacroTrace> {
-        branch(2).await
-    }
-
-    #[node(to = END)]
-    async fn b3(_s: &MacroTrace, _ctx: &mut Ctx) -> NodeResult<MacroTrace> {
-        branch(3).await
-    }
-
-    #[node(to = END)]
-    async fn b4(_s: &MacroTrace, _ctx: &mut Ctx) -> NodeResult<MacroTrace> {
-        branch(4).await
-    }
-}
-
-#[tokio::test(start_paused = true)]
-async fn five_way_twin_merges_in_edge_order_for_any_concurrency() {
-    for workers in [1, 2, 3, 5, 8] {
-        let (hand, mac) =
-            engines(five_way(), five_way::graph(), EngineOptions::default().max_concurrent_nodes(workers));
-        let pair = twin(&hand, &mac, "five", None).await;
-        assert_eq!(pair.out().state.log, ["start", "b0", "b1", "b2", "b3", "b4"], "workers = {workers}");
-        assert_eq!(pair.elapsed[0], pair.elapsed[1], "workers = {workers}");
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn five_way_twin_merges_in_edge_order_on_real_threads() {
-    for i in 0..10 {
-        let pair = twin_once(five_way(), five_way::graph(), &format!("five-{i}")).await;
-        assert_eq!(pair.out().state.log, ["start", "b0", "b1", "b2", "b3", "b4"]);
-    }
-}
-
-// Copied from tests/tests/engine/merge_order.rs (`a_chain_applies_in_causal_order_...`), builder verbatim.
-fn chain() -> Graph<Trace> {
-    Graph::<Trace>::builder("chain")
-        .node("a", |_s, _c| {
-            Box::pin(async { Ok((TraceDelta::default().log("a").last("from-a"), Route::Declared)) })
-        })
-        .node("b", |s, _c| {
-            Box::pin(async move {
-                // B reads what A wrote: the step's state includes every earlier step's deltas.
-                let seen = s.last.clone().unwrap_or_default();
-                Ok((TraceDelta::default().log(format!("b saw {seen}")).last("from-b"), Route::Declared))
-            })
-        })
-        .node("c", |s, _c| {
-            Box::pin(async move {
-                let seen = s.log.join(",");
-                Ok((TraceDelta::default().log(format!("c saw {seen}")), Route::Declared))
-            })
-        })
-        .entry("a")
-        .edge("a", "b")
-        .edge("b", "c")
-        .edge("c", END)
-        .build()
-        .unwrap()
-}
-
-/// Twin of the A → B → C chain: each node reads what the previous ones wrote.
-#[graph(state = MacroTrace, name = "chain")]
-pub mod chain {
-    use super::*;
-
-    #[node(entry, to = b)]
-    async fn a(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
-        Ok(logged("a").last(Some("from-a".into())))
-    }
-
-    #[node(to = c)]
-    async fn b(s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
-        let seen = s.last.clone().unwrap_or_default();
-        Ok(logged(format!("b saw {seen}")).last(Some("from-b".into())))
-    }
-
-    #[node(to = END)]
-    async fn c(s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
-        let seen = s.log.join(",");
-        Ok(logged(format!("c saw {seen}")))
-    }
-}
-
-#[tokio::test]
-async fn chain_twin_applies_in_causal_order() {
-    let pair = twin_once(chain(), chain::graph(), "chain").await;
-    let out = pair.out();
-    assert_eq!(out.state.log, ["a", "b saw from-a", "c saw a,b saw from-a"]);
-    assert_eq!(out.state.last.as_deref(), Some("from-b"));
-    assert_eq!(out.steps, 3);
-}
-
-// ---------------------------------------------------------------------------------------------------
-// Joins and forks (engine/joins.rs)
-// ---------------------------------------------------------------------------------------------------
-
-// Copied from tests/tests/engine/joins.rs (`a_join_with_k_predecessors_...`), builder verbatim.
-fn join_k(k: usize, counted: Arc<AtomicUsize>) -> Graph<Trace> {
-    let mut b = Graph::<Trace>::builder("join").node("split", logs("split")).entry("split");
-    for i in 0..k {
-        let name = format!("p{i}");
-        b = b
-            .node(name.clone(), move |_s, _c| {
-                Box::pin(
-                    async move { Ok((TraceDelta::default().log(format!("p{i}")).count(1), Route::Declared)) },
-                )
-            })
-            .edge("split", name.clone())
-            .edge(name, "join");
-    }
-    b.node("join", move |s, _c| {
-        counted.fetch_add(1, Ordering::SeqCst);
-        let seen = s.count;
-        Box::pin(async move { Ok((TraceDelta::default().log(format!("join saw {seen}")), Route::Declared)) })
-    })
-    .edge("join", END)
-    .build()
-    .unwrap()
-}
-
-/// Twin of `join_k(k)`: `split` → the `k` parents named → `join` → END. The parents' names come from
-/// the invocation (node names passed into a `macro_rules!` that expands to `#[graph]`; see
-/// `ui-tests/tests/pass/macro_rules_nodes.rs`), and each parent logs its own name.
-macro_rules! join_twin {
-    ($(#[$doc:meta])* $module:ident: $($p:ident),+) => {
-        $(#[$doc])*
-        #[graph(state = MacroTrace, name = "join")]
-        pub mod $module {
-            use super::*;
-
-            /// Activations of `join` so far.
-            pub static RUNS: AtomicUsize = AtomicUsize::new(0);
-
-            #[node(entry, to = [$($p),+])]
-            async fn split(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
-                Ok(logged("split"))
-            }
-
-            $(
-                #[node(to = join)]
-                async fn $p(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
-                    Ok(logged(stringify!($p)).count(1))
-                }
-            )+
-
-            #[node(to = END)]
-            async fn join(s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
-                RUNS.fetch_add(1, Ordering::SeqCst);
-                Ok(logged(format!("join saw {}", s.count)))
-            }
-        }
-    };
-}
-
-join_twin!(
-    /// Twin of `join_k(2)`.
-    join_2: p0, p1
-);
-join_twin!(
-    /// Twin of `join_k(4)`.
-    join_4: p0, p1, p2, p3
-);
-join_twin!(
-    /// Twin of `join_k(7)`.
-    join_7: p0, p1, p2, p3, p4, p5, p6
-);
-
-#[tokio::test]
-async fn join_twins_run_once_and_see_all_k_deltas() {
-    type Twin = (usize, fn() -> Graph<MacroTrace>, &'static AtomicUsize);
-    let twins: [Twin; 3] = [
-        (2, join_2::graph, &join_2::RUNS),
-        (4, join_4::graph, &join_4::RUNS),
-        (7, join_7::graph, &join_7::RUNS),
-    ];
-    for (k, graph, twin_runs) in twins {
-        let runs = Arc::new(AtomicUsize::new(0));
-        let pair = twin_once(join_k(k, runs.clone()), graph(), "j").await;
-        assert_eq!(runs.load(Ordering::SeqCst), 1, "k = {k}");
-        assert_eq!(twin_runs.load(Ordering::SeqCst), 1, "k = {k}");
-        let out = pair.out();
-        assert_eq!(out.state.log.last().unwrap(), &format!("join saw {k}"));
-        assert_eq!(out.state.log.len(), k + 2);
-        assert_eq!(out.steps, 3, "split, parents, join");
-    }
-}
-
-// Copied from tests/tests/engine/joins.rs (`forks_with_inputs_...`), builder verbatim.
-fn fork() -> Graph<Trace> {
-    Graph::<Trace>::builder("fork")
-        .node("plan", |_s, _c| {
-            Box::pin(async {
-                let mut branches = Vec::new();
-                for topic in ["c", "a", "b"] {
-                    branches.push(Branch::with_input(0, &topic)?);
-                }
-                branches.push(Branch::to(1));
-                branches.push(Branch::to(1));
-                Ok((TraceDelta::default(), Route::Fork(branches)))
-            })
-        })
-        .node("research", |_s, ctx| {
-            Box::pin(async move {
-                let topic: String = ctx.input()?.expect("forked with an input");
-                Ok((TraceDelta::default().log(format!("research {topic}")), Route::Declared))
-            })
-        })
-        .node("audit", |_s, ctx| {
-            Box::pin(async move {
-                assert!(ctx.raw_input().is_none());
-                Ok((TraceDelta::default().log("audit").count(1), Route::Declared))
-            })
-        })
-        .entry("plan")
-        .edge("plan", "research")
-        .edge("plan", "audit")
-        .edge("research", END)
-        .edge("audit", END)
-        .build()
-        .unwrap()
-}
-
-/// Twin of the fork graph: three `research` branches with inputs, then two plain `audit` branches that
-/// join into one activation.
+/// Twin of `fork()`: three `research` branches with inputs, then two plain `audit` branches that join
+/// into one activation.
 #[graph(state = MacroTrace, name = "fork")]
 pub mod fork {
     use super::*;
@@ -549,34 +282,8 @@ async fn fork_twin_makes_one_activation_per_input_and_joins_plain_branches() {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Retries (engine/retries.rs)
+// Node policies: retry, backoff and jitter; the node error
 // ---------------------------------------------------------------------------------------------------
-
-// Copied verbatim from tests/tests/engine/retries.rs.
-/// A single node failing `failures` times (with `fatal` errors if asked), then succeeding.
-fn flaky(failures: u32, fatal: bool, retry: RetryPolicy, attempts: Arc<AtomicU32>) -> Graph<Trace> {
-    Graph::<Trace>::builder("flaky")
-        .node_with(
-            "flaky",
-            move |_s, ctx| {
-                let attempts = attempts.clone();
-                Box::pin(async move {
-                    let n = attempts.fetch_add(1, Ordering::SeqCst) + 1;
-                    assert_eq!(ctx.attempt(), n, "ctx.attempt() counts attempts");
-                    if n <= failures {
-                        let msg = format!("boom #{n}");
-                        return Err(if fatal { NodeError::fatal(msg) } else { NodeError::new(msg) });
-                    }
-                    Ok((TraceDelta::default().count(n as u64), Route::Declared))
-                })
-            },
-            NodePolicy::default().retry(retry),
-        )
-        .entry("flaky")
-        .edge("flaky", END)
-        .build()
-        .unwrap()
-}
 
 /// Twin of `flaky(failures, fatal, retry)`: the retry policy becomes `#[node(retry(...))]`.
 macro_rules! flaky_twin {
@@ -611,16 +318,12 @@ flaky_twin!(
     flaky_recovers: failures = 2, fatal = false, retry(attempts = 5, backoff = exponential("10ms", "1s"))
 );
 flaky_twin!(
+    /// Twin of `flaky(2, false, attempts(5), fixed(100 ms), jitter 0.5)`.
+    flaky_jittered: failures = 2, fatal = false, retry(attempts = 5, backoff = fixed("100ms"), jitter = 0.5)
+);
+flaky_twin!(
     /// Twin of `flaky(10, false, attempts(3))`.
     flaky_exhausted: failures = 10, fatal = false, retry(attempts = 3)
-);
-flaky_twin!(
-    /// Twin of `flaky(10, true, attempts(5))`.
-    flaky_fatal: failures = 10, fatal = true, retry(attempts = 5)
-);
-flaky_twin!(
-    /// Twin of `flaky(3, false, attempts(4), fixed(0), jitter 1.0)`.
-    flaky_zero_delay: failures = 3, fatal = false, retry(attempts = 4, backoff = fixed("0ms"), jitter = 1.0)
 );
 
 #[tokio::test(start_paused = true)]
@@ -633,6 +336,21 @@ async fn flaky_twin_succeeds_after_two_failures_with_the_same_backoff() {
     assert_eq!(flaky_recovers::ATTEMPTS.load(Ordering::SeqCst), 3);
     assert_eq!(pair.out().state.count, 3);
     assert_eq!(pair.elapsed, [Duration::from_millis(10 + 20); 2], "backoff 10 ms then 20 ms");
+}
+
+#[tokio::test(start_paused = true)]
+async fn flaky_twin_jitters_its_backoff_like_the_hand_graph() {
+    let attempts = Arc::new(AtomicU32::new(0));
+    let retry = RetryPolicy::attempts(5).backoff(Backoff::Fixed(Duration::from_millis(100))).jitter(0.5);
+    let pair = twin_once(flaky(2, false, retry, attempts.clone()), flaky_jittered::graph(), "r").await;
+    assert_eq!(attempts.load(Ordering::SeqCst), 3);
+    assert_eq!(flaky_jittered::ATTEMPTS.load(Ordering::SeqCst), 3);
+    assert_eq!(pair.out().state.count, 3);
+    // The jitter is drawn from the item's path and attempt, the same in both graphs: the same waits,
+    // shorter than the two unjittered 100 ms and at least half of them.
+    let [hand, twin] = pair.elapsed;
+    assert_eq!(hand, twin);
+    assert!(hand < Duration::from_millis(200) && hand >= Duration::from_millis(100), "{hand:?}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -658,105 +376,11 @@ async fn flaky_twin_exhausts_its_retries_with_the_same_error() {
     assert!(matches!(pair.observed.info, Some((RunStatus::Failed(_), 0, _))), "{:?}", pair.observed.info);
 }
 
-#[tokio::test(start_paused = true)]
-async fn flaky_twin_attempts_a_fatal_error_once() {
-    let attempts = Arc::new(AtomicU32::new(0));
-    let pair =
-        twin_once(flaky(10, true, RetryPolicy::attempts(5), attempts.clone()), flaky_fatal::graph(), "r")
-            .await;
-    for err in pair.errors() {
-        assert!(matches!(err, Error::NodeFailed { attempts: 1, .. }), "{err:?}");
-    }
-    assert_eq!(attempts.load(Ordering::SeqCst), 1);
-    assert_eq!(flaky_fatal::ATTEMPTS.load(Ordering::SeqCst), 1);
-}
-
-#[tokio::test(start_paused = true)]
-async fn flaky_twin_retries_without_delay() {
-    let attempts = Arc::new(AtomicU32::new(0));
-    let retry = RetryPolicy::attempts(4).backoff(Backoff::Fixed(Duration::ZERO)).jitter(1.0);
-    let pair = twin_once(flaky(3, false, retry, attempts.clone()), flaky_zero_delay::graph(), "r").await;
-    assert_eq!(attempts.load(Ordering::SeqCst), 4);
-    assert_eq!(flaky_zero_delay::ATTEMPTS.load(Ordering::SeqCst), 4);
-    assert_eq!(pair.out().state.count, 4);
-    assert_eq!(pair.elapsed, [Duration::ZERO; 2]);
-}
-
-// Copied from tests/tests/engine/retries.rs (`the_engine_default_retry_...`), builder verbatim.
-fn default_retry(attempts: Arc<AtomicU32>) -> Graph<Trace> {
-    let a = attempts;
-    Graph::<Trace>::builder("default-retry")
-        .node("n", move |_s, _c| {
-            let a = a.clone();
-            Box::pin(async move {
-                if a.fetch_add(1, Ordering::SeqCst) == 0 {
-                    return Err(NodeError::new("once"));
-                }
-                Ok((TraceDelta::default(), Route::Declared))
-            })
-        })
-        .entry("n")
-        .edge("n", END)
-        .build()
-        .unwrap()
-}
-
-/// Twin of the default-retry graph: a node without a retry policy that fails its first attempt.
-#[graph(state = MacroTrace, name = "default-retry")]
-pub mod default_retry {
-    use super::*;
-
-    /// Attempts so far.
-    pub static ATTEMPTS: AtomicU32 = AtomicU32::new(0);
-
-    #[node(entry, to = END)]
-    async fn n(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
-        if ATTEMPTS.fetch_add(1, Ordering::SeqCst) == 0 {
-            return Err(NodeError::new("once"));
-        }
-        Ok(MacroTraceDelta::default())
-    }
-}
-
-#[tokio::test(start_paused = true)]
-async fn default_retry_twin_takes_the_engine_default() {
-    let attempts = Arc::new(AtomicU32::new(0));
-    let (hand, mac) = engines(
-        default_retry(attempts.clone()),
-        default_retry::graph(),
-        EngineOptions::default().default_retry(RetryPolicy::attempts(2)),
-    );
-    let pair = twin(&hand, &mac, "r", None).await;
-    assert!(pair.out().is_completed());
-    assert_eq!(attempts.load(Ordering::SeqCst), 2);
-    assert_eq!(default_retry::ATTEMPTS.load(Ordering::SeqCst), 2);
-}
-
 // ---------------------------------------------------------------------------------------------------
-// Timeouts (engine/timeouts.rs)
+// Node policies: timeout; the timeout error
 // ---------------------------------------------------------------------------------------------------
 
-// Copied verbatim from tests/tests/engine/timeouts.rs.
-fn sleeper(sleep: Duration, policy: NodePolicy) -> Graph<Trace> {
-    Graph::<Trace>::builder("sleeper")
-        .node_with(
-            "sleepy",
-            move |_s, ctx| {
-                Box::pin(async move {
-                    assert!(ctx.deadline().is_some());
-                    tokio::time::sleep(sleep).await;
-                    Ok((TraceDelta::default().count(1), Route::Declared))
-                })
-            },
-            policy,
-        )
-        .entry("sleepy")
-        .edge("sleepy", END)
-        .build()
-        .unwrap()
-}
-
-/// Twin of `sleeper(100 ms, policy)`: the policy becomes `#[node(timeout = ..., retry(...))]`.
+/// Twin of `sleeper(100 ms, policy)`: the policy becomes `#[node(timeout = ...)]`.
 macro_rules! sleeper_twin {
     ($(#[$doc:meta])* $module:ident $(: $($policy:tt)+)?) => {
         $(#[$doc])*
@@ -785,10 +409,6 @@ sleeper_twin!(
 sleeper_twin!(
     /// Twin of `sleeper(100 ms, timeout 1 s)`.
     sleeper_1s: timeout = "1s"
-);
-sleeper_twin!(
-    /// Twin of `sleeper(100 ms, timeout 10 ms, 3 attempts)`.
-    sleeper_retried: timeout = "10ms", retry(attempts = 3)
 );
 
 #[tokio::test(start_paused = true)]
@@ -831,371 +451,156 @@ async fn sleeper_twin_times_out_like_the_hand_graph() {
     assert_eq!(pair.elapsed, [ms(100); 2]);
 }
 
-#[tokio::test(start_paused = true)]
-async fn sleeper_twin_retries_timeouts_like_errors() {
-    let pair = twin_once(
-        sleeper(
-            Duration::from_millis(100),
-            NodePolicy::default().timeout(Duration::from_millis(10)).retry(RetryPolicy::attempts(3)),
-        ),
-        sleeper_retried::graph(),
-        "t",
-    )
-    .await;
-    for err in pair.errors() {
-        assert!(matches!(err, Error::NodeTimeout { attempts: 3, .. }), "{err:?}");
-    }
-    assert_eq!(pair.elapsed, [Duration::from_millis(30); 2]);
-}
-
-// Copied from tests/tests/engine/timeouts.rs (`a_200ms_budget_...`), builder verbatim.
-fn forever() -> Graph<Trace> {
-    Graph::<Trace>::builder("forever")
-        .node("spin", |s, _c| {
-            let n = s.count;
-            Box::pin(async move {
-                tokio::time::sleep(Duration::from_millis(30)).await;
-                Ok((TraceDelta::default().count(1), if n < 1_000 { Route::Goto(0) } else { Route::Goto(1) }))
-            })
-        })
-        .entry("spin")
-        .edge("spin", "spin")
-        .edge("spin", END)
-        .build()
-        .unwrap()
-}
-
-/// Twin of the `forever` graph: a 30 ms node looping a thousand times.
-#[graph(state = MacroTrace, name = "forever")]
-pub mod forever {
-    use super::*;
-
-    #[node(entry, to = [spin, END])]
-    async fn spin(s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace, spin::Next> {
-        let n = s.count;
-        tokio::time::sleep(Duration::from_millis(30)).await;
-        Ok((MacroTraceDelta::default().count(1), if n < 1_000 { spin::Next::Spin } else { spin::Next::End }))
-    }
-}
-
-#[tokio::test(start_paused = true)]
-async fn forever_twin_stops_at_the_same_step_on_a_budget() {
-    let (hand, mac) = engines(
-        forever(),
-        forever::graph(),
-        EngineOptions::default().run_wall_clock_budget(Duration::from_millis(200)),
-    );
-    let pair = twin(&hand, &mac, "budget", None).await;
-    for err in pair.errors() {
-        assert!(matches!(err, Error::BudgetExceeded { step: 6, .. }), "{err:?}");
-    }
-    assert_eq!(pair.elapsed, [Duration::from_millis(200); 2]);
-    assert!(matches!(pair.observed.info, Some((RunStatus::Failed(_), 6, _))), "{:?}", pair.observed.info);
-}
-
 // ---------------------------------------------------------------------------------------------------
-// RNG (engine/rng.rs)
+// Node policies: max_concurrency
 // ---------------------------------------------------------------------------------------------------
 
-// Copied verbatim from tests/tests/engine/rng.rs.
-/// A loop of `n` iterations; every iteration logs two draws.
-fn dice(n: u64) -> Graph<Trace> {
-    Graph::<Trace>::builder("dice")
-        .node("roll", move |s, ctx| {
-            let i = s.count;
-            Box::pin(async move {
-                let (a, b) = (ctx.rng().next_u64(), ctx.rng().next_u64());
-                Ok((
-                    TraceDelta::default().count(1).log(format!("{a:016x}{b:016x}")),
-                    Route::Goto(u32::from(i + 1 >= n)),
-                ))
-            })
-        })
-        .entry("roll")
-        .edge("roll", "roll")
-        .edge("roll", END)
-        .build()
-        .unwrap()
-}
-
-/// Twin of `dice(n)`: `roll` loops `n` times, logging two draws of `ctx.rng()` each time.
-macro_rules! dice_twin {
-    ($(#[$doc:meta])* $module:ident: $n:literal) => {
+/// Twin of `slow_fan(10, gauge, policy)`: the policy becomes options of `#[node]` on `slow`, the gauge is
+/// the module's `GAUGE`.
+macro_rules! slow_fan_twin {
+    ($(#[$doc:meta])* $module:ident $(: $($policy:tt)+)?) => {
         $(#[$doc])*
-        #[graph(state = MacroTrace, name = "dice")]
+        #[graph(state = MacroTrace, name = "slow-fan")]
         pub mod $module {
             use super::*;
 
-            const N: u64 = $n;
+            const N: usize = 10;
 
-            #[node(entry, to = [roll, END])]
-            async fn roll(s: &MacroTrace, ctx: &mut Ctx) -> NodeResult<MacroTrace, roll::Next> {
-                let i = s.count;
-                let (a, b) = (ctx.rng().next_u64(), ctx.rng().next_u64());
-                let next = if i + 1 >= N { roll::Next::End } else { roll::Next::Roll };
-                Ok((MacroTraceDelta::default().count(1).log(vec![format!("{a:016x}{b:016x}")]), next))
+            /// Running `slow` items and their peak.
+            pub static GAUGE: std::sync::LazyLock<Arc<Gauge>> = std::sync::LazyLock::new(Arc::default);
+
+            #[node(entry, to = slow)]
+            async fn fan(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace, fan::Fork> {
+                let mut fork = fan::Fork::new();
+                for i in 0..N {
+                    fork = fork.slow_with(&i)?;
+                }
+                Ok((MacroTraceDelta::default(), fork))
+            }
+
+            #[node(to = END $(, $($policy)+)?)]
+            async fn slow(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
+                let _g = GAUGE.enter();
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                Ok(MacroTraceDelta::default().count(1))
             }
         }
     };
 }
 
-dice_twin!(
-    /// Twin of `dice(5)`.
-    dice_5: 5
+slow_fan_twin!(
+    /// Twin of `slow_fan(10, _, max_concurrency(2))`.
+    slow_fan_per_node: max_concurrency = 2
 );
-dice_twin!(
-    /// Twin of `dice(8)`.
-    dice_8: 8
-);
-dice_twin!(
-    /// Twin of `dice(50)`.
-    dice_50: 50
+slow_fan_twin!(
+    /// Twin of `slow_fan(10, _, default)` under an engine-wide per-node limit of 4.
+    slow_fan_engine_per_node
 );
 
-#[tokio::test]
-async fn dice_twin_draws_the_same_numbers_for_every_seed_and_run_id() {
-    let (hand, mac) = engines(dice(5), dice_5::graph(), EngineOptions::default());
-    let mut logs = BTreeSet::new();
-    for i in 0..20 {
-        let pair = twin(&hand, &mac, &format!("r{i}"), Some(99)).await;
-        logs.insert(pair.out().state.log.clone());
-    }
-    assert_eq!(logs.len(), 1);
-    for (id, seed) in [("other", Some(100)), ("derived-a", None), ("derived-b", None)] {
-        let pair = twin(&hand, &mac, id, seed).await;
-        assert!(!logs.contains(&pair.out().state.log), "{id}: another seed, another sequence");
-    }
-    let pair = twin_once(dice(50), dice_50::graph(), "loop").await;
-    assert_eq!(pair.out().state.log.iter().collect::<BTreeSet<_>>().len(), 50);
-}
-
-#[tokio::test]
-async fn dice_twin_resumes_into_the_same_streams() {
-    // As in `a_resumed_run_continues_the_streams_exactly`: stop "split" after 3 steps on a short engine
-    // sharing the store, resume it on the full one; both graphs must stop and resume identically.
-    let (hand, mac) = engines(dice(8), dice_8::graph(), EngineOptions::default());
-    let straight = twin(&hand, &mac, "straight", Some(5)).await;
-    let short_hand = Engine::builder(dice(8))
-        .shared_store(hand.store().clone())
-        .options(EngineOptions::default().max_steps(3))
-        .build();
-    let short_mac = Engine::builder(dice_8::graph())
-        .shared_store(mac.store().clone())
-        .options(EngineOptions::default().max_steps(3))
-        .build();
-    let stopped = twin(&short_hand, &short_mac, "split", Some(5)).await;
-    for err in stopped.errors() {
-        assert!(matches!(err, Error::MaxStepsExceeded { max_steps: 3, .. }), "{err:?}");
-    }
-    let (h, m) = (hand.resume("split").await, mac.resume("split").await);
-    let resumed = observe_result(&hand, "split", &h).await;
-    assert_eq!(resumed, observe_result(&mac, "split", &m).await);
-    assert_eq!(h.unwrap().state, straight.out().state);
-    assert_eq!(resumed.history, straight.observed.history, "a resumed run commits the straight history");
-}
-
-// Copied from tests/tests/engine/rng.rs (`retries_draw_distinct_streams`), builder verbatim.
-fn retry_rng(attempts: Arc<AtomicU32>, seen: Arc<Mutex<Vec<u64>>>) -> Graph<Trace> {
-    let (a, s) = (attempts, seen);
-    Graph::<Trace>::builder("retry-rng")
-        .node_with(
-            "n",
-            move |_st, ctx| {
-                let (a, s) = (a.clone(), s.clone());
-                Box::pin(async move {
-                    s.lock().unwrap().push(ctx.rng().next_u64());
-                    if a.fetch_add(1, Ordering::SeqCst) < 2 {
-                        return Err(NodeError::new("again"));
-                    }
-                    Ok((TraceDelta::default(), Route::Declared))
-                })
-            },
-            NodePolicy::default().retry(RetryPolicy::attempts(3)),
-        )
-        .entry("n")
-        .edge("n", END)
-        .build()
-        .unwrap()
-}
-
-/// Twin of the retry-rng graph: every attempt records its first draw, the first two fail.
-#[graph(state = MacroTrace, name = "retry-rng")]
-pub mod retry_rng {
-    use super::*;
-
-    /// The first draw of every attempt.
-    pub static SEEN: Mutex<Vec<u64>> = Mutex::new(Vec::new());
-
-    #[node(entry, to = END, retry(attempts = 3))]
-    async fn n(_st: &MacroTrace, ctx: &mut Ctx) -> NodeResult<MacroTrace> {
-        let attempts = {
-            let mut seen = SEEN.lock().unwrap();
-            seen.push(ctx.rng().next_u64());
-            seen.len()
-        };
-        if attempts <= 2 {
-            return Err(NodeError::new("again"));
-        }
-        Ok(MacroTraceDelta::default())
-    }
-}
-
-#[tokio::test]
-async fn retry_rng_twin_draws_the_same_stream_per_attempt() {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    twin_once(retry_rng(Arc::new(AtomicU32::new(0)), seen.clone()), retry_rng::graph(), "x").await;
-    let hand = seen.lock().unwrap().clone();
-    assert_eq!(hand.len(), 3);
-    assert_eq!(hand.iter().collect::<BTreeSet<_>>().len(), 3, "each attempt has its own stream");
-    assert_eq!(*retry_rng::SEEN.lock().unwrap(), hand, "the twin's attempts draw the same numbers");
-}
-
-// ---------------------------------------------------------------------------------------------------
-// Durable runs: the crash graph (graph_tests::crash_graph) and the sled counter (sled_engine.rs)
-// ---------------------------------------------------------------------------------------------------
-
-/// Twin of `graph_tests::crash_graph(20)`: `tick` → (`a` ∥ `b`) → `tock` (a join) → `tick` …, twenty
-/// times; `a` and `b` sleep a random time and draw from `ctx.rng()`.
-#[graph(state = MacroTrace, name = "crash")]
-pub mod crash {
-    use super::*;
-
-    /// The iterations of the hand-built graph the crash tests run.
-    pub const ITERATIONS: u64 = 20;
-
-    async fn branch(name: &str, s: &MacroTrace, ctx: &mut Ctx) -> NodeResult<MacroTrace> {
-        let seen = s.count;
-        tokio::time::sleep(random_delay(Duration::from_micros(400), seen)).await;
-        let roll = ctx.rng().next_u64() % 1_000_000;
-        Ok(logged(format!("{name}{seen}:{roll}")).count(1).best(roll))
-    }
-
-    #[node(entry, to = [a, b])]
-    async fn tick(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
-        Ok(MacroTraceDelta::default())
-    }
-
-    #[node(to = tock)]
-    async fn a(s: &MacroTrace, ctx: &mut Ctx) -> NodeResult<MacroTrace> {
-        branch("a", s, ctx).await
-    }
-
-    #[node(to = tock)]
-    async fn b(s: &MacroTrace, ctx: &mut Ctx) -> NodeResult<MacroTrace> {
-        branch("b", s, ctx).await
-    }
-
-    #[node(to = [tick, END])]
-    async fn tock(s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace, tock::Next> {
-        let done = s.count >= 2 * ITERATIONS;
-        let next = if done { tock::Next::End } else { tock::Next::Tick };
-        Ok((MacroTraceDelta::default().tags(tag(format!("i{}", s.count / 2))), next))
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_twin_commits_the_same_history() {
-    for i in 0..3 {
-        let pair = twin_once(crash_graph(crash::ITERATIONS), crash::graph(), "crash").await;
-        assert_eq!(pair.out().steps, 3 * crash::ITERATIONS, "round {i}");
-        assert_eq!(pair.observed.keys.len() as u64, 3 * crash::ITERATIONS + 1);
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_twin_stopped_anywhere_resumes_to_the_uninterrupted_hand_history() {
-    let reference = twin_once(crash_graph(crash::ITERATIONS), crash::graph(), "crash").await;
-    let reference = reference.observed.ignoring_row_version();
-    for stop in [1, 2, 3, 16, 31, 59] {
-        // The twin alone, interrupted by max_steps and resumed on a full engine over the same store.
-        let full = Engine::builder(crash::graph()).build();
-        let short = Engine::builder(crash::graph())
-            .shared_store(full.store().clone())
-            .options(EngineOptions::default().max_steps(stop))
-            .build();
-        let err = short.run("crash", MacroTrace::default()).await.unwrap_err();
-        assert!(matches!(err, Error::MaxStepsExceeded { .. }), "stop {stop}: {err:?}");
-        let resumed = full.resume("crash").await;
-        assert_eq!(
-            observe_result(&full, "crash", &resumed).await.ignoring_row_version(),
-            reference,
-            "stop {stop}"
-        );
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_twin_on_sled_survives_reopening_like_the_hand_graph() {
-    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
-    let reference = twin_once(crash_graph(crash::ITERATIONS), crash::graph(), "crash").await;
-    // Stop both after 17 steps on sled, drop the stores, reopen, resume.
-    {
-        let short =
-            |dir: &std::path::Path| (SledStore::open(dir).unwrap(), EngineOptions::default().max_steps(17));
-        let (hs, ho) = short(dirs[0].path());
-        let (ms, mo) = short(dirs[1].path());
-        let hand = Engine::builder(crash_graph(crash::ITERATIONS)).store(hs).options(ho).build();
-        let mac = Engine::builder(crash::graph()).store(ms).options(mo).build();
-        let stopped = twin(&hand, &mac, "crash", None).await;
-        for err in stopped.errors() {
-            assert!(matches!(err, Error::MaxStepsExceeded { max_steps: 17, .. }), "{err:?}");
-        }
-    }
-    let hand = Engine::builder(crash_graph(crash::ITERATIONS))
-        .store(SledStore::open(dirs[0].path()).unwrap())
-        .build();
-    let mac = Engine::builder(crash::graph()).store(SledStore::open(dirs[1].path()).unwrap()).build();
-    let (h, m) = (hand.resume("crash").await, mac.resume("crash").await);
-    let resumed = observe_result(&hand, "crash", &h).await;
-    assert_eq!(resumed, observe_result(&mac, "crash", &m).await);
-    assert_eq!(
-        resumed.ignoring_row_version(),
-        reference.observed.ignoring_row_version(),
-        "sled, reopened and resumed = memory, uninterrupted"
+#[tokio::test(start_paused = true)]
+async fn slow_fan_twin_holds_the_per_node_limit_below_the_run_limit() {
+    let gauge = Arc::new(Gauge::default());
+    let (hand, mac) = engines(
+        slow_fan(10, gauge.clone(), NodePolicy::default().max_concurrency(2)),
+        slow_fan_per_node::graph(),
+        EngineOptions::default().max_concurrent_nodes(8),
     );
+    let pair = twin(&hand, &mac, "per-node", None).await;
+    assert_eq!(gauge.peak.load(Ordering::SeqCst), 2);
+    assert_eq!(slow_fan_per_node::GAUGE.peak.load(Ordering::SeqCst), 2);
+    assert_eq!(pair.elapsed, [Duration::from_millis(250); 2], "10 items, 2 at a time");
+
+    let gauge = Arc::new(Gauge::default());
+    let (hand, mac) = engines(
+        slow_fan(10, gauge.clone(), NodePolicy::default()),
+        slow_fan_engine_per_node::graph(),
+        EngineOptions::default().max_concurrent_nodes(8).max_per_node_concurrency(4),
+    );
+    let pair = twin(&hand, &mac, "engine-per-node", None).await;
+    assert_eq!(gauge.peak.load(Ordering::SeqCst), 4);
+    assert_eq!(slow_fan_engine_per_node::GAUGE.peak.load(Ordering::SeqCst), 4);
+    assert_eq!(pair.elapsed, [Duration::from_millis(150); 2], "10 items, 4 at a time");
 }
 
-// Copied verbatim from tests/tests/sled_engine.rs.
-/// A loop of `n` steps, each appending one entry and adding one.
-fn counter(n: u64) -> Graph<Trace> {
-    Graph::<Trace>::builder("counter")
-        .node("tick", move |s, ctx| {
-            let i = s.count;
-            Box::pin(async move {
-                let route = if i + 1 < n { Route::Goto(0) } else { Route::Goto(1) };
-                Ok((TraceDelta::default().count(1).log(format!("tick {i} at step {}", ctx.step())), route))
-            })
-        })
-        .entry("tick")
-        .edge("tick", "tick")
-        .edge("tick", END)
-        .build()
-        .unwrap()
-}
+// ---------------------------------------------------------------------------------------------------
+// A conflict
+// ---------------------------------------------------------------------------------------------------
 
-/// Twin of `counter(40)`: `tick` loops forty times.
-#[graph(state = MacroTrace, name = "counter")]
-pub mod counter_40 {
+/// Twin of `two_writers()`: `x` and `y` both overwrite `last` in one step.
+#[graph(state = MacroTrace, name = "conflict")]
+pub mod two_writers {
     use super::*;
 
-    const N: u64 = 40;
+    #[node(entry, to = [x, y])]
+    async fn start(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
+        Ok(logged("start"))
+    }
 
-    #[node(entry, to = [tick, END])]
-    async fn tick(s: &MacroTrace, ctx: &mut Ctx) -> NodeResult<MacroTrace, tick::Next> {
-        let i = s.count;
-        let next = if i + 1 < N { tick::Next::Tick } else { tick::Next::End };
-        Ok((MacroTraceDelta::default().count(1).log(vec![format!("tick {i} at step {}", ctx.step())]), next))
+    #[node(to = END)]
+    async fn x(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
+        Ok(MacroTraceDelta::default().last(Some("x".into())).count(1))
+    }
+
+    #[node(to = END)]
+    async fn y(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
+        Ok(MacroTraceDelta::default().last(Some("y".into())).count(1))
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn counter_twin_on_sled_equals_the_hand_graph_on_sled() {
-    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
-    let hand = Engine::builder(counter(40)).store(SledStore::open(dirs[0].path()).unwrap()).build();
-    let mac = Engine::builder(counter_40::graph()).store(SledStore::open(dirs[1].path()).unwrap()).build();
-    let pair = twin(&hand, &mac, "c", None).await;
-    assert_eq!(pair.out().steps, 40);
-    assert_eq!(pair.observed.keys.len(), 41);
-    // A completed run resumes to its stored state on both.
-    assert_eq!(mac.resume("c").await.unwrap().state.log, pair.out().state.log);
+#[tokio::test]
+async fn two_writers_twin_conflicts_by_default_naming_the_field_and_both_nodes() {
+    let pair = twin_once(two_writers(), two_writers::graph(), "c").await;
+    for err in pair.errors() {
+        let Error::Conflict { source, .. } = err else { panic!("{err:?}") };
+        assert_eq!(
+            (source.field, source.first_node.as_str(), source.second_node.as_str()),
+            ("last", "x", "y")
+        );
+        assert_eq!(source.step, 1);
+        let msg = err.to_string();
+        assert!(msg.contains("`last`") && msg.contains("`x`") && msg.contains("`y`"), "{msg}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The fingerprint and the renderings
+// ---------------------------------------------------------------------------------------------------
+
+/// Twin of `two_edges(END)`: `a` → END and `b`, `b` → END. (`two_edges("b")` declares `a -> b` twice,
+/// which `#[node(to = [b, b])]` rejects: no twin.)
+#[graph(state = MacroTrace, name = "g")]
+pub mod g_end {
+    use super::*;
+
+    #[node(entry, to = [END, b])]
+    async fn a(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
+        Ok(logged("a"))
+    }
+
+    #[node(to = END)]
+    async fn b(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
+        Ok(logged("b"))
+    }
+}
+
+#[tokio::test]
+async fn g_end_twin_renders_and_fingerprints_like_its_structure() {
+    let pair = twin_once(two_edges(END), g_end::graph(), "g").await;
+    assert_eq!(pair.out().state.log, ["a", "b"]);
+    let (hand, mac) = (two_edges(END), g_end::graph());
+    assert_eq!(hand.dot(), mac.dot());
+    assert!(mac.mermaid().contains("a -->|1| b"));
+    assert!(mac.dot().contains("\"b\" -> \"__end__\" [label=\"0\"]"));
+    assert_eq!(mac.fingerprint(), g_end::FINGERPRINT);
+    assert_eq!(g_end::graph().fingerprint(), mac.fingerprint(), "a function of the description");
+    assert_ne!(mac.fingerprint(), hand.fingerprint(), "the macro's fingerprint includes the signatures");
+    // The same shape with the same node signatures recorded (as the macro records them: rustc's rendering
+    // of the signature's tokens): the compile-time fingerprint is the one the runtime computes for a
+    // hand-built graph.
+    let signed = two_edges_builder(END)
+        .signature("a", "async fn a(_s : & MacroTrace, _c : & mut Ctx) -> NodeResult < MacroTrace >")
+        .signature("b", "async fn b(_s : & MacroTrace, _c : & mut Ctx) -> NodeResult < MacroTrace >")
+        .build()
+        .unwrap();
+    assert_eq!(signed.fingerprint(), g_end::FINGERPRINT);
 }

@@ -8,9 +8,8 @@ use graph_runtime::{
     Backoff, CancellationToken, END, Engine, Error, Graph, NodeError, NodePolicy, RetryPolicy, Route,
     RunOptions, RunStatus,
 };
+use graph_tests::graphs::logs;
 use graph_tests::{Trace, TraceDelta};
-
-use super::logs;
 
 /// Counts live node futures and how many saw the cancellation before they ended.
 #[derive(Default)]

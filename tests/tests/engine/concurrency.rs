@@ -1,62 +1,12 @@
 //! Bounded concurrency: per run and per node.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use graph_runtime::{Branch, END, Engine, EngineOptions, Graph, NodePolicy, Route};
-use graph_tests::{Trace, TraceDelta};
-
-/// Counts running nodes and remembers the peak.
-#[derive(Default)]
-struct Gauge {
-    now: AtomicUsize,
-    peak: AtomicUsize,
-}
-
-impl Gauge {
-    fn enter(self: &Arc<Self>) -> GaugeGuard {
-        let n = self.now.fetch_add(1, Ordering::SeqCst) + 1;
-        self.peak.fetch_max(n, Ordering::SeqCst);
-        GaugeGuard(self.clone())
-    }
-}
-
-struct GaugeGuard(Arc<Gauge>);
-
-impl Drop for GaugeGuard {
-    fn drop(&mut self) {
-        self.0.now.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// fan → `n` slow branches of node `slow` (forked with inputs so they do not join) → END.
-fn slow_fan(n: usize, gauge: Arc<Gauge>, policy: NodePolicy) -> Graph<Trace> {
-    Graph::<Trace>::builder("slow-fan")
-        .node("fan", move |_s, _c| {
-            Box::pin(async move {
-                let branches = (0..n).map(|i| Branch::with_input(0, &i)).collect::<Result<Vec<_>, _>>()?;
-                Ok((TraceDelta::default(), Route::Fork(branches)))
-            })
-        })
-        .node_with(
-            "slow",
-            move |_s, _c| {
-                let gauge = gauge.clone();
-                Box::pin(async move {
-                    let _g = gauge.enter();
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    Ok((TraceDelta::default().count(1), Route::Declared))
-                })
-            },
-            policy,
-        )
-        .entry("fan")
-        .edge("fan", "slow")
-        .edge("slow", END)
-        .build()
-        .unwrap()
-}
+use graph_runtime::{Engine, EngineOptions, NodePolicy};
+use graph_tests::Trace;
+use graph_tests::graphs::{Gauge, slow_fan};
 
 #[tokio::test(start_paused = true)]
 async fn at_most_three_of_ten_slow_nodes_run_at_once_and_at_least_two_do() {

@@ -4,52 +4,9 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use graph_runtime::rand_core::Rng;
-use graph_runtime::{Engine, EngineOptions, Graph, MemoryStore, Route, RunOptions};
-use graph_tests::{Trace, TraceDelta, history_hash, random_delay, state_hash};
-
-/// plan → w0..w{n-1} (static fan-out) → join → plan (loop) | END, `iterations` times.
-pub(crate) fn fanout_loop(workers: usize, iterations: usize, max_delay: Duration) -> Graph<Trace> {
-    let mut b = Graph::<Trace>::builder("fanout-loop").node("plan", |s, ctx| {
-        Box::pin(async move {
-            let n = s.log.iter().filter(|l| l.starts_with("join")).count();
-            Ok((TraceDelta::default().log(format!("plan{n}@{}", ctx.step())).count(1), Route::Declared))
-        })
-    });
-    for i in 0..workers {
-        let name = format!("w{i}");
-        let label = name.clone();
-        b = b.node(name.clone(), move |s, ctx| {
-            let label = label.clone();
-            Box::pin(async move {
-                tokio::time::sleep(random_delay(max_delay, i as u64)).await;
-                let roll = ctx.rng().next_u64() % 1000;
-                let seen = s.count;
-                Ok((
-                    TraceDelta::default()
-                        .log(format!("{label}:{roll}:{seen}"))
-                        .tag(label.clone())
-                        .best(roll)
-                        .count(1),
-                    Route::Declared,
-                ))
-            })
-        });
-        b = b.edge("plan", name.clone()).edge(name, "join");
-    }
-    b.node("join", move |s, _ctx| {
-        Box::pin(async move {
-            let n = s.log.iter().filter(|l| l.starts_with("join")).count();
-            let route = if n + 1 < iterations { Route::Goto(0) } else { Route::Goto(1) };
-            Ok((TraceDelta::default().log(format!("join{n}")), route))
-        })
-    })
-    .edge("join", "plan")
-    .edge("join", graph_runtime::END)
-    .entry("plan")
-    .build()
-    .expect("valid graph")
-}
+use graph_runtime::{Engine, EngineOptions, MemoryStore, RunOptions};
+use graph_tests::graphs::fanout_loop;
+use graph_tests::{Trace, history_hash, state_hash};
 
 fn runtime(workers: usize) -> tokio::runtime::Runtime {
     if workers == 1 {

@@ -7,9 +7,8 @@ use std::time::Duration;
 use graph_runtime::{
     ConflictPolicy, END, Engine, EngineOptions, Error, Graph, GraphError, NodeError, Route, RunStatus,
 };
+use graph_tests::graphs::{logs, two_edges, two_writers};
 use graph_tests::{Trace, TraceDelta};
-
-use super::logs;
 
 #[tokio::test]
 async fn an_empty_fork_is_no_progress() {
@@ -89,25 +88,6 @@ async fn a_panicking_node_is_a_typed_error() {
         .unwrap();
     let err = Engine::builder(g).build().run("p", Trace::default()).await.unwrap_err();
     assert!(matches!(&err, Error::NodePanicked { message, .. } if message == "kaboom"), "{err:?}");
-}
-
-/// start → x, y (both write `last`, an overwrite field) → END.
-fn two_writers() -> Graph<Trace> {
-    Graph::<Trace>::builder("conflict")
-        .node("start", logs("start"))
-        .node("x", |_s, _c| {
-            Box::pin(async { Ok((TraceDelta::default().last("x").count(1), Route::Declared)) })
-        })
-        .node("y", |_s, _c| {
-            Box::pin(async { Ok((TraceDelta::default().last("y").count(1), Route::Declared)) })
-        })
-        .entry("start")
-        .edge("start", "x")
-        .edge("start", "y")
-        .edge("x", END)
-        .edge("y", END)
-        .build()
-        .unwrap()
 }
 
 #[tokio::test]
@@ -230,17 +210,7 @@ fn graph_mistakes_are_typed_with_suggestions() {
 
 #[test]
 fn fingerprints_follow_structure() {
-    let g = |to: &str| {
-        Graph::<Trace>::builder("g")
-            .node("a", logs("a"))
-            .node("b", logs("b"))
-            .entry("a")
-            .edge("a", to)
-            .edge("a", "b")
-            .edge("b", END)
-            .build()
-            .unwrap()
-    };
+    let g = two_edges;
     assert_eq!(g("b").fingerprint(), g("b").fingerprint());
     assert_ne!(g("b").fingerprint(), g(END).fingerprint());
     assert!(g("b").mermaid().contains("a -->|1| b"));

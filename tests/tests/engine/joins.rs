@@ -3,10 +3,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use graph_runtime::{Branch, END, Engine, Graph, Route};
+use graph_runtime::{END, Engine, Graph, Route};
+use graph_tests::graphs::{fork, logs};
 use graph_tests::{Trace, TraceDelta};
-
-use super::logs;
 
 #[tokio::test]
 async fn a_join_with_k_predecessors_runs_once_and_sees_all_k_deltas() {
@@ -80,37 +79,7 @@ async fn twenty_way_fan_out_fifty_iterations_never_ends_early() {
 
 #[tokio::test]
 async fn forks_with_inputs_make_one_activation_each_and_plain_forks_join() {
-    let g = Graph::<Trace>::builder("fork")
-        .node("plan", |_s, _c| {
-            Box::pin(async {
-                let mut branches = Vec::new();
-                for topic in ["c", "a", "b"] {
-                    branches.push(Branch::with_input(0, &topic)?);
-                }
-                branches.push(Branch::to(1));
-                branches.push(Branch::to(1));
-                Ok((TraceDelta::default(), Route::Fork(branches)))
-            })
-        })
-        .node("research", |_s, ctx| {
-            Box::pin(async move {
-                let topic: String = ctx.input()?.expect("forked with an input");
-                Ok((TraceDelta::default().log(format!("research {topic}")), Route::Declared))
-            })
-        })
-        .node("audit", |_s, ctx| {
-            Box::pin(async move {
-                assert!(ctx.raw_input().is_none());
-                Ok((TraceDelta::default().log("audit").count(1), Route::Declared))
-            })
-        })
-        .entry("plan")
-        .edge("plan", "research")
-        .edge("plan", "audit")
-        .edge("research", END)
-        .edge("audit", END)
-        .build()
-        .unwrap();
+    let g = fork();
     let out = Engine::builder(g).build().run("f", Trace::default()).await.unwrap();
     // Branch order is list order; the two plain branches into `audit` joined into one activation.
     assert_eq!(out.state.log, ["research c", "research a", "research b", "audit"]);

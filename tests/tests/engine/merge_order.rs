@@ -3,9 +3,8 @@
 use std::time::Duration;
 
 use graph_runtime::{END, Engine, EngineOptions, Graph, Route};
+use graph_tests::graphs::logs;
 use graph_tests::{Trace, TraceDelta};
-
-use super::logs;
 
 /// start → b0..b4; branch i sleeps (5 - i) ms so completion order is the reverse of edge order.
 fn five_way() -> Graph<Trace> {

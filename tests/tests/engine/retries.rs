@@ -4,35 +4,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use graph_runtime::{
-    Backoff, END, Engine, EngineOptions, Error, Graph, NodeError, NodePolicy, RetryPolicy, Route,
-};
+use graph_runtime::{Backoff, END, Engine, EngineOptions, Error, Graph, NodeError, RetryPolicy, Route};
+use graph_tests::graphs::flaky;
 use graph_tests::{Trace, TraceDelta};
-
-/// A single node failing `failures` times (with `fatal` errors if asked), then succeeding.
-fn flaky(failures: u32, fatal: bool, retry: RetryPolicy, attempts: Arc<AtomicU32>) -> Graph<Trace> {
-    Graph::<Trace>::builder("flaky")
-        .node_with(
-            "flaky",
-            move |_s, ctx| {
-                let attempts = attempts.clone();
-                Box::pin(async move {
-                    let n = attempts.fetch_add(1, Ordering::SeqCst) + 1;
-                    assert_eq!(ctx.attempt(), n, "ctx.attempt() counts attempts");
-                    if n <= failures {
-                        let msg = format!("boom #{n}");
-                        return Err(if fatal { NodeError::fatal(msg) } else { NodeError::new(msg) });
-                    }
-                    Ok((TraceDelta::default().count(n as u64), Route::Declared))
-                })
-            },
-            NodePolicy::default().retry(retry),
-        )
-        .entry("flaky")
-        .edge("flaky", END)
-        .build()
-        .unwrap()
-}
 
 #[tokio::test(start_paused = true)]
 async fn success_after_two_failures_takes_three_attempts() {

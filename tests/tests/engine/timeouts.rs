@@ -3,26 +3,8 @@
 use std::time::Duration;
 
 use graph_runtime::{END, Engine, EngineOptions, Error, Graph, NodePolicy, RetryPolicy, Route, RunStatus};
+use graph_tests::graphs::sleeper;
 use graph_tests::{Trace, TraceDelta};
-
-fn sleeper(sleep: Duration, policy: NodePolicy) -> Graph<Trace> {
-    Graph::<Trace>::builder("sleeper")
-        .node_with(
-            "sleepy",
-            move |_s, ctx| {
-                Box::pin(async move {
-                    assert!(ctx.deadline().is_some());
-                    tokio::time::sleep(sleep).await;
-                    Ok((TraceDelta::default().count(1), Route::Declared))
-                })
-            },
-            policy,
-        )
-        .entry("sleepy")
-        .edge("sleepy", END)
-        .build()
-        .unwrap()
-}
 
 #[tokio::test(start_paused = true)]
 async fn a_node_timeout_overrides_the_default() {

@@ -1,6 +1,5 @@
-//! The shared pieces of the macro-twin test binaries (`macro_twins.rs`, `macro_twins_more.rs`): the
-//! `#[reducer]` twin of [`Trace`] and the harness that runs a hand-built graph and its macro twin and
-//! asserts they agree on everything observable:
+//! The harness of the macro twins (`macro_twins.rs`): the `#[reducer]` twin of [`Trace`], and the code
+//! that runs a hand-built graph and its macro twin and asserts they agree on everything observable:
 //!
 //! * the shape: graph name, entry, nodes in declaration order, edges by index (and the mermaid rendering);
 //! * the outcome: final state bytes (`serde_json`), steps and status, or the error (variant and every
@@ -8,11 +7,8 @@
 //! * the store: `history_hash` (step, frontier and state hash of every checkpoint), the idempotency keys
 //!   and the run row's status.
 //!
-//! This file is a module of each binary (`mod twins;`), not a test target of its own: cargo builds
+//! This file is a module of that binary (`mod twins;`), not a test target of its own: cargo builds
 //! `tests/*.rs` and `tests/*/main.rs` only.
-
-// Each binary uses a different part of the harness.
-#![allow(dead_code)]
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -96,17 +92,6 @@ pub struct Observed {
     pub history: String,
     /// The idempotency key of every checkpoint.
     pub keys: Vec<String>,
-}
-
-impl Observed {
-    /// The same, without the run row's version: a run that was stopped and resumed updated its row more
-    /// often than an uninterrupted one, with the same history.
-    pub fn ignoring_row_version(mut self) -> Self {
-        if let Some(info) = &mut self.info {
-            info.2 = 0;
-        }
-        self
-    }
 }
 
 /// What `result`, a run or resume of `run_id` on `engine`, returned and left in the store.

@@ -1,0 +1,249 @@
+//! Hand-built test graphs over [`Trace`], shared by the engine tests (`tests/tests/engine/`) and their
+//! macro twins (`tests/tests/macro_twins.rs`), which write the same graphs again with `#[graph]` and
+//! `#[node]` and assert that both behave alike. Defined once here so that the twins compare against the
+//! very graphs the engine tests run.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use graph_runtime::node::BoxFuture;
+use graph_runtime::rand_core::Rng;
+use graph_runtime::{
+    Branch, Ctx, END, Graph, GraphBuilder, NodeError, NodePolicy, NodeResult, RetryPolicy, Route,
+};
+
+use crate::{Trace, TraceDelta, random_delay};
+
+/// The boxed future type a hand-written node over [`Trace`] returns.
+pub type Fut<'a> = BoxFuture<'a, NodeResult<Trace, Route>>;
+
+/// A node that appends its own name and follows its declared edges.
+pub fn logs(
+    name: &'static str,
+) -> impl for<'b> Fn(&'b Trace, &'b mut Ctx) -> Fut<'b> + Send + Sync + 'static {
+    move |_s, _ctx| Box::pin(async move { Ok((TraceDelta::default().log(name), Route::Declared)) })
+}
+
+/// plan → w0..w{n-1} (static fan-out) → join → plan (loop) | END, `iterations` times.
+///
+/// Every worker sleeps a random time below `max_delay` (timing noise the engine must not let into the
+/// result), draws from `ctx.rng()` and writes `log`, `tags`, `best` and `count`.
+pub fn fanout_loop(workers: usize, iterations: usize, max_delay: Duration) -> Graph<Trace> {
+    let mut b = Graph::<Trace>::builder("fanout-loop").node("plan", |s, ctx| {
+        Box::pin(async move {
+            let n = s.log.iter().filter(|l| l.starts_with("join")).count();
+            Ok((TraceDelta::default().log(format!("plan{n}@{}", ctx.step())).count(1), Route::Declared))
+        })
+    });
+    for i in 0..workers {
+        let name = format!("w{i}");
+        let label = name.clone();
+        b = b.node(name.clone(), move |s, ctx| {
+            let label = label.clone();
+            Box::pin(async move {
+                tokio::time::sleep(random_delay(max_delay, i as u64)).await;
+                let roll = ctx.rng().next_u64() % 1000;
+                let seen = s.count;
+                Ok((
+                    TraceDelta::default()
+                        .log(format!("{label}:{roll}:{seen}"))
+                        .tag(label.clone())
+                        .best(roll)
+                        .count(1),
+                    Route::Declared,
+                ))
+            })
+        });
+        b = b.edge("plan", name.clone()).edge(name, "join");
+    }
+    b.node("join", move |s, _ctx| {
+        Box::pin(async move {
+            let n = s.log.iter().filter(|l| l.starts_with("join")).count();
+            let route = if n + 1 < iterations { Route::Goto(0) } else { Route::Goto(1) };
+            Ok((TraceDelta::default().log(format!("join{n}")), route))
+        })
+    })
+    .edge("join", "plan")
+    .edge("join", END)
+    .entry("plan")
+    .build()
+    .expect("valid graph")
+}
+
+/// plan → `research` three times, forked with the inputs "c", "a", "b", and → `audit` twice, plain
+/// (the two plain branches join into one activation) → END.
+pub fn fork() -> Graph<Trace> {
+    Graph::<Trace>::builder("fork")
+        .node("plan", |_s, _c| {
+            Box::pin(async {
+                let mut branches = Vec::new();
+                for topic in ["c", "a", "b"] {
+                    branches.push(Branch::with_input(0, &topic)?);
+                }
+                branches.push(Branch::to(1));
+                branches.push(Branch::to(1));
+                Ok((TraceDelta::default(), Route::Fork(branches)))
+            })
+        })
+        .node("research", |_s, ctx| {
+            Box::pin(async move {
+                let topic: String = ctx.input()?.expect("forked with an input");
+                Ok((TraceDelta::default().log(format!("research {topic}")), Route::Declared))
+            })
+        })
+        .node("audit", |_s, ctx| {
+            Box::pin(async move {
+                assert!(ctx.raw_input().is_none());
+                Ok((TraceDelta::default().log("audit").count(1), Route::Declared))
+            })
+        })
+        .entry("plan")
+        .edge("plan", "research")
+        .edge("plan", "audit")
+        .edge("research", END)
+        .edge("audit", END)
+        .build()
+        .unwrap()
+}
+
+/// A single node failing `failures` times (with `fatal` errors if asked), then succeeding.
+///
+/// Attempt `n` fails with "boom #n" and, once it succeeds, adds `n` to `count`; `attempts` counts the
+/// attempts (and checks `ctx.attempt()` against it).
+pub fn flaky(failures: u32, fatal: bool, retry: RetryPolicy, attempts: Arc<AtomicU32>) -> Graph<Trace> {
+    Graph::<Trace>::builder("flaky")
+        .node_with(
+            "flaky",
+            move |_s, ctx| {
+                let attempts = attempts.clone();
+                Box::pin(async move {
+                    let n = attempts.fetch_add(1, Ordering::SeqCst) + 1;
+                    assert_eq!(ctx.attempt(), n, "ctx.attempt() counts attempts");
+                    if n <= failures {
+                        let msg = format!("boom #{n}");
+                        return Err(if fatal { NodeError::fatal(msg) } else { NodeError::new(msg) });
+                    }
+                    Ok((TraceDelta::default().count(n as u64), Route::Declared))
+                })
+            },
+            NodePolicy::default().retry(retry),
+        )
+        .entry("flaky")
+        .edge("flaky", END)
+        .build()
+        .unwrap()
+}
+
+/// One node, `sleepy`, under `policy`: it checks that it has a deadline, sleeps `sleep` and adds one.
+pub fn sleeper(sleep: Duration, policy: NodePolicy) -> Graph<Trace> {
+    Graph::<Trace>::builder("sleeper")
+        .node_with(
+            "sleepy",
+            move |_s, ctx| {
+                Box::pin(async move {
+                    assert!(ctx.deadline().is_some());
+                    tokio::time::sleep(sleep).await;
+                    Ok((TraceDelta::default().count(1), Route::Declared))
+                })
+            },
+            policy,
+        )
+        .entry("sleepy")
+        .edge("sleepy", END)
+        .build()
+        .unwrap()
+}
+
+/// Counts running nodes and remembers the peak.
+#[derive(Default)]
+pub struct Gauge {
+    /// Nodes running now.
+    pub now: AtomicUsize,
+    /// The most nodes that ran at once.
+    pub peak: AtomicUsize,
+}
+
+impl Gauge {
+    /// Counts one more running node until the guard drops.
+    pub fn enter(self: &Arc<Self>) -> GaugeGuard {
+        let n = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(n, Ordering::SeqCst);
+        GaugeGuard(self.clone())
+    }
+}
+
+/// One running node of a [`Gauge`]; dropping it ends the count.
+pub struct GaugeGuard(Arc<Gauge>);
+
+impl Drop for GaugeGuard {
+    fn drop(&mut self) {
+        self.0.now.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// fan → `n` slow branches of node `slow` (forked with inputs so they do not join) → END.
+///
+/// Each `slow` item runs 50 ms under `policy`, counted by `gauge`, and adds one.
+pub fn slow_fan(n: usize, gauge: Arc<Gauge>, policy: NodePolicy) -> Graph<Trace> {
+    Graph::<Trace>::builder("slow-fan")
+        .node("fan", move |_s, _c| {
+            Box::pin(async move {
+                let branches = (0..n).map(|i| Branch::with_input(0, &i)).collect::<Result<Vec<_>, _>>()?;
+                Ok((TraceDelta::default(), Route::Fork(branches)))
+            })
+        })
+        .node_with(
+            "slow",
+            move |_s, _c| {
+                let gauge = gauge.clone();
+                Box::pin(async move {
+                    let _g = gauge.enter();
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    Ok((TraceDelta::default().count(1), Route::Declared))
+                })
+            },
+            policy,
+        )
+        .entry("fan")
+        .edge("fan", "slow")
+        .edge("slow", END)
+        .build()
+        .unwrap()
+}
+
+/// start → x, y (both write `last`, an overwrite field) → END.
+pub fn two_writers() -> Graph<Trace> {
+    Graph::<Trace>::builder("conflict")
+        .node("start", logs("start"))
+        .node("x", |_s, _c| {
+            Box::pin(async { Ok((TraceDelta::default().last("x").count(1), Route::Declared)) })
+        })
+        .node("y", |_s, _c| {
+            Box::pin(async { Ok((TraceDelta::default().last("y").count(1), Route::Declared)) })
+        })
+        .entry("start")
+        .edge("start", "x")
+        .edge("start", "y")
+        .edge("x", END)
+        .edge("y", END)
+        .build()
+        .unwrap()
+}
+
+/// Graph `g`: `a` → `to` (edge 0) and `b` (edge 1), `b` → END; both nodes log their names. `to` is a
+/// node name or [`END`] (`two_edges("b")` declares `a -> b` twice, which the builder accepts).
+pub fn two_edges(to: &str) -> Graph<Trace> {
+    two_edges_builder(to).build().unwrap()
+}
+
+/// The description of [`two_edges`], not yet built: to add to it (node signatures) first.
+pub fn two_edges_builder(to: &str) -> GraphBuilder<Trace> {
+    Graph::<Trace>::builder("g")
+        .node("a", logs("a"))
+        .node("b", logs("b"))
+        .entry("a")
+        .edge("a", to)
+        .edge("a", "b")
+        .edge("b", END)
+}
