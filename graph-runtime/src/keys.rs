@@ -3,11 +3,11 @@
 //! Every formula here is fixed: changing one changes stored data and replay results. Each has
 //! golden-vector tests whose expected values were computed outside this crate (Python's `hashlib`).
 //!
-//! Two different things are both called an "order key" in the determinism spec, and they are kept apart:
+//! Two different things are both called an "order key" in LangGraph-Go's determinism guarantees, and they are kept apart:
 //!
-//! * [`compute_order_key`] is the spec's 64-bit *identity hash* of `(parent, edge)`: the first 8 bytes of
+//! * [`compute_order_key`] is LangGraph-Go's 64-bit *identity hash* of `(parent, edge)`: the first 8 bytes of
 //!   [`identity_hash`]. The path identity of an item is that same hash, untruncated and chained from the
-//!   entry, so the spec's formula is what identifies items here; but hash order is an arbitrary order and
+//!   entry, so that formula is what identifies items here; but hash order is an arbitrary order and
 //!   identity from `(parent node, edge)` alone collides as soon as a node runs twice (loops, joins,
 //!   retries), so it does not sort work.
 //! * [`OrderKey`] is what sorts a step: `(rank of the producing item in its own step, slot)`, packed into a
@@ -31,11 +31,11 @@ pub fn identity_hash(parent_id: &str, edge_index: u32) -> [u8; 32] {
     sha256_parts(&[parent_id.as_bytes(), &edge_index.to_be_bytes()])
 }
 
-/// The determinism spec's identity hash: `u64_be(SHA256(utf8(parent_id) || u32_be(edge_index))[0..8])`,
+/// LangGraph-Go's order-key hash: `u64_be(SHA256(utf8(parent_id) || u32_be(edge_index))[0..8])`,
 /// the first 8 bytes of [`identity_hash`]; for an item, `compute_order_key(parent.path, slot)` is the
 /// first 8 bytes of its own path identity ([`PathId::identity_u64`]).
 ///
-/// Kept exactly as in the spec, golden-vector tested. With 64 bits, the birthday bound for `n` distinct
+/// Kept exactly as LangGraph-Go writes it, golden-vector tested. With 64 bits, the birthday bound for `n` distinct
 /// inputs is about `n² / 2⁶⁵`: 10⁶ keys collide with probability ≈ 2.7·10⁻⁸, 10⁹ keys ≈ 2.7·10⁻². That is
 /// why identities are the full 256-bit [`PathId`] and scheduling uses the structured [`OrderKey`], which
 /// cannot collide within a step.
@@ -112,7 +112,7 @@ impl PathId {
         PathId(hex_array(&identity_hash(self.as_str(), slot)))
     }
 
-    /// The first 8 bytes of the identity, big-endian: the spec's 64-bit order key of this item,
+    /// The first 8 bytes of the identity, big-endian: LangGraph-Go's 64-bit order key of this item,
     /// [`compute_order_key`]`(parent, slot)`. Short enough for logs.
     pub fn identity_u64(&self) -> u64 {
         let mut bytes = [0u8; 8];
@@ -190,7 +190,7 @@ pub struct KeyItem<'a> {
     pub order_key: u64,
 }
 
-/// The step commit's idempotency key, exactly as the store spec writes it:
+/// The step commit's idempotency key, exactly as LangGraph-Go's store guarantees write it:
 /// `"sha256:" + hex(SHA256(utf8(run_id) || u64_be(step_id) || for each item sorted by order key:
 /// utf8(node_id) || u64_be(order_key) || state_json))`.
 ///

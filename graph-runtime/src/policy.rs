@@ -1,5 +1,5 @@
 //! Execution policies: concurrency, timeouts, retries, budgets, backpressure. Defaults follow the
-//! reference concurrency spec (§14).
+//! concurrency options of LangGraph-Go.
 
 use std::fmt;
 use std::sync::Arc;

@@ -159,7 +159,7 @@ fn parse_targets(e: &Expr, errs: &mut Errors) -> Vec<Ident> {
     for el in elems {
         match el {
             Expr::Path(p) if p.qself.is_none() && p.path.get_ident().is_some() => {
-                out.push(p.path.get_ident().cloned().unwrap_or_else(|| Ident::new("END", el.span())));
+                out.extend(p.path.get_ident().cloned());
             }
             other => errs.at(other.span(), "an edge names a node of this graph or `END`: `to = [next, END]`"),
         }

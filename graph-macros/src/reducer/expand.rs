@@ -6,7 +6,7 @@ use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 
 use super::parse::{StateDef, Strategy};
-use crate::graph::expand::rt;
+use crate::graph::expand::{rt, rt_at};
 
 /// Expands the struct. With errors the same code is emitted (the fields it names exist, so it adds no
 /// errors of its own) and serves as the typed stub.
@@ -53,14 +53,15 @@ pub(crate) fn expand(def: &StateDef) -> TokenStream {
         });
         // Every token of the call carries the strategy's span (not only the interpolated ones), so a
         // strategy that does not fit lands on `append` in `#[reduce(append)]`, not on `#[reducer]`.
+        let rt_here = rt_at(f.span);
         let merge = match &f.strategy {
             Strategy::With(path) => quote_spanned! {f.span=>
-                ::graph_runtime::__private::custom(&mut self.#ident, value, #name, #path)
+                #rt_here::custom(&mut self.#ident, value, #name, #path)
             },
             s => {
                 let func = syn::Ident::new(&s.runtime_name().to_lowercase(), f.span);
                 quote_spanned! {f.span=>
-                    ::graph_runtime::__private::merge::#func(&mut self.#ident, value, #name)
+                    #rt_here::merge::#func(&mut self.#ident, value, #name)
                 }
             }
         };

@@ -82,28 +82,19 @@ impl Store for MemoryStore {
             g.keys.remove(&cp.idempotency_key);
             return Ok(CommitOutcome::VersionConflict { current });
         }
-        let version = current + 1;
         // Three writes (the key above, the checkpoint, the run row), each followed by the fail point; a
         // failure undoes the earlier ones, as a database transaction would.
+        let mut undo = Undo { key: &cp.idempotency_key, run, step: None, row: None };
         if self.fail.hit(1) {
-            g.keys.remove(&cp.idempotency_key);
-            return Err(injected());
+            return Err(undo.apply(&mut g));
         }
-        match g.checkpoints.get_mut(run) {
-            Some(c) => {
-                c.insert(cp.step, cp.clone());
-            }
-            None => {
-                g.checkpoints.insert(cp.run_id.clone(), BTreeMap::from([(cp.step, cp.clone())]));
-            }
-        }
+        g.checkpoints.entry(cp.run_id.clone()).or_default().insert(cp.step, cp.clone());
+        undo.step = Some(cp.step);
         if self.fail.hit(2) {
-            g.keys.remove(&cp.idempotency_key);
-            remove_checkpoint(&mut g, run, cp.step);
-            return Err(injected());
+            return Err(undo.apply(&mut g));
         }
-        // The run row is updated in place; what it held is kept to undo a failure below.
-        let previous = match g.runs.get_mut(run) {
+        let version = current + 1;
+        undo.row = Some(match g.runs.get_mut(run) {
             Some(row) => {
                 let previous = (row.status.clone(), row.latest_step, row.version);
                 row.status = status.clone();
@@ -112,30 +103,13 @@ impl Store for MemoryStore {
                 Some(previous)
             }
             None => {
-                let row = RunInfo {
-                    run_id: run.to_owned(),
-                    status: status.clone(),
-                    latest_step: cp.step,
-                    version,
-                    graph_fingerprint: cp.graph_fingerprint.to_string(),
-                };
+                let row = RunInfo::new(run, status.clone(), cp.step, version, &*cp.graph_fingerprint);
                 g.runs.insert(cp.run_id.clone(), row);
                 None
             }
-        };
+        });
         if self.fail.hit(3) {
-            g.keys.remove(&cp.idempotency_key);
-            remove_checkpoint(&mut g, run, cp.step);
-            match previous {
-                Some((status, latest_step, version)) => {
-                    let row = g.runs.get_mut(run).expect("updated above");
-                    (row.status, row.latest_step, row.version) = (status, latest_step, version);
-                }
-                None => {
-                    g.runs.remove(run);
-                }
-            }
-            return Err(injected());
+            return Err(undo.apply(&mut g));
         }
         Ok(CommitOutcome::Committed { version })
     }
@@ -213,15 +187,37 @@ impl Store for MemoryStore {
     }
 }
 
-fn injected() -> StoreError {
-    StoreError::backend("injected failure", "fail point")
+/// What a commit wrote so far, to undo on an injected failure.
+struct Undo<'a> {
+    key: &'a str,
+    run: &'a str,
+    /// The checkpoint written.
+    step: Option<u64>,
+    /// The run row written: `Some(None)` when it was created, `Some(Some(previous fields))` when updated.
+    row: Option<Option<(RunStatus, u64, u64)>>,
 }
 
-fn remove_checkpoint(g: &mut Inner, run: &str, step: u64) {
-    if let Some(c) = g.checkpoints.get_mut(run) {
-        c.remove(&step);
-        if c.is_empty() {
-            g.checkpoints.remove(run);
+impl Undo<'_> {
+    fn apply(self, g: &mut Inner) -> StoreError {
+        g.keys.remove(self.key);
+        if let Some(step) = self.step
+            && let Some(c) = g.checkpoints.get_mut(self.run)
+        {
+            c.remove(&step);
+            if c.is_empty() {
+                g.checkpoints.remove(self.run);
+            }
         }
+        match self.row {
+            Some(Some((status, latest_step, version))) => {
+                let row = g.runs.get_mut(self.run).expect("updated by the commit");
+                (row.status, row.latest_step, row.version) = (status, latest_step, version);
+            }
+            Some(None) => {
+                g.runs.remove(self.run);
+            }
+            None => {}
+        }
+        StoreError::backend("injected failure", "fail point")
     }
 }

@@ -15,7 +15,12 @@ use graph_core::Target;
 
 /// The path generated code reaches the runtime through.
 pub(crate) fn rt() -> TokenStream {
-    quote!(::graph_runtime::__private)
+    rt_at(Span::call_site())
+}
+
+/// [`rt`] with every token at `span`, for code whose errors must land on a user's token.
+pub(crate) fn rt_at(span: Span) -> TokenStream {
+    quote_spanned!(span=> ::graph_runtime::__private)
 }
 
 /// Expands the module; `resolved` is `None` when there were errors (stubs).
