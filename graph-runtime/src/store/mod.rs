@@ -6,6 +6,8 @@
 //! nothing, and reports a typed [`CommitOutcome`]. Stores are state-type agnostic: the state travels as
 //! JSON bytes.
 
+#[cfg(feature = "sled")]
+pub(crate) mod commit_log;
 mod memory;
 #[cfg(feature = "sled")]
 mod sled;
