@@ -29,12 +29,19 @@ pub(crate) enum Site {
 /// The kind of operation (fault rules name one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Op {
+    /// Creating (or truncating) a file.
     Create,
+    /// A positioned write.
     Write,
+    /// `fdatasync`.
     SyncData,
+    /// `fsync`.
     SyncAll,
+    /// A rename.
     Rename,
+    /// Removing a file.
     Remove,
+    /// Syncing a folder.
     SyncDir,
 }
 
@@ -74,11 +81,13 @@ impl Io {
         file.sync_all()
     }
 
+    /// Renames (replacing `to` if it exists).
     pub(super) fn rename(&self, site: Site, from: &Path, to: &Path) -> io::Result<()> {
         self.check(site, Op::Rename, 0)?;
         std::fs::rename(from, to)
     }
 
+    /// Removes a file.
     pub(super) fn remove(&self, site: Site, path: &Path) -> io::Result<()> {
         self.check(site, Op::Remove, 0)?;
         std::fs::remove_file(path)

@@ -811,7 +811,8 @@ proptest! {
 
 /// Commits per second of one ~1.6 KB record per commit, against the machine's plain
 /// "append 512 bytes + fdatasync" rate on a growing file in the same folder (how the project's
-/// benchmark measures it). Run:
+/// benchmark measures it); then the latency of a commit that rotates to a new 64 MiB segment, with the
+/// spare prepared on the thread or in the rotation. Run:
 ///
 /// `WAL_BENCH_DIR=/tmp cargo test -p graph-runtime --release --lib commit_log::tests::measure -- --ignored --nocapture`
 #[test]
@@ -820,46 +821,81 @@ fn measure_commit_rate_against_fdatasync() {
     use std::io::Write;
     use std::time::{Duration, Instant};
     let base = std::env::var_os("WAL_BENCH_DIR").map_or_else(std::env::temp_dir, PathBuf::from);
-    let secs: f64 = std::env::var("WAL_BENCH_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(3.0);
-    let window = Duration::from_secs_f64(secs);
+    let slice: f64 = std::env::var("WAL_BENCH_SLICE").ok().and_then(|s| s.parse().ok()).unwrap_or(0.5);
+    let slice = Duration::from_secs_f64(slice);
     let record = vec![0x5au8; 1600];
+    let wait_for_spare = |log: &CommitLog| {
+        while log.spares.ready_count() == 0 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
     for round in 1..=3 {
         let dir = tempfile::tempdir_in(&base).unwrap();
-        // The plain loop.
-        let mut f =
+        let mut plain =
             std::fs::OpenOptions::new().create(true).append(true).open(dir.path().join("plain")).unwrap();
-        let (start, mut plain) = (Instant::now(), 0u64);
-        while start.elapsed() < window {
-            f.write_all(&[0x33; 512]).unwrap();
-            f.sync_data().unwrap();
-            plain += 1;
-        }
-        let plain_rate = plain as f64 / start.elapsed().as_secs_f64();
-        // The log (default 64 MiB segments; a spare is prepared before timing starts).
         let (mut log, _) = CommitLog::open(dir.path().join("wal"), LogOptions::default()).unwrap();
         log.append(0, &record).unwrap();
         log.commit().unwrap();
         // Time the steady state: the thread's next spare (64 MiB of zeros) is written before the clock
         // starts, as it is long before a rotation in a running store.
-        while log.spares.ready_count() == 0 {
-            std::thread::sleep(Duration::from_millis(10));
+        wait_for_spare(&log);
+        // The two loops alternate in short slices, so a change in the machine's load (it is shared)
+        // falls on both.
+        let (mut plain_n, mut plain_t, mut log_n, mut log_t, mut worst) =
+            (0u64, Duration::ZERO, 0u64, Duration::ZERO, Duration::ZERO);
+        for _ in 0..6 {
+            let start = Instant::now();
+            while start.elapsed() < slice {
+                plain.write_all(&[0x33; 512]).unwrap();
+                plain.sync_data().unwrap();
+                plain_n += 1;
+            }
+            plain_t += start.elapsed();
+            let start = Instant::now();
+            while start.elapsed() < slice {
+                let t = Instant::now();
+                log.append(log_n + 1, &record).unwrap();
+                log.commit().unwrap();
+                worst = worst.max(t.elapsed());
+                log_n += 1;
+            }
+            log_t += start.elapsed();
         }
-        let (start, mut n, mut worst) = (Instant::now(), 0u64, Duration::ZERO);
-        while start.elapsed() < window {
-            let t = Instant::now();
-            log.append(n + 1, &record).unwrap();
-            log.commit().unwrap();
-            worst = worst.max(t.elapsed());
-            n += 1;
-        }
-        let log_rate = n as f64 / start.elapsed().as_secs_f64();
+        let plain_rate = plain_n as f64 / plain_t.as_secs_f64();
+        let log_rate = log_n as f64 / log_t.as_secs_f64();
         println!(
             "round {round} in {}: plain append+fdatasync {plain_rate:.0}/s, commit log {log_rate:.0}/s, \
-             ratio {:.2}, slowest commit {worst:?}, {:?}",
+             ratio {:.2}, slowest commit {worst:.1?}",
             base.display(),
             log_rate / plain_rate,
-            log.stats()
         );
+    }
+    for background in [true, false] {
+        for round in 1..=3 {
+            let dir = tempfile::tempdir_in(&base).unwrap();
+            let opts = LogOptions { background_spares: background, ..LogOptions::default() };
+            let (mut log, _) = CommitLog::open(dir.path(), opts).unwrap();
+            // One record that leaves no room for another: the next commit rotates.
+            let fill = DEFAULT_SEGMENT_SIZE as usize - SEGMENT_HEADER - GROUP_HEADER - RECORD_HEADER - 64;
+            log.append(0, &vec![1u8; fill]).unwrap();
+            log.commit().unwrap();
+            if background {
+                wait_for_spare(&log);
+            }
+            let t = Instant::now();
+            log.append(1, &record).unwrap();
+            log.commit().unwrap();
+            let took = t.elapsed();
+            assert_eq!(log.stats().rotations, 2);
+            let t = Instant::now();
+            log.append(2, &record).unwrap();
+            log.commit().unwrap();
+            println!(
+                "rotation {round}, spare prepared {}: the rotating commit took {took:.1?} (the next one {:.1?})",
+                if background { "on the thread beforehand" } else { "in the rotation" },
+                t.elapsed()
+            );
+        }
     }
 }
 
