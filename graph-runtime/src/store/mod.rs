@@ -14,6 +14,8 @@
 //! unique key under 100 concurrent commits, injected failures, restarts between operations) and a
 //! model-based check against [`MemoryStore`]; the built-in backends pass the same suite.
 
+#[cfg(feature = "sled")]
+pub(crate) mod commit_log;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod memory;
