@@ -212,49 +212,6 @@ pub enum Error {
     Graph(#[from] GraphError),
 }
 
-/// A store operation failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StoreError {
-    /// A stored record does not decode: the bytes were damaged.
-    #[error(
-        "checkpoint {step} of run `{run}` is corrupted: {detail}; restore it from a backup or fork the run from an earlier step"
-    )]
-    Corrupted {
-        /// The run.
-        run: String,
-        /// The step.
-        step: u64,
-        /// What failed to decode.
-        detail: String,
-    },
-    /// A record was written by a newer version of this library.
-    #[error(
-        "stored schema version {found} is not supported (this build reads {supported}); upgrade graph-runtime"
-    )]
-    UnsupportedSchemaVersion {
-        /// The version found.
-        found: u32,
-        /// The version this build reads.
-        supported: u32,
-    },
-    /// Another process holds the store.
-    #[error("the store at {path:?} is in use by another process; stop it, or open another folder")]
-    Locked {
-        /// The store's path.
-        path: std::path::PathBuf,
-    },
-    /// The backend failed (I/O, connection, ...).
-    #[error("store backend error: {message}")]
-    Backend {
-        /// What failed.
-        message: String,
-        /// The cause.
-        #[source]
-        source: Option<BoxError>,
-    },
-}
-
 impl Error {
     /// The error of a store outcome that found the run row at another version than `expected`.
     pub(crate) fn version_conflict(run: &str, expected: u64, outcome: &crate::store::CommitOutcome) -> Self {
@@ -279,10 +236,133 @@ impl Error {
     }
 }
 
+/// A store operation failed.
+///
+/// `Display` shows the whole cause: a backend error's source chain is part of the message (a user reads
+/// "No space left on device", not only "the commit failed").
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// Stored bytes are damaged: what they should hold cannot be read back.
+    #[error("{}", corrupted_message(run.as_deref(), *step, file.as_deref(), detail, remedy))]
+    Corrupted {
+        /// The run whose records are damaged, when known.
+        run: Option<String>,
+        /// The step whose checkpoint is damaged, when known.
+        step: Option<u64>,
+        /// The damaged file of the store, when known.
+        file: Option<std::path::PathBuf>,
+        /// What is wrong.
+        detail: String,
+        /// What the user can do about it.
+        remedy: &'static str,
+    },
+    /// A record was written by a newer version of this library.
+    #[error(
+        "stored schema version {found} is not supported (this build reads {supported}); upgrade graph-runtime"
+    )]
+    UnsupportedSchemaVersion {
+        /// The version found.
+        found: u32,
+        /// The version this build reads.
+        supported: u32,
+    },
+    /// Another process holds the store.
+    #[error("the store at {path:?} is in use by another process; stop it, or open another folder")]
+    Locked {
+        /// The store's path.
+        path: std::path::PathBuf,
+    },
+    /// An I/O error stopped the store: it refuses every operation until it is dropped and opened again,
+    /// because after a failed write what its files hold is known only by reading them back.
+    #[error(
+        "the store at {} stopped after an I/O error and refuses every operation until it is opened again: \
+         {cause}; every commit it acknowledged is on disk: fix the cause (free space, check the device), \
+         drop this store and open it again",
+        path.display()
+    )]
+    FailStopped {
+        /// The store's path.
+        path: std::path::PathBuf,
+        /// The first error, with its cause.
+        cause: String,
+    },
+    /// The backend failed (I/O, connection, ...).
+    #[error("{message}{}", cause_chain(source.as_deref()))]
+    Backend {
+        /// What failed.
+        message: String,
+        /// The cause.
+        #[source]
+        source: Option<BoxError>,
+    },
+}
+
+/// What a user can do about a damaged checkpoint record.
+pub(crate) const REMEDY_RECORD: &str = "the bytes changed after they were written (a disk or memory fault, \
+     or an edit of the store's files): restore the store from a backup, or start the run again";
+
+fn corrupted_message(
+    run: Option<&str>,
+    step: Option<u64>,
+    file: Option<&std::path::Path>,
+    detail: &str,
+    remedy: &str,
+) -> String {
+    let mut m = String::from("stored data is damaged");
+    match (step, run) {
+        (Some(step), Some(run)) => m.push_str(&format!(": checkpoint {step} of run `{run}`")),
+        (None, Some(run)) => m.push_str(&format!(": run `{run}`")),
+        _ => {}
+    }
+    if let Some(file) = file {
+        m.push_str(&format!(" in {}", file.display()));
+    }
+    format!("{m}: {detail}; {remedy}")
+}
+
+/// `: cause: its cause: ...` for a source chain (empty without a source).
+fn cause_chain(source: Option<&(dyn StdError + Send + Sync + 'static)>) -> String {
+    let mut out = String::new();
+    let mut next: Option<&(dyn StdError + 'static)> = source.map(|s| s as &(dyn StdError + 'static));
+    while let Some(e) = next {
+        out.push_str(": ");
+        out.push_str(&e.to_string());
+        next = e.source();
+    }
+    out
+}
+
 impl StoreError {
     /// A backend error with a cause.
     pub fn backend(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
         StoreError::Backend { message: message.into(), source: Some(source.into()) }
+    }
+
+    /// A damaged checkpoint record of `run` at `step` (its bytes do not read back as written).
+    pub fn corrupted_record(run: impl Into<String>, step: u64, detail: impl Into<String>) -> Self {
+        StoreError::Corrupted {
+            run: Some(run.into()),
+            step: Some(step),
+            file: None,
+            detail: detail.into(),
+            remedy: REMEDY_RECORD,
+        }
+    }
+
+    /// Damage in a file of the store.
+    pub fn corrupted_file(
+        file: impl Into<std::path::PathBuf>,
+        detail: impl Into<String>,
+        remedy: &'static str,
+    ) -> Self {
+        StoreError::Corrupted {
+            run: None,
+            step: None,
+            file: Some(file.into()),
+            detail: detail.into(),
+            remedy,
+        }
     }
 }
 

@@ -171,12 +171,13 @@ impl<S: Reducer> Engine<S> {
     /// Replaces the run's state, frontier and chain with the stored checkpoint `step`.
     async fn adopt_stored(&self, run: &mut Driven<S>, step: u64) -> Result<(), Stop> {
         let store = &*self.inner.store;
-        let stored =
-            store.load_checkpoint(&run.run_id, step).await?.ok_or_else(|| StoreError::Corrupted {
-                run: run.run_id.to_string(),
+        let stored = store.load_checkpoint(&run.run_id, step).await?.ok_or_else(|| {
+            StoreError::corrupted_record(
+                &*run.run_id,
                 step,
-                detail: "reported as taken but not loadable".into(),
-            })?;
+                "reported as taken by another writer but not stored",
+            )
+        })?;
         let (state, chain) = record::load_state(store, &stored).await?;
         run.nodes = self.node_indices(&stored)?;
         run.state = Arc::new(state);
@@ -193,11 +194,11 @@ impl<S: Reducer> Engine<S> {
             .iter()
             .map(|w| {
                 graph.node_index(&w.node).ok_or_else(|| {
-                    Error::Store(StoreError::Corrupted {
-                        run: cp.run_id.to_string(),
-                        step: cp.step,
-                        detail: format!("frontier names node `{}`, which the graph does not have", w.node),
-                    })
+                    Error::Store(StoreError::corrupted_record(
+                        &*cp.run_id,
+                        cp.step,
+                        format!("its frontier names node `{}`, which the graph does not have", w.node),
+                    ))
                 })
             })
             .collect()

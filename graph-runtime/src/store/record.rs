@@ -259,9 +259,8 @@ pub(crate) fn draft<S: Serialize>(draft: Draft<'_, S>, chain: &mut Chain) -> Res
 /// `Corrupted` for a missing or damaged link, a state that does not decode or does not match its hash;
 /// `UnsupportedSchemaVersion` for a record of a newer format; store errors.
 pub(crate) async fn load_state<S: Reducer>(store: &dyn Store, cp: &Checkpoint) -> Result<(S, Chain), Error> {
-    let corrupted = |step: u64, detail: String| {
-        Error::Store(StoreError::Corrupted { run: cp.run_id.to_string(), step, detail })
-    };
+    let corrupted =
+        |step: u64, detail: String| Error::Store(StoreError::corrupted_record(&*cp.run_id, step, detail));
     check_version(cp)?;
     let (state, chain) = match &cp.state {
         StateRepr::Full(bytes) => {
@@ -406,8 +405,7 @@ pub fn encode(cp: &Checkpoint) -> Vec<u8> {
 /// `Corrupted` for any damage (the checksum covers every byte), `UnsupportedSchemaVersion` for a valid
 /// record of another format version.
 pub fn decode(run: &str, step: u64, bytes: &[u8]) -> Result<Checkpoint, StoreError> {
-    let corrupted =
-        |detail: &str| StoreError::Corrupted { run: run.to_owned(), step, detail: detail.to_owned() };
+    let corrupted = |detail: &str| StoreError::corrupted_record(run, step, detail);
     let (version, body) = open(MAGIC, bytes).map_err(corrupted)?;
     if version != SCHEMA_VERSION {
         return Err(StoreError::UnsupportedSchemaVersion { found: version, supported: SCHEMA_VERSION });
@@ -452,9 +450,11 @@ pub fn encode_run(info: &RunInfo) -> Vec<u8> {
 /// `Corrupted` for any damage, `UnsupportedSchemaVersion` for a row of another format version.
 pub fn decode_run(bytes: &[u8]) -> Result<RunInfo, StoreError> {
     let corrupted = |detail: String| StoreError::Corrupted {
-        run: String::from_utf8_lossy(bytes.get(..64).unwrap_or(bytes)).into_owned(),
-        step: 0,
+        run: std::str::from_utf8(bytes.get(..64).unwrap_or(bytes)).ok().map(str::to_owned),
+        step: None,
+        file: None,
         detail,
+        remedy: crate::error::REMEDY_RECORD,
     };
     let body = if bytes.first() == Some(&b'{') {
         bytes
@@ -522,7 +522,7 @@ mod tests {
             let c = cp(state);
             let bytes = encode(&c);
             assert_eq!(decode("r", 3, &bytes).unwrap(), c);
-            assert!(matches!(decode("r", 4, &bytes), Err(StoreError::Corrupted { step: 4, .. })));
+            assert!(matches!(decode("r", 4, &bytes), Err(StoreError::Corrupted { step: Some(4), .. })));
             for i in 0..bytes.len() {
                 let mut bad = bytes.clone();
                 bad[i] ^= 0x01;

@@ -192,8 +192,19 @@ pub(super) fn parse_group(seg: &[u8], at: usize, seed: u32) -> Result<Group, &'s
 /// Cheap on what a segment's unused tail holds (zeros, stale groups of an older salt, torn bytes): the
 /// header checksum is checked before the body is touched.
 pub(super) fn find_valid_group(seg: &[u8], from: usize, seed: u32) -> Option<(usize, Group)> {
+    const PAGE: usize = 4096;
+    static ZEROS: [u8; PAGE] = [0; PAGE];
     let mut at = align_up(from);
     while at + GROUP_HEADER <= seg.len() {
+        // Most of a segment past its end is zeros. No group header starts in an all-zero page (its count
+        // field, bytes 4..8, would lie in the page and be zero), so skip such pages whole: one `memcmp`
+        // each, fast even in an unoptimized build, instead of 512 candidate positions.
+        while at.is_multiple_of(PAGE) && at + PAGE <= seg.len() && seg[at..at + PAGE] == ZEROS {
+            at += PAGE;
+        }
+        if at + GROUP_HEADER > seg.len() {
+            break;
+        }
         let h = &seg[at..at + GROUP_HEADER];
         let plausible = u32_at(h, 4) != 0 && crc32c::crc32c_append(seed, &h[0..20]) == u32_at(h, 20);
         if plausible && let Ok(g) = parse_group(seg, at, seed) {

@@ -96,9 +96,6 @@
 //! Concurrency: the log takes `&mut self`; the store's commit thread owns it. Replay and retirement
 //! policy belong to the store.
 
-// Used by the store in a later change; its tests use it now.
-#![cfg_attr(not(test), allow(dead_code, unused_imports))]
-
 mod format;
 mod io;
 mod manifest;
@@ -514,6 +511,7 @@ impl CommitLog {
     }
 
     /// The log's folder.
+    #[cfg(test)]
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
@@ -528,11 +526,13 @@ impl CommitLog {
     }
 
     /// The first seq of each segment, oldest first (the last is the current segment).
+    #[cfg(test)]
     pub(crate) fn segment_seqs(&self) -> Vec<u64> {
         self.segments.iter().map(|s| s.first_seq).collect()
     }
 
     /// Counters since `open`.
+    #[cfg(test)]
     pub(crate) fn stats(&self) -> LogStats {
         LogStats { spares_created: self.spares.created(), ..self.stats }
     }
@@ -685,33 +685,59 @@ impl CommitLog {
         let mut retired = 0;
         // Segment 0 holds seqs up to segment 1's first seq - 1.
         while self.segments.len() > 1 && self.segments[1].first_seq <= seq.saturating_add(1) {
-            let (path, len) = (self.segments[0].path.clone(), self.segments[0].len);
-            let recycle =
-                len == self.options.segment_size && self.spares.ready_count() < self.options.max_spares;
-            let done = if recycle {
-                let to = self.dir.join(spare_name(self.spares.alloc_id()));
-                self.io.rename(Site::Retire, &path, &to).map(|()| Some(to))
-            } else {
-                self.io.remove(Site::Retire, &path).map(|()| None)
-            }
-            // One folder sync per segment: retired segments must disappear oldest first, or a crash could
-            // leave a hole between the remaining ones.
-            .and_then(|to| self.io.sync_dir(Site::Retire, &self.dir).map(|()| to));
-            match done {
-                Ok(Some(to)) => {
-                    self.spares.add_ready(to);
-                    self.stats.recycled += 1;
-                }
-                Ok(None) => self.stats.deleted += 1,
-                Err(e) => {
-                    let e = LogError::io(format!("cannot retire the segment {}", path.display()), e);
-                    return Err(self.fail(e));
-                }
-            }
-            self.segments.remove(0);
+            self.retire_oldest()?;
             retired += 1;
         }
         Ok(retired)
+    }
+
+    /// Retires every segment, the current one included, and forgets the seq: the next append may start
+    /// at any seq. For when the index durably holds everything the log holds and more (its commits went
+    /// on after a log write failed), so the log must continue from the index's seq.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Refused`] with records staged; [`LogError::Io`] (the log is then failed),
+    /// [`LogError::Failed`].
+    pub(crate) fn restart(&mut self) -> Result<(), LogError> {
+        self.check_failed()?;
+        if self.group.count() > 0 {
+            return Err(LogError::Refused { detail: "records are staged".into() });
+        }
+        self.current = None;
+        while !self.segments.is_empty() {
+            self.retire_oldest()?;
+        }
+        self.next_seq = None;
+        Ok(())
+    }
+
+    /// Removes (or recycles) the oldest segment.
+    fn retire_oldest(&mut self) -> Result<(), LogError> {
+        let (path, len) = (self.segments[0].path.clone(), self.segments[0].len);
+        let recycle = len == self.options.segment_size && self.spares.ready_count() < self.options.max_spares;
+        let done = if recycle {
+            let to = self.dir.join(spare_name(self.spares.alloc_id()));
+            self.io.rename(Site::Retire, &path, &to).map(|()| Some(to))
+        } else {
+            self.io.remove(Site::Retire, &path).map(|()| None)
+        }
+        // One folder sync per segment: retired segments must disappear oldest first, or a crash could
+        // leave a hole between the remaining ones.
+        .and_then(|to| self.io.sync_dir(Site::Retire, &self.dir).map(|()| to));
+        match done {
+            Ok(Some(to)) => {
+                self.spares.add_ready(to);
+                self.stats.recycled += 1;
+            }
+            Ok(None) => self.stats.deleted += 1,
+            Err(e) => {
+                let e = LogError::io(format!("cannot retire the segment {}", path.display()), e);
+                return Err(self.fail(e));
+            }
+        }
+        self.segments.remove(0);
+        Ok(())
     }
 
     fn check_failed(&self) -> Result<(), LogError> {

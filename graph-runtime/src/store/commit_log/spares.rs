@@ -91,6 +91,7 @@ impl Spares {
     }
 
     /// Spares the log zero-filled so far.
+    #[cfg(test)]
     pub(super) fn created(&self) -> u64 {
         self.lock().created
     }

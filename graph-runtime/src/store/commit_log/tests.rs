@@ -328,6 +328,31 @@ fn retire_deletes_or_recycles_whole_segments_only() {
 }
 
 #[test]
+fn restart_drops_every_segment_and_continues_at_any_seq() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(dir.path(), options(512));
+    let mut model = Vec::new();
+    let mut rng = Rng(5);
+    while segment_files(dir.path()).len() < 3 {
+        fill(&mut log, &mut model, &mut rng, 1, 120, 1);
+    }
+    let next = log.next_seq().unwrap();
+    log.append(next, b"staged").unwrap();
+    assert!(matches!(log.restart(), Err(LogError::Refused { .. })), "staged records refuse a restart");
+    log.commit().unwrap();
+    log.restart().unwrap();
+    assert!(segment_files(dir.path()).is_empty());
+    assert_eq!(log.next_seq(), None);
+    // The log continues from a later seq, as if new; a reopen returns only what came after.
+    let mut after = Vec::new();
+    commit_group(&mut log, &mut after, next + 100, &[10, 20]).unwrap();
+    assert_eq!(after[0].seq, next + 100);
+    drop(log);
+    let (_, records) = open(dir.path(), options(512));
+    assert_eq!(records, after);
+}
+
+#[test]
 fn recycled_segments_never_return_their_stale_records() {
     let dir = tempfile::tempdir().unwrap();
     let (mut log, _) = open(dir.path(), options(512));

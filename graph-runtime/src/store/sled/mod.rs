@@ -1,0 +1,663 @@
+//! The embedded default store: a write-ahead commit log in front of sled 0.34.7.
+//!
+//! # Where a commit is true
+//!
+//! sled alone loses acknowledged commits when a write fails (its recovery can discard a segment that was
+//! flushed and `fdatasync`ed once a write into the next one has failed) and panics on some damaged
+//! files. So the truth of an acknowledged commit is the store's own commit log (`wal/`, see
+//! [`super::commit_log`]): a commit is acknowledged once its record is in the log and `fdatasync`ed, one
+//! device round trip per commit group. sled is the index the engine reads: each commit group is applied
+//! to sled in one transaction before its record is written, and sled writes it to disk in its own time.
+//! Every so often (a *checkpoint*, every [`SledOptions::checkpoint_bytes`] of log) sled is flushed and
+//! `fdatasync`ed, the manifest records the last commit sled then holds, and log segments older than the
+//! previous checkpoint are retired.
+//!
+//! # Recovery
+//!
+//! sled also records, in the same transaction, the sequence number of the last commit group it applied.
+//! `open` replays the log's records after that number into sled. If sled comes back behind the manifest
+//! (it lost commits it had durably held) and the log no longer reaches back that far, `open` fails with
+//! `Corrupted` naming the lost commits: never a silent rollback.
+//!
+//! # Fail-stop
+//!
+//! After any I/O error in a commit, a checkpoint or a read, the store refuses every operation with
+//! [`StoreError::FailStopped`] until it is dropped and opened again: sled may hold in memory a commit
+//! whose log record failed, and only a reopen, which reads the files back, knows what is durable. So
+//! the engine never runs the items of a checkpoint whose commit failed. A panic inside sled (damaged
+//! files) is caught and reported the same way: no panic escapes the store.
+//!
+//! # Layout
+//!
+//! `graph-runtime.lock` (one process at a time), `wal/` (log segments, spares, `manifest`), `db/` (sled:
+//! trees `runs`, `checkpoints` keyed `u32_be(len(run)) ‖ run ‖ u64_be(step)`, `keys`, `meta`).
+//! Checkpoints and run rows are stored in the envelope of [`super::record`].
+
+mod commit;
+mod redo;
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use tokio::sync::oneshot;
+
+use super::commit_log::{CommitLog, LogError, LogOptions, Manifest, Record};
+use super::record::{decode, decode_run};
+use super::{Checkpoint, CheckpointMeta, CommitOutcome, FailPoint, RunFilter, RunInfo, RunStatus, Store};
+use crate::error::StoreError;
+use commit::{Reply, Request, Writer};
+use redo::{Op, TreeId};
+
+/// When a commit is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Durability {
+    /// Once its record is in the commit log and `fdatasync`ed (shared with concurrent commits). A
+    /// reported commit survives a crash and a power loss.
+    #[default]
+    Sync,
+    /// As soon as sled applied it, without the commit log. Never partial; the most recent commits may
+    /// be lost on a crash (sled flushes in the background every 500 ms).
+    Async,
+}
+
+/// Options of [`SledStore::open_with`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SledOptions {
+    /// When commits are acknowledged.
+    pub durability: Durability,
+    /// Bytes of one commit-log segment file, preallocated (default 16 MiB).
+    pub log_segment_size: u64,
+    /// Bytes of log between two checkpoints (sled flushed, old segments retired; default 8 MiB). What
+    /// `open` replays after a crash is bounded by about twice this.
+    pub checkpoint_bytes: u64,
+}
+
+impl Default for SledOptions {
+    fn default() -> Self {
+        SledOptions { durability: Durability::Sync, log_segment_size: 16 << 20, checkpoint_bytes: 8 << 20 }
+    }
+}
+
+impl SledOptions {
+    /// Sets the durability.
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// Sets the size of a commit-log segment (a multiple of 8, at least 4 KiB).
+    pub fn log_segment_size(mut self, bytes: u64) -> Self {
+        self.log_segment_size = bytes;
+        self
+    }
+
+    /// Sets the bytes of log between two checkpoints.
+    pub fn checkpoint_bytes(mut self, bytes: u64) -> Self {
+        self.checkpoint_bytes = bytes;
+        self
+    }
+}
+
+/// A checkpoint store in a local folder. Clones share the database.
+///
+/// # Examples
+///
+/// ```
+/// # fn main() -> Result<(), graph_runtime::StoreError> {
+/// let dir = tempfile::tempdir().unwrap();
+/// let store = graph_runtime::store::SledStore::open(dir.path())?;
+/// # drop(store);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct SledStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    db: sled::Db,
+    runs: sled::Tree,
+    checkpoints: sled::Tree,
+    keys: sled::Tree,
+    meta: sled::Tree,
+    /// sled's log file, for the `fdatasync` its own flush leaves out (see [`Inner::flush_index`]).
+    sled_log: File,
+    options: SledOptions,
+    /// The commit log and what goes with it; the commit thread holds it while it writes a group.
+    writer: Mutex<Writer>,
+    /// Requests waiting for the commit thread.
+    queue: Mutex<commit::Queue>,
+    /// The first I/O error: once set, every operation fails (fail-stop).
+    failed: Mutex<Option<String>>,
+    fail: FailPoint,
+    _lock: File,
+}
+
+impl std::fmt::Debug for SledStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SledStore")
+            .field("path", &self.inner.path)
+            .field("durability", &self.inner.options.durability)
+            .finish()
+    }
+}
+
+/// The key of the last commit group sled applied, in the `meta` tree.
+const APPLIED: &[u8] = b"applied_seq";
+
+/// What to do about an index that lost commits the log no longer holds.
+const REMEDY_INDEX: &str = "the index's files were damaged or lost writes after acknowledging them; \
+     restore the store from a backup";
+/// What to do about a damaged file of the store that cannot be read at all.
+const REMEDY_FILE: &str = "restore the store from a backup; the store did not change any file";
+
+impl SledStore {
+    /// Opens (or creates) a store in `path` with [`Durability::Sync`].
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Locked`] when another process holds the store; [`StoreError::Corrupted`] naming the
+    /// damaged file (and the lost commits, when the index came back behind the log); backend errors.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::open_with(path, SledOptions::default())
+    }
+
+    /// Opens (or creates) a store in `path`: replays the commit log into sled and checks that nothing
+    /// acknowledged was lost.
+    ///
+    /// # Errors
+    ///
+    /// As [`SledStore::open`].
+    pub fn open_with(path: impl AsRef<Path>, options: SledOptions) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        std::fs::create_dir_all(&path)
+            .map_err(|e| StoreError::backend(format!("cannot create {}", path.display()), e))?;
+        let lock = lock(&path)?;
+        let wal_dir = path.join("wal");
+        let manifest = Manifest::load(&wal_dir).map_err(log_error)?.unwrap_or_default();
+        let db = open_sled(&path.join("db"))?;
+        let tree = |name: &str| {
+            guard(&path, || db.open_tree(name))?
+                .map_err(|e| StoreError::backend(format!("cannot open the sled tree `{name}`"), e))
+        };
+        let (runs, checkpoints, keys, meta) =
+            (tree("runs")?, tree("checkpoints")?, tree("keys")?, tree("meta")?);
+        let log_options = LogOptions { segment_size: options.log_segment_size, ..LogOptions::default() };
+        let (log, records) = CommitLog::open(&wal_dir, log_options).map_err(log_error)?;
+        let sled_log = open_sled_log(&path)?;
+        let inner = Inner {
+            writer: Mutex::new(Writer::new(log, manifest.clone(), 0)),
+            path,
+            db,
+            runs,
+            checkpoints,
+            keys,
+            meta,
+            sled_log,
+            options,
+            queue: Mutex::default(),
+            failed: Mutex::new(None),
+            fail: FailPoint::default(),
+            _lock: lock,
+        };
+        inner.recover(&manifest, records)?;
+        Ok(SledStore { inner: Arc::new(inner) })
+    }
+
+    /// The store's folder.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Makes sled itself durable now (a checkpoint): what `Durability::Async` commits so far survives a
+    /// crash once this returns. Under `Durability::Sync` every acknowledged commit is durable already.
+    ///
+    /// # Errors
+    ///
+    /// The flush failed (the store is then fail-stopped).
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        match self.request(Request::Checkpoint).await? {
+            Reply::Done => Ok(()),
+            other => unreachable!("a checkpoint replies Done, not {other:?}"),
+        }
+    }
+
+    /// Commit-log writes (each one `fdatasync`) this store made since it was opened: each makes every
+    /// commit of its group durable.
+    pub fn log_syncs(&self) -> u64 {
+        self.inner.writer.lock().unwrap_or_else(|e| e.into_inner()).syncs
+    }
+
+    /// Bytes the index (sled) occupies on disk.
+    ///
+    /// # Errors
+    ///
+    /// Backend failures.
+    pub fn size_on_disk(&self) -> Result<u64, StoreError> {
+        self.inner.read(|| self.inner.db.size_on_disk())
+    }
+
+    /// Test hook (feature `test-hooks`): the next commit fails after its `n`-th write (1 = the
+    /// idempotency key, 2 = the checkpoint, 3 = the run row) and rolls back.
+    #[cfg(feature = "test-hooks")]
+    pub fn fail_point(&self) -> &FailPoint {
+        &self.inner.fail
+    }
+
+    /// Test hook (feature `test-hooks`): the next commit-log write fails as an I/O error would, after
+    /// sled applied the group: the store fail-stops.
+    #[cfg(feature = "test-hooks")]
+    pub fn fail_next_log_write(&self) {
+        self.inner.writer.lock().unwrap_or_else(|e| e.into_inner()).inject_log_failure = true;
+    }
+
+    /// Test hook (feature `test-hooks`): overwrites the raw record of a checkpoint in the index (to
+    /// simulate damage or a newer format).
+    #[cfg(feature = "test-hooks")]
+    pub fn put_raw_checkpoint(&self, run_id: &str, step: u64, bytes: &[u8]) -> Result<(), StoreError> {
+        self.inner.read(|| self.inner.checkpoints.insert(cp_key(run_id, step), bytes)).map(drop)
+    }
+
+    /// Test hook (feature `test-hooks`): the raw record of a checkpoint.
+    #[cfg(feature = "test-hooks")]
+    pub fn raw_checkpoint(&self, run_id: &str, step: u64) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.inner.read(|| self.inner.checkpoints.get(cp_key(run_id, step)))?.map(|v| v.to_vec()))
+    }
+
+    /// Hands `request` to the commit thread (or, under `Durability::Async`, does it here).
+    async fn request(&self, request: Request) -> Result<Reply, StoreError> {
+        self.inner.check()?;
+        if self.inner.options.durability == Durability::Async {
+            return commit::run_inline(&self.inner, request);
+        }
+        let (reply, outcome) = oneshot::channel();
+        if commit::enqueue(&self.inner, request, reply) {
+            let inner = self.inner.clone();
+            tokio::task::spawn_blocking(move || commit::commit_loop(inner));
+        }
+        outcome.await.map_err(|_| StoreError::backend("the commit thread stopped", "reply dropped"))?
+    }
+}
+
+impl Inner {
+    /// Brings sled up to date with the log (see the module doc), then checkpoints, so the next open
+    /// replays nothing of what came before.
+    fn recover(&self, manifest: &Manifest, records: Vec<Record>) -> Result<(), StoreError> {
+        let mut applied = self.applied_seq()?;
+        if applied < manifest.checkpoint_seq
+            && records.first().is_none_or(|r| r.seq > applied.saturating_add(1))
+        {
+            return Err(StoreError::corrupted_file(
+                self.path.join("db"),
+                format!(
+                    "the index came back holding commit group {applied}, but had durably held group {}; \
+                     groups {}..={} are lost and the commit log no longer holds them",
+                    manifest.checkpoint_seq,
+                    applied + 1,
+                    manifest.checkpoint_seq
+                ),
+                REMEDY_INDEX,
+            ));
+        }
+        if let Some(first) = records.first().filter(|r| r.seq > applied.saturating_add(1)) {
+            let detail = format!(
+                "the index holds commit group {applied} and the commit log starts at group {}: groups {}..{} \
+                 are in neither",
+                first.seq,
+                applied + 1,
+                first.seq
+            );
+            return Err(StoreError::corrupted_file(self.path.join("wal"), detail, REMEDY_INDEX));
+        }
+        let last_logged = records.last().map(|r| r.seq);
+        let from = applied;
+        for record in records.into_iter().filter(|r| r.seq > from) {
+            self.replay(&record)?;
+            applied = record.seq;
+        }
+        let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        w.next_seq = applied + 1;
+        // A clean close checkpointed: nothing to make durable, nothing to retire.
+        if applied != manifest.checkpoint_seq || applied != from {
+            self.checkpoint(&mut w)?;
+        }
+        // sled applied groups whose log write failed (the store fail-stopped then): it durably holds more
+        // than the log, so the log starts over after it. (An empty log takes any seq.)
+        if last_logged.is_some_and(|l| l < applied) {
+            w.log.restart().map_err(|e| self.fail_stop(e))?;
+        }
+        Ok(())
+    }
+
+    /// Applies one log record to sled, with its sequence number, in one transaction.
+    fn replay(&self, record: &Record) -> Result<(), StoreError> {
+        let ops = redo::parse(&record.payload).map_err(|detail| {
+            StoreError::corrupted_file(
+                self.path.join("wal"),
+                format!("commit group {} does not parse: {detail}", record.seq),
+                REMEDY_FILE,
+            )
+        })?;
+        let mut batches: [sled::Batch; 3] = Default::default();
+        for op in ops {
+            match op {
+                Op::Put { tree, key, value } => batches[tree as usize].insert(key, value),
+                Op::Remove { tree, key } => batches[tree as usize].remove(key),
+            }
+        }
+        let applied = guard(&self.path, || {
+            use sled::Transactional;
+            (&self.runs, &self.checkpoints, &self.keys, &self.meta).transaction(|(runs, cps, keys, meta)| {
+                for (tx, batch) in [runs, cps, keys].into_iter().zip(&batches) {
+                    tx.apply_batch(batch)?;
+                }
+                meta.insert(APPLIED, &record.seq.to_be_bytes())?;
+                Ok::<_, sled::transaction::ConflictableTransactionError<()>>(())
+            })
+        });
+        match applied {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(self.fail_stop(format!("replaying commit group {}: {e:?}", record.seq))),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The last commit group sled applied (0: none).
+    fn applied_seq(&self) -> Result<u64, StoreError> {
+        let v = self.read(|| self.meta.get(APPLIED))?;
+        match v {
+            None => Ok(0),
+            Some(b) => b.as_ref().try_into().map(u64::from_be_bytes).map_err(|_| {
+                StoreError::corrupted_file(
+                    self.path.join("db"),
+                    "the applied commit group is damaged",
+                    REMEDY_FILE,
+                )
+            }),
+        }
+    }
+
+    /// Makes everything sled applied durable, records it in the manifest, and retires log segments older
+    /// than the previous checkpoint (one checkpoint's worth stays, for an index that loses its last
+    /// writes after an I/O error).
+    fn checkpoint(&self, w: &mut Writer) -> Result<(), StoreError> {
+        self.flush_index()?;
+        let previous = w.manifest.checkpoint_seq;
+        w.manifest.checkpoint_seq = w.next_seq - 1;
+        w.manifest.store(&self.path.join("wal")).map_err(|e| self.fail_stop(e))?;
+        w.log.retire_through(previous).map_err(|e| self.fail_stop(e))?;
+        w.since_checkpoint = 0;
+        Ok(())
+    }
+
+    /// Makes every write sled acknowledged so far durable.
+    ///
+    /// On Linux `sled::Db::flush` writes the log with `sync_file_range`, which waits for the data pages
+    /// but neither writes the file's metadata (its length grows as the log does) nor flushes the
+    /// device's write cache. The `fdatasync` (`File::sync_data`) after it, on the same file, does both.
+    fn flush_index(&self) -> Result<(), StoreError> {
+        guard(&self.path, || self.db.flush())?.map_err(|e| self.fail_stop(format!("flushing sled: {e}")))?;
+        self.sled_log.sync_data().map_err(|e| self.fail_stop(format!("fdatasync of the sled log: {e}")))
+    }
+
+    /// Fails with `FailStopped` once an I/O error stopped the store.
+    fn check(&self) -> Result<(), StoreError> {
+        match &*self.failed.lock().unwrap_or_else(|e| e.into_inner()) {
+            None => Ok(()),
+            Some(cause) => Err(StoreError::FailStopped { path: self.path.clone(), cause: cause.clone() }),
+        }
+    }
+
+    /// Stops the store after an I/O error (see the module doc) and returns the error to report.
+    fn fail_stop(&self, cause: impl std::fmt::Display) -> StoreError {
+        let mut failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+        let cause = failed.get_or_insert_with(|| cause.to_string()).clone();
+        tracing::error!(store = %self.path.display(), %cause, "store stopped after an I/O error");
+        StoreError::FailStopped { path: self.path.clone(), cause }
+    }
+
+    /// A read of sled: fail-stopped stores refuse it, sled errors fail-stop the store, panics are caught.
+    fn read<T>(&self, f: impl FnOnce() -> sled::Result<T>) -> Result<T, StoreError> {
+        self.check()?;
+        guard(&self.path, f)?.map_err(|e| self.fail_stop(format!("reading sled: {e}")))
+    }
+}
+
+impl Drop for Inner {
+    /// A clean close checkpoints, so the next open replays nothing.
+    fn drop(&mut self) {
+        if self.check().is_err() {
+            return;
+        }
+        let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = self.checkpoint(&mut w) {
+            tracing::warn!(store = %self.path.display(), error = %e, "checkpoint at close failed");
+        }
+    }
+}
+
+/// Runs a sled call, turning a panic (sled's reaction to some damaged files) into `Corrupted`.
+fn guard<T>(path: &Path, f: impl FnOnce() -> T) -> Result<T, StoreError> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|panic| {
+        let message = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("a panic without a message");
+        StoreError::corrupted_file(
+            path.join("db"),
+            format!("sled cannot read its files: {message}"),
+            REMEDY_FILE,
+        )
+    })
+}
+
+fn log_error(e: LogError) -> StoreError {
+    match e {
+        LogError::Corrupted { file, offset, detail } => {
+            StoreError::corrupted_file(file, format!("at byte {offset}: {detail}"), REMEDY_FILE)
+        }
+        LogError::UnsupportedVersion { found, supported, .. } => {
+            StoreError::UnsupportedSchemaVersion { found, supported }
+        }
+        other => StoreError::backend("the commit log", other),
+    }
+}
+
+/// Takes the store's process lock: sled locks its own file but reports a held lock only as an I/O
+/// error with a message; this lock, taken first, makes the case a typed error.
+fn lock(path: &Path) -> Result<File, StoreError> {
+    let lock_path = path.join("graph-runtime.lock");
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| StoreError::backend(format!("cannot open {}", lock_path.display()), e))?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(TryLockError::WouldBlock) => Err(StoreError::Locked { path: path.to_path_buf() }),
+        Err(TryLockError::Error(e)) => {
+            Err(StoreError::backend(format!("cannot lock {}", lock_path.display()), e))
+        }
+    }
+}
+
+/// Opens the sled database. Our lock file is already held, so no other process has it; if sled's own
+/// lock is still taken, it is by this process's previous instance, whose background writes sled
+/// finishes on its thread pool after the `Db` is dropped. Wait for them (bounded), rather than fail a
+/// reopen. (sled reports its lock only as an `Io` error of kind `Other`.)
+fn open_sled(path: &Path) -> Result<sled::Db, StoreError> {
+    let store = path.parent().unwrap_or(path);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let opened = guard(store, || sled::Config::new().path(path).mode(sled::Mode::HighThroughput).open())?;
+        match opened {
+            Err(sled::Error::Io(e))
+                if e.kind() == std::io::ErrorKind::Other && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(sled::Error::Corruption { .. }) | Err(sled::Error::ReportableBug(_)) => {
+                let detail = format!(
+                    "sled cannot read its files: {}",
+                    opened.err().map(|e| e.to_string()).unwrap_or_default()
+                );
+                return Err(StoreError::corrupted_file(path, detail, REMEDY_FILE));
+            }
+            other => {
+                return other.map_err(|e| {
+                    StoreError::backend(format!("cannot open the sled database in {}", store.display()), e)
+                });
+            }
+        }
+    }
+}
+
+/// Opens sled's log file (`<store>/db/db`) for [`Inner::flush_index`], and makes the store's folders
+/// durable (a file just created is only on disk once its directory entry is).
+fn open_sled_log(path: &Path) -> Result<File, StoreError> {
+    let log_path = path.join("db").join("db");
+    let log = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&log_path)
+        .map_err(|e| StoreError::backend(format!("cannot open {}", log_path.display()), e))?;
+    for dir in [path.to_path_buf(), path.join("db")] {
+        File::open(&dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| StoreError::backend(format!("cannot sync the folder {}", dir.display()), e))?;
+    }
+    Ok(log)
+}
+
+fn run_key(run_id: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(4 + run_id.len() + 8);
+    k.extend_from_slice(&(run_id.len() as u32).to_be_bytes());
+    k.extend_from_slice(run_id.as_bytes());
+    k
+}
+
+fn cp_key(run_id: &str, step: u64) -> Vec<u8> {
+    let mut k = run_key(run_id);
+    k.extend_from_slice(&step.to_be_bytes());
+    k
+}
+
+fn step_of(key: &[u8]) -> u64 {
+    u64::from_be_bytes(key[key.len() - 8..].try_into().expect("checkpoint keys end with the step"))
+}
+
+#[async_trait]
+impl Store for SledStore {
+    async fn save_checkpoint(
+        &self,
+        cp: &Checkpoint,
+        status: &RunStatus,
+        expected_version: u64,
+    ) -> Result<CommitOutcome, StoreError> {
+        let request = Request::save(cp, status, expected_version);
+        match self.request(request).await? {
+            Reply::Outcome(o) => Ok(o),
+            other => unreachable!("a commit replies an outcome, not {other:?}"),
+        }
+    }
+
+    async fn set_status(
+        &self,
+        run_id: &str,
+        status: &RunStatus,
+        expected_version: u64,
+    ) -> Result<CommitOutcome, StoreError> {
+        let request = Request::Status { run_id: run_id.to_owned(), status: status.clone(), expected_version };
+        match self.request(request).await? {
+            Reply::Outcome(o) => Ok(o),
+            other => unreachable!("a status update replies an outcome, not {other:?}"),
+        }
+    }
+
+    async fn run_info(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {
+        match self.inner.read(|| self.inner.runs.get(run_id.as_bytes()))? {
+            Some(b) => Ok(Some(decode_run(&b)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn load_checkpoint(&self, run_id: &str, step: u64) -> Result<Option<Checkpoint>, StoreError> {
+        match self.inner.read(|| self.inner.checkpoints.get(cp_key(run_id, step)))? {
+            Some(b) => Ok(Some(decode(run_id, step, &b)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn latest(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError> {
+        let last = self
+            .inner
+            .read(|| self.inner.checkpoints.scan_prefix(run_key(run_id)).next_back().transpose())?;
+        match last {
+            Some((k, v)) => Ok(Some(decode(run_id, step_of(&k), &v)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn checkpoints(&self, run_id: &str, from: u64, to: u64) -> Result<Vec<Checkpoint>, StoreError> {
+        if from > to {
+            return Ok(Vec::new());
+        }
+        let range = cp_key(run_id, from)..=cp_key(run_id, to);
+        let rows =
+            self.inner.read(|| self.inner.checkpoints.range(range).collect::<sled::Result<Vec<_>>>())?;
+        rows.iter().map(|(k, v)| decode(run_id, step_of(k), v)).collect()
+    }
+
+    async fn history(&self, run_id: &str) -> Result<Vec<CheckpointMeta>, StoreError> {
+        let rows = self
+            .inner
+            .read(|| self.inner.checkpoints.scan_prefix(run_key(run_id)).collect::<sled::Result<Vec<_>>>())?;
+        rows.iter().map(|(k, v)| Ok(decode(run_id, step_of(k), v)?.meta())).collect()
+    }
+
+    async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunInfo>, StoreError> {
+        let rows = self.inner.read(|| self.inner.runs.iter().values().collect::<sled::Result<Vec<_>>>())?;
+        let mut out = Vec::new();
+        for v in rows {
+            let info = decode_run(&v)?;
+            if filter.matches(&info) {
+                out.push(info);
+                if filter.limit.is_some_and(|n| out.len() >= n) {
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn prune(&self, run_id: &str, keep: usize) -> Result<usize, StoreError> {
+        let prefix = run_key(run_id);
+        let keys: Vec<sled::IVec> =
+            self.inner.read(|| self.inner.checkpoints.scan_prefix(&prefix).keys().collect())?;
+        let Some(oldest_kept) = keys.iter().rev().nth(keep.max(1) - 1).or(keys.first()) else {
+            return Ok(0);
+        };
+        let oldest_step = step_of(oldest_kept);
+        let floor = match self.load_checkpoint(run_id, oldest_step).await? {
+            Some(cp) => cp.state.base(oldest_step),
+            None => oldest_step,
+        };
+        let doomed: Vec<Vec<u8>> = keys.iter().filter(|k| step_of(k) < floor).map(|k| k.to_vec()).collect();
+        if doomed.is_empty() {
+            return Ok(0);
+        }
+        match self.request(Request::Remove { tree: TreeId::Checkpoints, keys: doomed }).await? {
+            Reply::Removed(n) => Ok(n),
+            other => unreachable!("a removal replies a count, not {other:?}"),
+        }
+    }
+}
