@@ -338,9 +338,7 @@ async fn growth_workload(a: &Args, steps: usize) {
             "delta_bytes": 1024, "note": "state bytes: deltas and periodic snapshots as stored"});
         if let Some(sled_store) = sled_store {
             // Whole records as written: envelope, metadata (frontier, keys, hashes) and state payload.
-            let raw: usize = (1..=out.steps)
-                .map(|s| sled_store.raw_checkpoint("growth", s).unwrap().map_or(0, |r| r.len()))
-                .sum();
+            let raw: usize = cps.iter().map(|c| graph_runtime::store::record::encode(c).len()).sum();
             drop((engine, store, sled_store));
             record["record_bytes_per_step"] = json!(raw as f64 / out.steps as f64);
             record["store_bytes_on_disk"] = json!(dir_size(dir.path()));

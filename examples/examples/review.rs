@@ -1,13 +1,18 @@
-//! A pull-request review workflow: plan → (style ∥ security) → summarize → revise ↺ | END.
+//! A pull-request review workflow: plan → (style ∥ security) → summarize → revise ↺ | END, written with
+//! the macros: `#[reducer]` derives the state's delta and merge, `#[graph]` + `#[node]` declare the nodes,
+//! their edges and policies, checked at compile time (a typo in an edge or an undeclared route does not
+//! build).
 //!
 //! The two reviewers run in parallel and their findings merge in edge order, whatever finishes first;
 //! `summarize` loops back to `revise` until the review converges. Model calls are simulated with the
-//! run's deterministic RNG, so every run of the same PR prints the same result.
+//! run's deterministic random draws (`ctx.random_range`), so every run of the same PR prints the same
+//! result.
 //!
 //! The run is durable: every step is committed to a sled store in `./data` (or `--data <dir>`) before
 //! the next starts. Interrupt it (Ctrl-C, or kill it) and run the same command again: it resumes from
 //! the last committed step instead of restarting. Once complete, running it again prints the stored
-//! result without executing anything; `--fresh` starts over.
+//! result without executing anything; `--fresh` starts over. `review_builder.rs` is the same graph
+//! built by hand.
 //!
 //! ```text
 //! cargo run -p graph-examples --example review [-- <pr-number>] [--data <dir>] [--fresh]
@@ -16,181 +21,97 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use graph_runtime::Store;
-use graph_runtime::node::BoxFuture;
 use graph_runtime::prelude::*;
-use graph_runtime::rand_core::Rng;
-use graph_runtime::state::{FieldWrite, Strategy, merge};
-use graph_runtime::store::SledStore;
 
 /// The review's state.
+#[reducer]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Review {
     /// The pull request under review (overwrite).
     pub pr: String,
     /// Findings of every reviewer, in edge order (append).
+    #[reduce(append)]
     pub findings: Vec<String>,
     /// Simulated model tokens spent (sum).
+    #[reduce(sum)]
     pub tokens: u64,
     /// Labels to put on the PR (union).
+    #[reduce(union)]
     pub labels: BTreeSet<String>,
     /// Revision rounds so far (sum).
+    #[reduce(sum)]
     pub revisions: u64,
     /// The final verdict (overwrite).
     pub verdict: Option<String>,
 }
 
-/// The partial update a review node returns.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ReviewDelta {
-    findings: Option<Vec<String>>,
-    tokens: Option<u64>,
-    labels: Option<BTreeSet<String>>,
-    revisions: Option<u64>,
-    verdict: Option<Option<String>>,
-}
-
-impl ReviewDelta {
-    fn finding(mut self, f: impl Into<String>) -> Self {
-        self.findings.get_or_insert_with(Vec::new).push(f.into());
-        self
-    }
-    fn tokens(mut self, n: u64) -> Self {
-        self.tokens = Some(n);
-        self
-    }
-    fn label(mut self, l: &str) -> Self {
-        self.labels.get_or_insert_with(BTreeSet::new).insert(l.to_owned());
-        self
-    }
-    fn revision(mut self) -> Self {
-        self.revisions = Some(1);
-        self
-    }
-    fn verdict(mut self, v: impl Into<String>) -> Self {
-        self.verdict = Some(Some(v.into()));
-        self
-    }
-}
-
-impl Delta for ReviewDelta {
-    fn writes(&self, visit: &mut dyn FnMut(FieldWrite)) {
-        let parts = [
-            (self.findings.is_some(), "findings", Strategy::Append),
-            (self.tokens.is_some(), "tokens", Strategy::Sum),
-            (self.labels.is_some(), "labels", Strategy::Union),
-            (self.revisions.is_some(), "revisions", Strategy::Sum),
-            (self.verdict.is_some(), "verdict", Strategy::Overwrite),
-        ];
-        for (set, field, strategy) in parts {
-            if set {
-                visit(FieldWrite::new(field, strategy));
-            }
-        }
-    }
-}
-
-impl Reducer for Review {
-    type Delta = ReviewDelta;
-    fn apply(&mut self, d: ReviewDelta) -> Result<(), graph_runtime::MergeError> {
-        if let Some(v) = d.findings {
-            merge::append(&mut self.findings, v, "findings")?;
-        }
-        if let Some(v) = d.tokens {
-            merge::sum(&mut self.tokens, v, "tokens")?;
-        }
-        if let Some(v) = d.labels {
-            merge::union(&mut self.labels, v, "labels")?;
-        }
-        if let Some(v) = d.revisions {
-            merge::sum(&mut self.revisions, v, "revisions")?;
-        }
-        if let Some(v) = d.verdict {
-            merge::overwrite(&mut self.verdict, v, "verdict")?;
-        }
-        Ok(())
-    }
-}
-
-type Fut<'a> = BoxFuture<'a, NodeResult<Review, Route>>;
-
 /// A stand-in for a model call: a little latency and a deterministic "answer" from the run's RNG.
 async fn model(ctx: &mut Ctx, what: &str) -> (u64, u64) {
-    tokio::time::sleep(Duration::from_millis(40 + ctx.rng().next_u64() % 80)).await;
-    let score = ctx.rng().next_u64() % 100;
-    let tokens = 200 + ctx.rng().next_u64() % 300;
+    tokio::time::sleep(Duration::from_millis(ctx.random_range(40..120u64))).await;
+    let score = ctx.random_range(0..100u64);
+    let tokens = ctx.random_range(200..500u64);
     println!("  step {:>2}  {:<10} {what:<28} score {score:>2}", ctx.step(), ctx.node());
     (score, tokens)
 }
 
-fn plan<'a>(s: &'a Review, ctx: &'a mut Ctx) -> Fut<'a> {
-    Box::pin(async move {
-        let (_, tokens) = model(ctx, &format!("planning review of PR #{}", s.pr)).await;
-        Ok((ReviewDelta::default().tokens(tokens), Route::Declared))
-    })
+/// One label.
+fn label(l: &str) -> BTreeSet<String> {
+    BTreeSet::from([l.to_owned()])
 }
 
-fn style<'a>(s: &'a Review, ctx: &'a mut Ctx) -> Fut<'a> {
-    Box::pin(async move {
+/// The review graph: `review::graph()`.
+#[graph(state = Review, name = "review")]
+pub mod review {
+    use super::*;
+
+    #[node(entry, to = [style, security])]
+    async fn plan(s: &Review, ctx: &mut Ctx) -> NodeResult<Review> {
+        let (_, tokens) = model(ctx, &format!("planning review of PR #{}", s.pr)).await;
+        Ok(ReviewDelta::default().tokens(tokens))
+    }
+
+    #[node(to = summarize)]
+    async fn style(s: &Review, ctx: &mut Ctx) -> NodeResult<Review> {
         let (score, tokens) = model(ctx, "checking style").await;
         let mut d = ReviewDelta::default().tokens(tokens);
         if score + s.revisions * 30 < 60 {
-            d = d.finding(format!("style: naming issues (score {score})")).label("style");
+            d = d.findings(vec![format!("style: naming issues (score {score})")]).labels(label("style"));
         }
-        Ok((d, Route::Declared))
-    })
-}
+        Ok(d)
+    }
 
-fn security<'a>(s: &'a Review, ctx: &'a mut Ctx) -> Fut<'a> {
-    Box::pin(async move {
+    #[node(to = summarize)]
+    async fn security(s: &Review, ctx: &mut Ctx) -> NodeResult<Review> {
         let (score, tokens) = model(ctx, "checking security").await;
         let mut d = ReviewDelta::default().tokens(tokens);
         if score + s.revisions * 30 < 50 {
-            d = d.finding(format!("security: unchecked input (score {score})")).label("security");
+            d = d
+                .findings(vec![format!("security: unchecked input (score {score})")])
+                .labels(label("security"));
         }
-        Ok((d, Route::Declared))
-    })
-}
+        Ok(d)
+    }
 
-fn summarize<'a>(s: &'a Review, ctx: &'a mut Ctx) -> Fut<'a> {
-    Box::pin(async move {
+    #[node(to = [revise, END], timeout = "5s")]
+    async fn summarize(s: &Review, ctx: &mut Ctx) -> NodeResult<Review, summarize::Next> {
         let (_, tokens) = model(ctx, "summarizing findings").await;
         let open = s.findings.len() as u64 > s.revisions * 2;
         if open && s.revisions < 3 {
-            Ok((ReviewDelta::default().tokens(tokens), Route::Goto(0))) // edge 0: revise
+            Ok((ReviewDelta::default().tokens(tokens), summarize::Next::Revise))
         } else {
             let verdict = if open { "changes requested" } else { "approved" };
-            Ok((ReviewDelta::default().tokens(tokens).verdict(verdict), Route::Goto(1))) // edge 1: END
+            Ok((
+                ReviewDelta::default().tokens(tokens).verdict(Some(verdict.to_owned())),
+                summarize::Next::End,
+            ))
         }
-    })
-}
+    }
 
-fn revise<'a>(_s: &'a Review, ctx: &'a mut Ctx) -> Fut<'a> {
-    Box::pin(async move {
+    #[node(to = [style, security])]
+    async fn revise(_s: &Review, ctx: &mut Ctx) -> NodeResult<Review> {
         let (_, tokens) = model(ctx, "revising the patch").await;
-        Ok((ReviewDelta::default().tokens(tokens).revision(), Route::Declared))
-    })
-}
-
-/// The review graph.
-pub fn graph() -> Graph<Review> {
-    Graph::builder("review")
-        .node("plan", plan)
-        .node("style", style)
-        .node("security", security)
-        .node_with("summarize", summarize, NodePolicy::default().timeout(Duration::from_secs(5)))
-        .node("revise", revise)
-        .entry("plan")
-        .edge("plan", "style")
-        .edge("plan", "security")
-        .edge("style", "summarize")
-        .edge("security", "summarize")
-        .edge("summarize", "revise")
-        .edge("summarize", END)
-        .edge("revise", "style")
-        .edge("revise", "security")
-        .build()
-        .expect("the review graph is valid")
+        Ok(ReviewDelta::default().tokens(tokens).revisions(1))
+    }
 }
 
 #[tokio::main]
@@ -211,8 +132,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if fresh && dir.exists() {
         std::fs::remove_dir_all(&dir)?;
     }
-    let store = SledStore::open(&dir)?;
-    let engine = Engine::builder(graph()).store(store.clone()).build();
+    let engine = Engine::builder(review::graph()).store(SledStore::open(&dir)?).build();
 
     // Ctrl-C cancels the run; its committed steps stay, and the next invocation resumes.
     let canceller = engine.clone();
@@ -223,25 +143,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     });
 
-    let result = match store.run_info(&run_id).await? {
-        None => {
-            println!("run {run_id}: reviewing PR #{pr} (store: {})", dir.display());
-            engine.run(&run_id, Review { pr, ..Review::default() }).await
+    match engine.outcome(&run_id).await? {
+        None => println!("run {run_id}: reviewing PR #{pr} (store: {})", dir.display()),
+        Some(o) if o.is_completed() => {
+            println!("run {run_id} already completed; its stored result (use --fresh to start over):")
         }
-        Some(info) if info.status == RunStatus::Completed => {
-            println!("run {run_id} already completed; its stored result (use --fresh to start over):");
-            engine.resume(&run_id).await
-        }
-        Some(info) => {
-            println!("run {run_id}: resuming after step {} (status was {:?})", info.latest_step, info.status);
-            engine.resume(&run_id).await
-        }
-    };
-    let out = match result {
+        Some(o) => println!("run {run_id}: resuming step {} (status was {:?})", o.steps, o.status),
+    }
+    let out = match engine.run_or_resume(&run_id, Review { pr, ..Review::default() }).await {
         Ok(out) => out,
         Err(graph_runtime::Error::Cancelled { step, .. }) => {
             println!("interrupted during step {step}; run the same command again to resume");
-            return Ok(());
+            std::process::exit(130);
         }
         Err(e) => return Err(e.into()),
     };

@@ -1,14 +1,14 @@
-//! The review example and its macro twin give identical results: `examples/review.rs` (hand-written
-//! reducer, `Graph::builder`) and `examples/review_macros.rs` (`#[reducer]`, `#[graph]`, `#[node]`) have the
+//! The review example and its hand-built twin give identical results: `examples/review_builder.rs`
+//! (hand-written reducer, `Graph::builder`) and `examples/review.rs` (`#[reducer]`, `#[graph]`, `#[node]`) have the
 //! same shape, and for every PR number they commit the same history (step, frontier, state hash of
 //! every checkpoint; the same idempotency keys) and end in the same state bytes.
 
 #[allow(dead_code, unreachable_pub)]
-#[path = "../examples/review.rs"]
+#[path = "../examples/review_builder.rs"]
 mod hand;
 
 #[allow(dead_code, unreachable_pub)]
-#[path = "../examples/review_macros.rs"]
+#[path = "../examples/review.rs"]
 mod macros;
 
 use graph_runtime::{Engine, Graph, MemoryStore, Reducer, RunOptions, RunOutcome, Store};

@@ -112,9 +112,66 @@ impl Ctx {
     /// The deterministic random stream of this attempt: ChaCha20 seeded from the run seed, the path
     /// identity and the attempt. Loop iterations and retries get distinct streams; a resumed or replayed
     /// run gets the same ones.
+    ///
+    /// It is `rand_chacha` 0.10's generator and implements `rand_core` 0.10's traits (re-exported as
+    /// `graph_runtime::rand_core`): use it with `rand` 0.10, whose `Rng` methods apply to it. With
+    /// another `rand` in your tree its methods will not (two `rand_core` versions); the draws on `Ctx`
+    /// itself ([`Ctx::random_range`], [`Ctx::choose`], [`Ctx::shuffle`], [`Ctx::random_bool`],
+    /// [`Ctx::random_f64`]) cover the common needs without `rand`.
     pub fn rng(&mut self) -> &mut ChaCha20Rng {
         let (seed, path, attempt) = (self.item.run_seed, &self.item.path, self.attempt);
         self.rng.get_or_insert_with(|| Box::new(ChaCha20Rng::from_seed(item_rng_seed(seed, path, attempt))))
+    }
+
+    /// A uniformly distributed `u64` from [`Ctx::rng`].
+    pub fn random_u64(&mut self) -> u64 {
+        self.rng().next_u64()
+    }
+
+    /// A uniformly distributed `f64` in `[0, 1)` (53 random bits) from [`Ctx::rng`].
+    pub fn random_f64(&mut self) -> f64 {
+        unit_f64(self.rng())
+    }
+
+    /// `true` with probability `p` (clamped to `[0, 1]`).
+    pub fn random_bool(&mut self, p: f64) -> bool {
+        self.random_f64() < p
+    }
+
+    /// A uniformly distributed value of `range` (`a..b` or `a..=b` of any integer type, or `a..b` of
+    /// `f32`/`f64`), drawn without bias from [`Ctx::rng`].
+    ///
+    /// # Panics
+    ///
+    /// On an empty range, like `rand`'s `random_range`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut ctx = graph_runtime::Ctx::standalone("run-1", "roll");
+    /// let die = ctx.random_range(1..=6u8);
+    /// assert!((1..=6).contains(&die));
+    /// let x = ctx.random_range(-1.0..1.0);
+    /// assert!((-1.0..1.0).contains(&x));
+    /// ```
+    pub fn random_range<R: DrawRange>(&mut self, range: R) -> R::Output {
+        range.draw(self.rng())
+    }
+
+    /// One element of `items`, uniformly; `None` when it is empty.
+    pub fn choose<'a, T>(&mut self, items: &'a [T]) -> Option<&'a T> {
+        if items.is_empty() {
+            return None;
+        }
+        Some(&items[self.random_range(0..items.len())])
+    }
+
+    /// Shuffles `items` in place (Fisher–Yates), every order equally likely.
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            let j = self.random_range(0..=i);
+            items.swap(i, j);
+        }
     }
 
     /// A version-4 UUID drawn from [`Ctx::rng`]: the same on every retry-free replay or resume of this
@@ -194,5 +251,138 @@ impl Drop for Ctx {
         if let Some(token) = self.spawned.get() {
             token.cancel();
         }
+    }
+}
+
+/// `[0, 1)` from the top 53 bits of a draw.
+fn unit_f64(rng: &mut ChaCha20Rng) -> f64 {
+    (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
+/// A uniform draw in `[0, span)` for `1 <= span <= 2^64` (Lemire's method: one multiplication, and a
+/// rejection only for the few draws that would bias the result).
+fn below(rng: &mut ChaCha20Rng, span: u128) -> u64 {
+    debug_assert!(span >= 1 && span <= 1u128 << 64);
+    if span == 1u128 << 64 {
+        return rng.next_u64();
+    }
+    let span = span as u64;
+    let mut m = u128::from(rng.next_u64()) * u128::from(span);
+    if (m as u64) < span {
+        let threshold = span.wrapping_neg() % span;
+        while (m as u64) < threshold {
+            m = u128::from(rng.next_u64()) * u128::from(span);
+        }
+    }
+    (m >> 64) as u64
+}
+
+/// A range [`Ctx::random_range`] can draw from.
+pub trait DrawRange {
+    /// The type of the values drawn.
+    type Output;
+    /// Draws one value from `rng`.
+    fn draw(self, rng: &mut ChaCha20Rng) -> Self::Output;
+}
+
+macro_rules! int_ranges {
+    ($($t:ty),*) => {$(
+        impl DrawRange for std::ops::Range<$t> {
+            type Output = $t;
+            fn draw(self, rng: &mut ChaCha20Rng) -> $t {
+                assert!(self.start < self.end, "cannot draw from the empty range {:?}", self);
+                let span = (self.end as i128 - self.start as i128) as u128;
+                (self.start as i128 + below(rng, span) as i128) as $t
+            }
+        }
+        impl DrawRange for std::ops::RangeInclusive<$t> {
+            type Output = $t;
+            fn draw(self, rng: &mut ChaCha20Rng) -> $t {
+                let (lo, hi) = self.into_inner();
+                assert!(lo <= hi, "cannot draw from the empty range {lo:?}..={hi:?}");
+                let span = (hi as i128 - lo as i128) as u128 + 1;
+                (lo as i128 + below(rng, span) as i128) as $t
+            }
+        }
+    )*};
+}
+int_ranges!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize);
+
+macro_rules! float_ranges {
+    ($($t:ty),*) => {$(
+        impl DrawRange for std::ops::Range<$t> {
+            type Output = $t;
+            fn draw(self, rng: &mut ChaCha20Rng) -> $t {
+                assert!(self.start < self.end, "cannot draw from the empty range {:?}", self);
+                let x = self.start + (self.end - self.start) * unit_f64(rng) as $t;
+                // Rounding can land on `end` itself; the range excludes it.
+                if x < self.end { x } else { self.start }
+            }
+        }
+    )*};
+}
+float_ranges!(f32, f64);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn draws_repeat_with_the_seed_and_stay_in_range() {
+        let draws = |run: &str| {
+            let mut ctx = Ctx::standalone(run, "n");
+            (0..200).map(|_| ctx.random_range(-3i64..=3)).collect::<Vec<_>>()
+        };
+        assert_eq!(draws("a"), draws("a"));
+        assert_ne!(draws("a"), draws("b"));
+        assert!(draws("a").iter().all(|d| (-3..=3).contains(d)));
+        let mut ctx = Ctx::standalone("r", "n");
+        for _ in 0..1000 {
+            assert!(ctx.random_range(250u8..=255) >= 250);
+            assert!((0.5..0.75).contains(&ctx.random_range(0.5..0.75)));
+            assert!(ctx.random_f64() < 1.0);
+        }
+        assert!((0..100).map(|_| ctx.random_range(0..=u64::MAX)).any(|x| x > u64::MAX / 2));
+        assert!((0..100).map(|_| ctx.random_range(i64::MIN..=i64::MAX)).any(|x| x < 0));
+    }
+
+    #[test]
+    fn draws_are_uniform_enough() {
+        // 60,000 rolls of a die: each face within 5% of 10,000 (about 10 standard deviations).
+        let mut ctx = Ctx::standalone("uniform", "n");
+        let mut counts = [0u32; 6];
+        for _ in 0..60_000 {
+            counts[ctx.random_range(0..6usize)] += 1;
+        }
+        assert!(counts.iter().all(|c| (9_500..10_500).contains(c)), "{counts:?}");
+        let heads = (0..10_000).filter(|_| ctx.random_bool(0.3)).count();
+        assert!((2_700..3_300).contains(&heads), "{heads}");
+    }
+
+    #[test]
+    fn choose_and_shuffle() {
+        let mut ctx = Ctx::standalone("s", "n");
+        assert_eq!(ctx.choose::<u8>(&[]), None);
+        let items = [1, 2, 3, 4, 5, 6, 7, 8];
+        assert!(items.contains(ctx.choose(&items).unwrap()));
+        let mut shuffled = items;
+        ctx.shuffle(&mut shuffled);
+        let mut sorted = shuffled;
+        sorted.sort();
+        assert_eq!(sorted, items, "a permutation");
+        let orders: std::collections::BTreeSet<_> = (0..50)
+            .map(|_| {
+                let mut v = [1, 2, 3];
+                ctx.shuffle(&mut v);
+                v
+            })
+            .collect();
+        assert_eq!(orders.len(), 6, "every order of three appears in 50 shuffles");
+    }
+
+    #[test]
+    #[should_panic(expected = "empty range")]
+    fn an_empty_range_panics() {
+        Ctx::standalone("e", "n").random_range(3u8..3);
     }
 }

@@ -44,7 +44,7 @@ pub mod store;
 #[doc(hidden)]
 pub use macro_support as __private;
 
-pub use ctx::Ctx;
+pub use ctx::{Ctx, DrawRange};
 pub use error::{ConflictError, Error, GraphError, MergeError, NodeError, Result, StoreError};
 pub use graph::{END, Graph, GraphBuilder};
 pub use graph_macros::{graph, node, reduce, reducer};
@@ -66,6 +66,8 @@ pub struct ReadmeDoctests;
 
 /// The names most workflows need.
 pub mod prelude {
+    #[cfg(feature = "sled")]
+    pub use crate::store::{Durability, SledOptions, SledStore};
     pub use crate::{
         Backoff, Branch, CancellationToken, ConflictPolicy, Ctx, Delta, END, Engine, EngineOptions, Graph,
         MemoryStore, NodeError, NodePolicy, NodeResult, PauseReason, Reducer, RetryPolicy, Route, RunOptions,

@@ -297,6 +297,86 @@ impl<S: Reducer> Engine<S> {
         self.drive(run).await
     }
 
+    /// Starts the run if the store does not have it, or continues it if it does (LangGraph users continue
+    /// a thread by its id). By the stored status:
+    ///
+    /// | stored | what happens | `input` |
+    /// |---|---|---|
+    /// | no run | [`Engine::run`]: starts it | the run's input |
+    /// | `Completed` | returns the stored final state; nothing executes | unused |
+    /// | `Running` (a crash or a kill), `Paused`, `Cancelled`, `Failed` | [`Engine::resume`]: continues from the last committed step | unused |
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use graph_runtime::prelude::*;
+    /// # use graph_runtime::node::BoxFuture;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), graph_runtime::Error> {
+    /// # fn hop<'a>(_s: &'a (), _c: &'a mut Ctx) -> BoxFuture<'a, NodeResult<(), Route>> {
+    /// #     Box::pin(async { Ok(((), Route::End)) })
+    /// # }
+    /// # let graph = Graph::<()>::builder("g").node("hop", hop).entry("hop").edge("hop", END).build()?;
+    /// let engine = Engine::builder(graph).build();
+    /// let first = engine.run_or_resume("thread-1", ()).await?; // starts it
+    /// let again = engine.run_or_resume("thread-1", ()).await?; // the stored result
+    /// assert!(first.is_completed() && again.is_completed());
+    /// assert_eq!(first.steps, again.steps);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Engine::run`] and [`Engine::resume`].
+    pub async fn run_or_resume(&self, run_id: &str, input: S) -> Result<RunOutcome<S>> {
+        self.run_or_resume_with(run_id, input, RunOptions::default()).await
+    }
+
+    /// [`Engine::run_or_resume`] with options (a resumed run keeps its stored seed).
+    ///
+    /// # Errors
+    ///
+    /// As [`Engine::run_or_resume`].
+    pub async fn run_or_resume_with(
+        &self,
+        run_id: &str,
+        input: S,
+        opts: RunOptions,
+    ) -> Result<RunOutcome<S>> {
+        if self.inner.store.run_info(run_id).await?.is_some() {
+            return self.resume_with(run_id, opts).await;
+        }
+        match self.run_with(run_id, input, opts.clone()).await {
+            // Another writer created it between the check and the first commit.
+            Err(Error::RunExists { .. }) => self.resume_with(run_id, opts).await,
+            other => other,
+        }
+    }
+
+    /// The stored outcome of a run, without executing anything: its status and the state at its latest
+    /// committed step (the final state once `Completed`; for a run that is `Running` here or elsewhere,
+    /// the last committed step's). `None` when the store has no such run.
+    ///
+    /// # Errors
+    ///
+    /// Store errors for unreadable checkpoints; [`Error::GraphChanged`] when the run was started by
+    /// another graph (its state may not be this graph's state type).
+    pub async fn outcome(&self, run_id: &str) -> Result<Option<RunOutcome<S>>> {
+        let store = &self.inner.store;
+        let Some(info) = store.run_info(run_id).await? else { return Ok(None) };
+        if info.graph_fingerprint != self.inner.graph.fingerprint() {
+            return Err(Error::GraphChanged {
+                run: run_id.to_owned(),
+                stored: info.graph_fingerprint,
+                current: self.inner.graph.fingerprint().to_owned(),
+            });
+        }
+        let Some(cp) = store.latest(run_id).await? else { return Ok(None) };
+        let (state, _) = record::load_state(&**store, &cp).await?;
+        Ok(Some(RunOutcome { run_id: run_id.to_owned(), state, status: info.status, steps: cp.step }))
+    }
+
     /// Cancels a run this engine is driving; false if it is not active here.
     pub fn cancel(&self, run_id: &str) -> bool {
         let active = self.inner.active.lock().unwrap_or_else(|e| e.into_inner());
