@@ -436,7 +436,7 @@ macro_rules! join_twin {
                 }
             )+
 
-            #[node(to = END)]
+            #[node(to = END, impure = "test instrumentation: counts in the static `RUNS`")]
             async fn join(s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
                 RUNS.fetch_add(1, Ordering::SeqCst);
                 Ok(logged(format!("join saw {}", s.count)))
@@ -592,7 +592,7 @@ macro_rules! flaky_twin {
             /// Attempts so far.
             pub static ATTEMPTS: AtomicU32 = AtomicU32::new(0);
 
-            #[node(entry, to = END, $($policy)+)]
+            #[node(entry, to = END, $($policy)+, impure = "test instrumentation: counts in the static `ATTEMPTS`")]
             async fn flaky(_s: &MacroTrace, ctx: &mut Ctx) -> NodeResult<MacroTrace> {
                 let n = ATTEMPTS.fetch_add(1, Ordering::SeqCst) + 1;
                 assert_eq!(ctx.attempt(), n, "ctx.attempt() counts attempts");
@@ -709,7 +709,7 @@ pub mod default_retry {
     /// Attempts so far.
     pub static ATTEMPTS: AtomicU32 = AtomicU32::new(0);
 
-    #[node(entry, to = END)]
+    #[node(entry, to = END, impure = "test instrumentation: counts in the static `ATTEMPTS`")]
     async fn n(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
         if ATTEMPTS.fetch_add(1, Ordering::SeqCst) == 0 {
             return Err(NodeError::new("once"));
@@ -1026,7 +1026,7 @@ pub mod retry_rng {
     /// The first draw of every attempt.
     pub static SEEN: Mutex<Vec<u64>> = Mutex::new(Vec::new());
 
-    #[node(entry, to = END, retry(attempts = 3))]
+    #[node(entry, to = END, retry(attempts = 3), impure = "test instrumentation: records into the static `SEEN`")]
     async fn n(_st: &MacroTrace, ctx: &mut Ctx) -> NodeResult<MacroTrace> {
         let attempts = {
             let mut seen = SEEN.lock().unwrap();

@@ -605,7 +605,7 @@ macro_rules! steps_twin {
             /// Whether the next run of step 3 waits for cancellation.
             pub static PARK: AtomicBool = AtomicBool::new($park);
 
-            #[node(entry, to = [tick, END])]
+            #[node(entry, to = [tick, END], impure = "test instrumentation: a flag in the static `PARK` parks one run")]
             async fn tick(s: &MacroTrace, ctx: &mut Ctx) -> NodeResult<MacroTrace, tick::Next> {
                 let n = s.count;
                 if n == 3 && PARK.swap(false, Ordering::SeqCst) {
@@ -927,7 +927,7 @@ macro_rules! all_fail_twin {
             }
 
             $(
-                #[node(to = END)]
+                #[node(to = END, impure = "test instrumentation: counts in the static `STARTED`")]
                 async fn $f(_st: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
                     STARTED.fetch_add(1, Ordering::SeqCst);
                     Err(NodeError::new(format!("{} failed", stringify!($f))))
@@ -1187,7 +1187,7 @@ pub mod once {
     /// Calls of `a` so far.
     pub static CALLS: AtomicUsize = AtomicUsize::new(0);
 
-    #[node(entry, to = END)]
+    #[node(entry, to = END, impure = "test instrumentation: counts in the static `CALLS`")]
     async fn a(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
         CALLS.fetch_add(1, Ordering::SeqCst);
         Ok(MacroTraceDelta::default().count(7))
@@ -1587,7 +1587,7 @@ pub mod same_time {
         Ok((MacroTraceDelta::default(), fork))
     }
 
-    #[node(to = done, retry(attempts = 3))]
+    #[node(to = done, retry(attempts = 3), impure = "test instrumentation: records into the statics `SEEN` and `FAILURES`")]
     async fn work(_s: &MacroTrace, ctx: &mut Ctx) -> NodeResult<MacroTrace> {
         SEEN.lock().unwrap().push(ms(ctx.now()));
         // Spread the attempts over real time: the first two attempts of the step fail.
@@ -1600,7 +1600,7 @@ pub mod same_time {
         Ok(MacroTraceDelta::default())
     }
 
-    #[node(to = END)]
+    #[node(to = END, impure = "test instrumentation: records into the static `SEEN`")]
     async fn done(_s: &MacroTrace, ctx: &mut Ctx) -> NodeResult<MacroTrace> {
         SEEN.lock().unwrap().push(ms(ctx.now()));
         Ok(MacroTraceDelta::default())
