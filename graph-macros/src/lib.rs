@@ -4,6 +4,7 @@
 //!
 //! Each entry point converts tokens and hands them to a front end that never touches `proc_macro`
 //! (`graph/`, `reducer/`), so every check is unit-tested with `syn::parse_quote!`. See `docs/macros.md`.
+//! The one other thing read here is the invocation's source file (`source_file`), as `syn` data.
 
 use proc_macro::TokenStream;
 
@@ -22,7 +23,7 @@ mod reducer;
 /// `my_graph::dot()`, and a `Next` enum / `Fork` builder per routing node. See `docs/macros.md`.
 #[proc_macro_attribute]
 pub fn graph(attr: TokenStream, item: TokenStream) -> TokenStream {
-    graph::expand(attr.into(), item.into()).into()
+    graph::expand(attr.into(), item.into(), source_file()).into()
 }
 
 /// Marks an async function of a `#[graph]` module as a node: `#[node(entry, to = [a, END], timeout = "5s",
@@ -38,7 +39,7 @@ pub fn node(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// strategies. On a free function: marks a custom field merge and checks that it is pure.
 #[proc_macro_attribute]
 pub fn reducer(attr: TokenStream, item: TokenStream) -> TokenStream {
-    reducer::expand(attr.into(), item.into()).into()
+    reducer::expand(attr.into(), item.into(), source_file).into()
 }
 
 /// A field strategy of a `#[reducer]` struct (`#[reduce(append)]`). Anywhere else it is an error: the
@@ -46,4 +47,17 @@ pub fn reducer(attr: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn reduce(attr: TokenStream, item: TokenStream) -> TokenStream {
     reducer::reduce_outside_reducer(attr.into(), item.into()).into()
+}
+
+/// The source file the invocation is in, parsed, and whether it is a crate root. A macro receives only
+/// its item; the purity lints read the file to see the `use` items and names around it (what
+/// `use super::*` brings into a graph module). `None` when the file cannot be read or parsed (a tool
+/// that gives no file, a call site inside another macro's expansion): the lints then see the item alone,
+/// which is never an error.
+fn source_file() -> Option<(syn::File, bool)> {
+    let path = proc_macro::Span::call_site().local_file()?;
+    let text = std::fs::read_to_string(&path).ok()?;
+    let file = syn::parse_file(&text).ok()?;
+    let root = purity::source::is_crate_root(&path, &file);
+    Some((file, root))
 }

@@ -299,7 +299,7 @@ macro_rules! flaky_twin {
             /// Attempts so far.
             pub static ATTEMPTS: AtomicU32 = AtomicU32::new(0);
 
-            #[node(entry, to = END, $($policy)+)]
+            #[node(entry, to = END, impure = "test instrumentation: counts attempts in a static", $($policy)+)]
             async fn flaky(_s: &MacroTrace, ctx: &mut Ctx) -> NodeResult<MacroTrace> {
                 let n = ATTEMPTS.fetch_add(1, Ordering::SeqCst) + 1;
                 assert_eq!(ctx.attempt(), n, "ctx.attempt() counts attempts");

@@ -16,6 +16,9 @@ pub(crate) struct GraphDef {
     pub(crate) items: Vec<syn::Item>,
     /// The `#[node]` functions, in declaration order.
     pub(crate) nodes: Vec<NodeDef>,
+    /// The source file around the module, when the entry point could read it (for the purity lints'
+    /// name resolution: what `use super::*` brings in).
+    pub(crate) surroundings: Option<crate::purity::Surroundings>,
 }
 
 /// One `#[node(...)] async fn`.

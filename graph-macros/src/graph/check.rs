@@ -12,7 +12,7 @@ use super::ast::{GraphDef, NodeDef, Routing, is_end, node_span};
 use super::parse::node_result_args;
 use crate::diag::Errors;
 use crate::keywords::{END, RESERVED_NODE_NAMES};
-use crate::purity::{self, Scope};
+use crate::purity;
 use graph_core::algo::{self, Target};
 use graph_core::suggest::{did_you_mean, list};
 
@@ -26,8 +26,8 @@ pub(crate) struct Resolved {
 pub(crate) fn check(g: &GraphDef, errs: &mut Errors) -> Option<Resolved> {
     for n in &g.nodes {
         check_signature(n, g.state.as_ref(), errs);
-        check_purity(n, errs);
     }
+    check_purity(g, errs);
     check_reserved_names(g, errs);
     let before = errs.len();
     let index = check_duplicate_nodes(g, errs);
@@ -166,11 +166,11 @@ fn check_return(n: &NodeDef, state: Option<&Type>, state_text: &str, errs: &mut 
     }
 }
 
-// Node bodies are deterministic outside `ctx`, unless the node says `impure = "reason"`.
-fn check_purity(n: &NodeDef, errs: &mut Errors) {
-    if n.impure.is_none() {
-        purity::check(&n.func.block, Scope::Node, errs);
-    }
+// Node bodies (and the helpers of the module they call) are deterministic outside `ctx`, unless the
+// node says `impure = "reason"`. One call for the whole graph: a helper several nodes reach is reported
+// once.
+fn check_purity(g: &GraphDef, errs: &mut Errors) {
+    purity::check_graph(g, errs);
 }
 
 // A node cannot take a name the graph module generates (`graph`, `mermaid`, `dot`, `FINGERPRINT`) or `END`.

@@ -15,8 +15,9 @@ use syn::spanned::Spanned;
 
 use crate::diag::Errors;
 
-/// `#[graph(...)]` on `item`.
-pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
+/// `#[graph(...)]` on `item`. `source` is the file the invocation is in, parsed, with whether it is a
+/// crate root, when the entry point could read it: the purity lints resolve names through it.
+pub(crate) fn expand(attr: TokenStream, item: TokenStream, source: Option<(syn::File, bool)>) -> TokenStream {
     let mut errs = Errors::default();
     let module = match syn::parse2::<syn::Item>(item.clone()) {
         Ok(syn::Item::Mod(m)) => m,
@@ -33,10 +34,13 @@ pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
             return quote!(#item #e);
         }
     };
-    let Some(def) = parse::parse(attr, module, &mut errs) else {
+    let surroundings =
+        source.and_then(|(file, root)| crate::purity::source::locate_module(file, root, &module));
+    let Some(mut def) = parse::parse(attr, module, &mut errs) else {
         let e = errs.to_compile_errors();
         return quote!(#item #e);
     };
+    def.surroundings = surroundings;
     let resolved = check::check(&def, &mut errs);
     let valid = if errs.is_empty() { resolved.as_ref() } else { None };
     let code = expand::expand(&def, valid);

@@ -70,7 +70,7 @@ pub(crate) fn parse(attr: TokenStream, item: ItemMod, errs: &mut Errors) -> Opti
         }
         items.push(it);
     }
-    Some(GraphDef { module: item, name, state, items, nodes })
+    Some(GraphDef { module: item, name, state, items, nodes, surroundings: None })
 }
 
 /// Removes the `#[node(...)]` attributes of an item; a second one is a duplicate (both sites).

@@ -11,10 +11,15 @@ use syn::spanned::Spanned;
 use crate::diag::Errors;
 use crate::keywords::{REDUCER_FN, REDUCER_STRUCT};
 use crate::options;
-use crate::purity::{self, Scope};
+use crate::purity;
 
-/// `#[reducer(...)]` on `item`.
-pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
+/// `#[reducer(...)]` on `item`. `source` reads the file the invocation is in, as for `#[graph]` (a merge
+/// function's names are resolved through its module); only called for a merge function.
+pub(crate) fn expand(
+    attr: TokenStream,
+    item: TokenStream,
+    source: impl FnOnce() -> Option<(syn::File, bool)>,
+) -> TokenStream {
     let mut errs = Errors::default();
     let out = match syn::parse2::<syn::Item>(item.clone()) {
         Ok(syn::Item::Struct(s)) => {
@@ -26,7 +31,8 @@ pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         }
         Ok(syn::Item::Fn(f)) => {
             options::parse(attr, &REDUCER_FN, &mut errs);
-            check_merge_fn(&f, &mut errs);
+            let around = source().and_then(|(file, root)| crate::purity::source::locate_fn(file, root, &f));
+            check_merge_fn(&f, around.as_ref(), &mut errs);
             if errs.is_empty() {
                 quote!(#f)
             } else {
@@ -55,7 +61,7 @@ pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
 }
 
 // A merge function is synchronous, safe, `fn(current: &mut T, written: T)`, and pure.
-pub(crate) fn check_merge_fn(f: &syn::ItemFn, errs: &mut Errors) {
+pub(crate) fn check_merge_fn(f: &syn::ItemFn, around: Option<&purity::Surroundings>, errs: &mut Errors) {
     let sig = &f.sig;
     let name = &sig.ident;
     if let Some(a) = &sig.asyncness {
@@ -77,7 +83,7 @@ pub(crate) fn check_merge_fn(f: &syn::ItemFn, errs: &mut Errors) {
             ),
         );
     }
-    purity::check(&f.block, Scope::Reducer, errs);
+    purity::check_merge_fn(f, around, errs);
 }
 
 /// `#[reduce]` that no `#[reducer]` consumed.
@@ -151,7 +157,7 @@ mod tests {
     fn merge_functions_are_checked() {
         let check = |f: syn::ItemFn| {
             let mut errs = Errors::default();
-            check_merge_fn(&f, &mut errs);
+            check_merge_fn(&f, None, &mut errs);
             errs.messages()
         };
         assert!(

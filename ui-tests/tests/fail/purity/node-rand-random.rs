@@ -1,35 +1,5 @@
 //! Fails: `rand::random` in a node.
 
-mod chrono {
-    pub struct Utc;
-    impl Utc {
-        pub fn now() -> u64 {
-            0
-        }
-    }
-}
-
-mod rand {
-    pub fn random<T: Default>() -> T {
-        T::default()
-    }
-    pub fn thread_rng() -> u64 {
-        0
-    }
-    pub fn rng() -> u64 {
-        0
-    }
-}
-
-mod uuid {
-    pub struct Uuid;
-    impl Uuid {
-        pub fn new_v4() -> u128 {
-            0
-        }
-    }
-}
-
 use graph_runtime::prelude::*;
 
 #[reducer]
@@ -45,7 +15,7 @@ mod flow {
     use super::*;
     #[node(entry, to = END)]
     async fn plan(_s: &S, ctx: &mut Ctx) -> NodeResult<S> {
-        let n: u64 = crate::rand::random();
+        let n: u64 = rand::random();
         let _ = ctx;
         Ok(SDelta::default().n(n))
     }
