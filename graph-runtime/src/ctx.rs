@@ -262,7 +262,7 @@ fn unit_f64(rng: &mut ChaCha20Rng) -> f64 {
 /// A uniform draw in `[0, span)` for `1 <= span <= 2^64` (Lemire's method: one multiplication, and a
 /// rejection only for the few draws that would bias the result).
 fn below(rng: &mut ChaCha20Rng, span: u128) -> u64 {
-    debug_assert!(span >= 1 && span <= 1u128 << 64);
+    debug_assert!((1..=1u128 << 64).contains(&span));
     if span == 1u128 << 64 {
         return rng.next_u64();
     }
