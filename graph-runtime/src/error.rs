@@ -132,9 +132,9 @@ pub enum Error {
     Conflict {
         /// The run.
         run: String,
-        /// The conflict.
+        /// The conflict (boxed: it is large and rare).
         #[source]
-        source: ConflictError,
+        source: Box<ConflictError>,
     },
     /// A reducer failed to merge a node's delta.
     #[error("run `{run}`: merging the delta of node `{node}` at step {step} failed: {source}")]
@@ -228,7 +228,9 @@ impl Error {
     /// The error of a step whose merge failed.
     pub(crate) fn from_merge(run: &str, step: u64, failure: MergeFailure) -> Self {
         match failure {
-            MergeFailure::Conflict(source) => Error::Conflict { run: run.to_owned(), source },
+            MergeFailure::Conflict(source) => {
+                Error::Conflict { run: run.to_owned(), source: Box::new(source) }
+            }
             MergeFailure::Merge { node, error } => {
                 Error::Merge { run: run.to_owned(), step, node, source: error }
             }
