@@ -105,6 +105,13 @@ fn terminal_components(next: &[Vec<usize>], within: &[bool]) -> Vec<Vec<usize>> 
     out
 }
 
+/// `m[a][b]`: node `b` can be reached from node `a` along edges (every node reaches itself).
+pub fn reachability(adj: &[Vec<Target>]) -> Vec<Vec<bool>> {
+    let succ = successors(adj);
+    let all = vec![true; adj.len()];
+    (0..adj.len()).map(|n| reach(&[n], &succ, &all)).collect()
+}
+
 /// Unreachable nodes from `entry`, grouped (see [`Unreachable`]).
 pub fn unreachable(entry: usize, adj: &[Vec<Target>]) -> Vec<Unreachable> {
     let succ = successors(adj);

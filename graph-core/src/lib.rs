@@ -17,6 +17,24 @@ use std::fmt::Write;
 
 pub use algo::Target;
 
+/// What a graph's fingerprint covers: its structure and the signatures of its nodes.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape<'a> {
+    /// `names[i]` is node `i`, in declaration order.
+    pub names: &'a [&'a str],
+    /// `adjacency[i]`: node `i`'s edges in index order.
+    pub adjacency: &'a [Vec<Target>],
+    /// The entry node.
+    pub entry: usize,
+    /// `(node, signature)`: what the macros pass (the node function's signature tokens); hand-built
+    /// graphs may pass none.
+    pub signatures: &'a [(&'a str, &'a str)],
+    /// Nodes whose route a router computes from the updated state.
+    pub routed: &'a [usize],
+    /// `(node, predecessors)`: wait-for-all joins.
+    pub waits: &'a [(usize, Vec<usize>)],
+}
+
 /// The text that is hashed into a graph's fingerprint, format `graph-runtime/fingerprint/v1`:
 ///
 /// ```text
@@ -24,19 +42,17 @@ pub use algo::Target;
 /// entry <entry node>
 /// node <name> -> <target> -> <target>      (one line per node, in declaration order; targets in edge
 ///                                           index order, END for the end)
+/// route <node>                             (one line per routed node, in node order)
+/// wait <node> <- <pred> <pred>             (one line per wait-for-all join, in node order)
 /// sig <node> <signature>                   (one line per signature, sorted by (node, signature))
 /// ```
 ///
-/// `names[i]` is node `i`, `adjacency[i]` its edges in index order. Signatures are what the macros pass
-/// (the node function's signature tokens); hand-built graphs may pass none.
-pub fn fingerprint_text(
-    names: &[&str],
-    adjacency: &[Vec<Target>],
-    entry: usize,
-    signatures: &[(&str, &str)],
-) -> String {
-    let mut text = format!("graph-runtime/fingerprint/v1\nentry {}\n", names[entry]);
-    for (name, edges) in names.iter().zip(adjacency) {
+/// A graph without routers and joins has no `route`/`wait` lines, so its fingerprint is what it was
+/// before those existed.
+pub fn fingerprint_text(shape: &Shape<'_>) -> String {
+    let names = shape.names;
+    let mut text = format!("graph-runtime/fingerprint/v1\nentry {}\n", names[shape.entry]);
+    for (name, edges) in names.iter().zip(shape.adjacency) {
         let _ = write!(text, "node {name}");
         for t in edges {
             match t {
@@ -48,7 +64,21 @@ pub fn fingerprint_text(
         }
         text.push('\n');
     }
-    let mut sigs = signatures.to_vec();
+    let mut routed = shape.routed.to_vec();
+    routed.sort_unstable();
+    for n in routed {
+        let _ = writeln!(text, "route {}", names[n]);
+    }
+    let mut waits = shape.waits.to_vec();
+    waits.sort_unstable();
+    for (n, preds) in waits {
+        let _ = write!(text, "wait {} <-", names[n]);
+        for p in preds {
+            let _ = write!(text, " {}", names[p]);
+        }
+        text.push('\n');
+    }
+    let mut sigs = shape.signatures.to_vec();
     sigs.sort_unstable();
     for (node, sig) in sigs {
         let _ = writeln!(text, "sig {node} {sig}");
@@ -62,18 +92,13 @@ pub fn fingerprint_text(
 /// # Examples
 ///
 /// ```
-/// use graph_core::{fingerprint, Target};
-/// let fp = fingerprint(&["a"], &[vec![Target::End]], 0, &[]);
-/// assert_eq!(fp.len(), 64);
+/// use graph_core::{fingerprint, Shape, Target};
+/// let shape = Shape { names: &["a"], adjacency: &[vec![Target::End]], entry: 0, signatures: &[], routed: &[], waits: &[] };
+/// assert_eq!(fingerprint(&shape).len(), 64);
 /// ```
-pub fn fingerprint(
-    names: &[&str],
-    adjacency: &[Vec<Target>],
-    entry: usize,
-    signatures: &[(&str, &str)],
-) -> String {
+pub fn fingerprint(shape: &Shape<'_>) -> String {
     use sha2::{Digest, Sha256};
-    hex(&Sha256::digest(fingerprint_text(names, adjacency, entry, signatures).as_bytes()))
+    hex(&Sha256::digest(fingerprint_text(shape).as_bytes()))
 }
 
 /// Lowercase hex of `bytes`.
@@ -95,11 +120,21 @@ mod tests {
     fn fingerprint_text_lists_nodes_edges_and_sorted_signatures() {
         let names = ["plan", "work"];
         let adj = vec![vec![Target::Node(1), Target::End], vec![Target::Node(0)]];
-        let text = fingerprint_text(&names, &adj, 0, &[("work", "fn work()"), ("plan", "fn plan()")]);
+        let sigs = [("work", "fn work()"), ("plan", "fn plan()")];
+        let mut shape =
+            Shape { names: &names, adjacency: &adj, entry: 0, signatures: &sigs, routed: &[], waits: &[] };
         assert_eq!(
-            text,
+            fingerprint_text(&shape),
             "graph-runtime/fingerprint/v1\nentry plan\nnode plan -> work -> END\nnode work -> plan\n\
              sig plan fn plan()\nsig work fn work()\n"
+        );
+        let waits = [(1, vec![0])];
+        shape.routed = &[0];
+        shape.waits = &waits;
+        assert_eq!(
+            fingerprint_text(&shape),
+            "graph-runtime/fingerprint/v1\nentry plan\nnode plan -> work -> END\nnode work -> plan\n\
+             route plan\nwait work <- plan\nsig plan fn plan()\nsig work fn work()\n"
         );
     }
 
@@ -108,7 +143,14 @@ mod tests {
     #[test]
     fn fingerprint_golden_vector() {
         assert_eq!(
-            fingerprint(&["a"], &[vec![Target::End]], 0, &[]),
+            fingerprint(&Shape {
+                names: &["a"],
+                adjacency: &[vec![Target::End]],
+                entry: 0,
+                signatures: &[],
+                routed: &[],
+                waits: &[]
+            }),
             "ee089230e689ff117b5a04160485f7cdd304b917e02fcab50608293991dfbd4e"
         );
     }

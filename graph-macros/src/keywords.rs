@@ -54,6 +54,8 @@ pub(crate) const TIMEOUT: &str = "timeout";
 pub(crate) const RETRY: &str = "retry";
 pub(crate) const MAX_CONCURRENCY: &str = "max_concurrency";
 pub(crate) const IMPURE: &str = "impure";
+pub(crate) const ROUTE: &str = "route";
+pub(crate) const WAIT_FOR: &str = "wait_for";
 pub(crate) const ATTEMPTS: &str = "attempts";
 pub(crate) const BACKOFF: &str = "backoff";
 pub(crate) const JITTER: &str = "jitter";
@@ -82,6 +84,8 @@ pub(crate) static NODE: Owner = Owner {
         spec(RETRY, Kind::Nested(&RETRY_OPTS), "retry(attempts = 3, backoff = fixed(\"100ms\"))"),
         spec(MAX_CONCURRENCY, Kind::Value, "max_concurrency = 4"),
         spec(IMPURE, Kind::Value, "impure = \"reason\""),
+        spec(ROUTE, Kind::Value, "route = my_router"),
+        spec(WAIT_FOR, Kind::Value, "wait_for = [a, b]"),
     ],
 };
 

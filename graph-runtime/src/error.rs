@@ -413,6 +413,17 @@ pub enum GraphError {
         /// The entry.
         entry: String,
     },
+    /// A wait-for-all join names a predecessor with no edge to it.
+    #[error(
+        "node `{node}` waits for `{predecessor}`, which has no edge to it; add `{node}` to the edges of \
+         `{predecessor}` or remove it from the `wait_for`"
+    )]
+    WaitWithoutEdge {
+        /// The join node.
+        node: String,
+        /// The predecessor without an edge to it.
+        predecessor: String,
+    },
     /// END cannot be reached from a node (a loop with no exit).
     #[error(
         "END cannot be reached from node `{node}`; add an edge to END on its path (a loop needs an exit)"

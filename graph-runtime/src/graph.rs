@@ -19,12 +19,18 @@ pub const END: &str = "__end__";
 
 pub use graph_core::Target;
 
+/// A router: chooses a node's edge (by index) from the state with the node's own update applied.
+pub type Router<S> = Arc<dyn Fn(&S) -> u32 + Send + Sync>;
+
 /// One node of the table: its name, its edges by index, what runs it and its policy.
 pub(crate) struct NodeEntry<S: Reducer> {
     name: Arc<str>,
     edges: Vec<Target>,
     handler: Arc<dyn Node<S>>,
     policy: NodePolicy,
+    router: Option<Router<S>>,
+    /// The predecessors this node waits for, all of them, before it runs (empty: no wait).
+    wait_for: Vec<usize>,
 }
 
 impl<S: Reducer> NodeEntry<S> {
@@ -47,6 +53,16 @@ impl<S: Reducer> NodeEntry<S> {
     pub(crate) fn policy(&self) -> &NodePolicy {
         &self.policy
     }
+
+    /// The router choosing this node's edge, when it has one.
+    pub(crate) fn router(&self) -> Option<&Router<S>> {
+        self.router.as_ref()
+    }
+
+    /// The predecessors this node waits for (empty: it runs on any route into it).
+    pub(crate) fn wait_for(&self) -> &[usize] {
+        &self.wait_for
+    }
 }
 
 /// A validated, immutable graph over state `S`. Cheap to clone.
@@ -60,6 +76,8 @@ struct GraphInner<S: Reducer> {
     index: BTreeMap<Arc<str>, usize>,
     entry: usize,
     fingerprint: Arc<str>,
+    /// `reaches[a][b]`: node `b` can be reached from node `a` (for wait-for-all joins).
+    reaches: Vec<Vec<bool>>,
 }
 
 impl<S: Reducer> Clone for Graph<S> {
@@ -87,6 +105,8 @@ impl<S: Reducer> Graph<S> {
             edges: Vec::new(),
             entry: Vec::new(),
             signatures: Vec::new(),
+            routers: Vec::new(),
+            waits: Vec::new(),
         }
     }
 
@@ -138,6 +158,11 @@ impl<S: Reducer> Graph<S> {
     /// The entry node's index.
     pub(crate) fn entry_index(&self) -> usize {
         self.inner.entry
+    }
+
+    /// Whether node `b` can be reached from node `a` along edges (a node reaches itself).
+    pub(crate) fn reaches(&self, a: usize, b: usize) -> bool {
+        self.inner.reaches[a][b]
     }
 
     /// The fingerprint, shared with the checkpoints that record it.
@@ -205,6 +230,8 @@ pub struct GraphBuilder<S: Reducer> {
     edges: Vec<(String, String)>,
     entry: Vec<String>,
     signatures: Vec<(String, String)>,
+    routers: Vec<(String, Router<S>)>,
+    waits: Vec<(String, Vec<String>)>,
 }
 
 impl<S: Reducer> GraphBuilder<S> {
@@ -244,6 +271,43 @@ impl<S: Reducer> GraphBuilder<S> {
         self
     }
 
+    /// Gives `node` a router: after the node's step, `router` reads the state with the node's own update
+    /// applied (as a LangGraph conditional edge does) and returns the index of the edge to follow. The
+    /// node's own route is then ignored (write it as a static node: `Route::Declared`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use graph_runtime::{Graph, Route, END};
+    /// // Counts to 5: the router sees the count after this step's increment.
+    /// let g = Graph::<u64>::builder("count")
+    ///     .node("inc", |_n, _c| Box::pin(async { Ok((1, Route::Declared)) }))
+    ///     .router("inc", |n: &u64| if *n < 5 { 0 } else { 1 })
+    ///     .entry("inc")
+    ///     .edge("inc", "inc")
+    ///     .edge("inc", END);
+    /// # let _ = g;
+    /// ```
+    pub fn router(
+        mut self,
+        node: impl Into<String>,
+        router: impl Fn(&S) -> u32 + Send + Sync + 'static,
+    ) -> Self {
+        self.routers.push((node.into(), Arc::new(router)));
+        self
+    }
+
+    /// Makes `node` a wait-for-all join: it runs once every one of `predecessors` has routed to it (in
+    /// any steps), or can no longer do so; each must have an edge to `node`. See `docs/guarantees.md`.
+    pub fn wait_for<I: Into<String>>(
+        mut self,
+        node: impl Into<String>,
+        predecessors: impl IntoIterator<Item = I>,
+    ) -> Self {
+        self.waits.push((node.into(), predecessors.into_iter().map(Into::into).collect()));
+        self
+    }
+
     /// Records a node's signature (the macros pass the function's tokens) so that the fingerprint changes
     /// when it does.
     pub fn signature(mut self, node: impl Into<String>, signature: impl Into<String>) -> Self {
@@ -268,7 +332,14 @@ impl<S: Reducer> GraphBuilder<S> {
             if index.insert(name.clone(), nodes.len()).is_some() {
                 return Err(GraphError::DuplicateNode { name: name.to_string() });
             }
-            nodes.push(NodeEntry { name, edges: Vec::new(), handler, policy });
+            nodes.push(NodeEntry {
+                name,
+                edges: Vec::new(),
+                handler,
+                policy,
+                router: None,
+                wait_for: Vec::new(),
+            });
         }
         let names: Vec<&str> = nodes.iter().map(|n| &*n.name).collect();
         let lookup = |name: &str, place: String| -> Result<usize, GraphError> {
@@ -305,11 +376,46 @@ impl<S: Reducer> GraphBuilder<S> {
         if let Some(trap) = graph_core::algo::traps(&adjacency).first() {
             return Err(GraphError::NoWayToEnd { node: names[trap.nodes[0]].to_owned() });
         }
+        let mut routers = Vec::with_capacity(self.routers.len());
+        for (node, router) in self.routers {
+            routers.push((lookup(&node, format!("the router of `{node}`"))?, router));
+        }
+        let mut waits = Vec::with_capacity(self.waits.len());
+        for (node, preds) in &self.waits {
+            let n = lookup(node, format!("a `wait_for` of `{node}`"))?;
+            let mut ps = Vec::with_capacity(preds.len());
+            for p in preds {
+                let i = lookup(p, format!("the `wait_for` of `{node}`"))?;
+                if !adjacency[i].contains(&Target::Node(n)) {
+                    return Err(GraphError::WaitWithoutEdge { node: node.clone(), predecessor: p.clone() });
+                }
+                if !ps.contains(&i) {
+                    ps.push(i);
+                }
+            }
+            waits.push((n, ps));
+        }
         let signatures: Vec<(&str, &str)> =
             self.signatures.iter().map(|(n, sig)| (n.as_str(), sig.as_str())).collect();
-        let fingerprint = graph_core::fingerprint(&names, &adjacency, entry, &signatures);
+        let routed: Vec<usize> = routers.iter().map(|(n, _)| *n).collect();
+        let shape = graph_core::Shape {
+            names: &names,
+            adjacency: &adjacency,
+            entry,
+            signatures: &signatures,
+            routed: &routed,
+            waits: &waits,
+        };
+        let fingerprint = graph_core::fingerprint(&shape);
+        let reaches = graph_core::algo::reachability(&adjacency);
         for (node, edges) in nodes.iter_mut().zip(adjacency) {
             node.edges = edges;
+        }
+        for (n, router) in routers {
+            nodes[n].router = Some(router);
+        }
+        for (n, preds) in waits {
+            nodes[n].wait_for = preds;
         }
         Ok(Graph {
             inner: Arc::new(GraphInner {
@@ -318,6 +424,7 @@ impl<S: Reducer> GraphBuilder<S> {
                 index,
                 entry,
                 fingerprint: fingerprint.into(),
+                reaches,
             }),
         })
     }

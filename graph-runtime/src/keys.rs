@@ -217,14 +217,25 @@ pub fn idempotency_key(run_id: &str, step_id: u64, items: &[KeyItem<'_>], state_
         copy = v;
         &copy[..]
     };
-    idempotency_key_of_sorted(run_id, step_id, sorted.iter().map(|i| (i.node_id, i.order_key)), state_json)
+    let no_waits = std::iter::empty::<(&str, std::iter::Empty<&str>)>();
+    idempotency_key_of_sorted(
+        run_id,
+        step_id,
+        sorted.iter().map(|i| (i.node_id, i.order_key)),
+        no_waits,
+        state_json,
+    )
 }
 
-/// [`idempotency_key`] of items already in `(order_key, node_id)` order.
-pub(crate) fn idempotency_key_of_sorted<'a>(
+/// [`idempotency_key`] of items already in `(order_key, node_id)` order, extended by the step's waiting
+/// joins (`(node, arrived predecessors)` in node order; a step without waiting joins hashes exactly
+/// LangGraph-Go's formula): after the items and before the state, each as `b"wait" || u32_be(len(node)) ||
+/// node || u32_be(count) || for each arrived predecessor: u32_be(len) || name`.
+pub(crate) fn idempotency_key_of_sorted<'a, A: Iterator<Item = &'a str>>(
     run_id: &str,
     step_id: u64,
     items: impl Iterator<Item = (&'a str, u64)>,
+    waiting: impl Iterator<Item = (&'a str, A)>,
     state_json: &[u8],
 ) -> String {
     let mut h = Sha256::new();
@@ -233,6 +244,17 @@ pub(crate) fn idempotency_key_of_sorted<'a>(
     for (node_id, order_key) in items {
         h.update(node_id.as_bytes());
         h.update(order_key.to_be_bytes());
+    }
+    for (node, arrived) in waiting {
+        h.update(b"wait");
+        h.update((node.len() as u32).to_be_bytes());
+        h.update(node.as_bytes());
+        let arrived: Vec<&str> = arrived.collect();
+        h.update((arrived.len() as u32).to_be_bytes());
+        for a in arrived {
+            h.update((a.len() as u32).to_be_bytes());
+            h.update(a.as_bytes());
+        }
     }
     h.update(state_json);
     let digest: [u8; 32] = h.finalize().into();

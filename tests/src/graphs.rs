@@ -247,3 +247,39 @@ pub fn two_edges_builder(to: &str) -> GraphBuilder<Trace> {
         .edge("a", "b")
         .edge("b", END)
 }
+
+/// A wait-for-all join over paths of different lengths, `rounds` times: `start` → (`b` ∥ `c1`), `c1` →
+/// `c2`, and `d` waits for both `b` (one step away) and `c2` (two steps away), then loops to `start` or
+/// ends. Four steps per round; `d` runs once per round and logs what it saw. With `c1_routes_away`, `c1`
+/// goes to END instead of `c2` in every round: `d` must still run, once, on `b` alone.
+pub fn wait_for_join(rounds: u64, c1_routes_away: bool) -> Graph<Trace> {
+    Graph::<Trace>::builder("wait-for-join")
+        .node("start", logs("start"))
+        .node("b", |_s, _c| {
+            Box::pin(async { Ok((TraceDelta::default().log("b").count(1), Route::Declared)) })
+        })
+        .node("c1", move |_s, _c| {
+            let route = if c1_routes_away { Route::Goto(1) } else { Route::Goto(0) };
+            Box::pin(async move { Ok((TraceDelta::default().log("c1"), route)) })
+        })
+        .node("c2", |_s, _c| {
+            Box::pin(async { Ok((TraceDelta::default().log("c2").count(10), Route::Declared)) })
+        })
+        .node("d", move |s, ctx| {
+            let seen = format!("d@{}:{}", ctx.step(), s.count);
+            let done = s.log.iter().filter(|l| l.starts_with("d@")).count() as u64 + 1 >= rounds;
+            Box::pin(async move { Ok((TraceDelta::default().log(seen), Route::Goto(u32::from(done)))) })
+        })
+        .entry("start")
+        .edge("start", "b")
+        .edge("start", "c1")
+        .edge("c1", "c2")
+        .edge("c1", END)
+        .edge("b", "d")
+        .edge("c2", "d")
+        .edge("d", "start")
+        .edge("d", END)
+        .wait_for("d", ["b", "c2"])
+        .build()
+        .expect("valid graph")
+}

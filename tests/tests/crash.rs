@@ -36,6 +36,7 @@ async fn reference() -> Reference {
 fn child(dir: &std::path::Path, crash_at: Option<String>) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_crash_child"));
     c.arg(dir).arg(RUN).arg(ITERATIONS.to_string()).stdout(Stdio::piped()).stderr(Stdio::null());
+    c.env_remove("CRASH_GRAPH");
     match crash_at {
         Some(at) => c.env("CRASH_AT", at),
         None => c.env_remove("CRASH_AT"),
@@ -153,4 +154,45 @@ fn a_store_held_by_another_process_is_locked() {
     assert!(matches!(result, Err(graph_runtime::StoreError::Locked { .. })), "{result:?}");
     // Once the holder is gone, the store opens.
     assert!(SledStore::open(dir.path()).is_ok());
+}
+
+/// A wait-for-all join killed at every commit point of two rounds (including the steps where it waits
+/// for its slower predecessor, durably) resumes to the uninterrupted history, running once per round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_join_killed_at_any_commit_point_runs_once_per_round() {
+    const ROUNDS: u64 = 2;
+    let graph = || graph_tests::graphs::wait_for_join(ROUNDS, false);
+    let store = MemoryStore::new();
+    let out = Engine::builder(graph()).store(store.clone()).build().run(RUN, Trace::default()).await.unwrap();
+    let keys: Vec<String> =
+        store.history(RUN).await.unwrap().into_iter().map(|m| m.idempotency_key).collect();
+    let d_runs = out.state.log.iter().filter(|l| l.starts_with("d@")).count() as u64;
+    assert_eq!(d_runs, ROUNDS);
+    let join_child = |dir: &std::path::Path, crash_at: Option<String>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_crash_child"));
+        c.arg(dir).arg(RUN).arg(ROUNDS.to_string()).env("CRASH_GRAPH", "join");
+        c.stdout(Stdio::piped()).stderr(Stdio::null());
+        if let Some(at) = crash_at {
+            c.env("CRASH_AT", at);
+        }
+        c
+    };
+    for step in 0..=out.steps {
+        for point in ["before", "during", "after"] {
+            let dir = tempfile::tempdir().unwrap();
+            let crashed = join_child(dir.path(), Some(format!("{step}:{point}"))).output().unwrap();
+            let done = join_child(dir.path(), None).output().unwrap();
+            assert!(done.status.success(), "resume after {point} {step}");
+            let line = String::from_utf8(done.stdout).unwrap();
+            let line = line.lines().find_map(|l| l.strip_prefix("done ")).unwrap().to_owned();
+            assert_eq!(line, format!("{} {}", out.steps, state_hash(&out.state)), "{point} {step}");
+            let store = SledStore::open(dir.path()).unwrap();
+            let stored: Vec<String> =
+                store.history(RUN).await.unwrap().into_iter().map(|m| m.idempotency_key).collect();
+            assert_eq!(stored, keys, "{point} {step}: the same commits as an uninterrupted run");
+            if let Some(acked) = last_ack(&crashed.stdout) {
+                assert!(acked <= out.steps);
+            }
+        }
+    }
 }

@@ -39,6 +39,12 @@ pub(crate) struct NodeDef {
     pub(crate) policy: Policy,
     /// `impure = "reason"`: the purity lints are off for this node.
     pub(crate) impure: Option<LitStr>,
+    /// `route = router`: a `fn(&S) -> name::Next` that chooses the edge from the updated state.
+    pub(crate) router: Option<syn::Path>,
+    /// `wait_for = [a, b]`: the predecessors this node waits for, all of them (empty: no wait).
+    pub(crate) wait_for: Vec<Ident>,
+    /// The `wait_for` key, when given.
+    pub(crate) wait_for_key: Option<Ident>,
     /// How the return type says the node routes.
     pub(crate) routing: Routing,
 }

@@ -20,6 +20,10 @@ use graph_core::suggest::{did_you_mean, list};
 pub(crate) struct Resolved {
     pub(crate) entry: usize,
     pub(crate) adjacency: Vec<Vec<Target>>,
+    /// Nodes with a `route = ...` router.
+    pub(crate) routed: Vec<usize>,
+    /// `(node, predecessors)` of every `wait_for`.
+    pub(crate) waits: Vec<(usize, Vec<usize>)>,
 }
 
 /// Runs every rule. Returns the resolved graph when the structure is valid (other errors may remain).
@@ -33,14 +37,17 @@ pub(crate) fn check(g: &GraphDef, errs: &mut Errors) -> Option<Resolved> {
     let index = check_duplicate_nodes(g, errs);
     let adjacency = check_edges(g, &index, errs);
     check_next_variants(g, errs);
+    check_routers(g, errs);
     let entry = check_entry(g, errs);
     if errs.len() != before || g.nodes.iter().any(|n| n.edges_invalid) {
         return None;
     }
+    let waits = check_wait_for(g, &index, &adjacency, errs);
     let entry = entry?;
     check_reachable(g, entry, &adjacency, errs);
     check_reaches_end(g, &adjacency, errs);
-    Some(Resolved { entry, adjacency })
+    let routed = (0..g.nodes.len()).filter(|&i| g.nodes[i].router.is_some()).collect();
+    Some(Resolved { entry, adjacency, routed, waits })
 }
 
 // A node is `async fn name(state: &S, ctx: &mut Ctx) -> NodeResult<S[, name::Next | name::Fork]>`, not
@@ -256,6 +263,72 @@ fn check_edges(g: &GraphDef, index: &BTreeMap<String, usize>, errs: &mut Errors)
         adjacency.push(out);
     }
     adjacency
+}
+
+// A node routes either by its return value (`name::Next`, `name::Fork`) or by a router, not both.
+fn check_routers(g: &GraphDef, errs: &mut Errors) {
+    for n in g.nodes.iter().filter(|n| n.router.is_some()) {
+        let name = n.name();
+        if let Routing::Next { .. } | Routing::Fork { .. } = n.routing {
+            let router = n.router.as_ref().expect("filtered");
+            errs.spanned(
+                router,
+                format!(
+                    "node `{name}` is routed by `route = ...`, so it returns only its update: write \
+                     `NodeResult<State>`, and let the router return `{name}::Next`"
+                ),
+            );
+        }
+    }
+}
+
+// Every `wait_for` predecessor is a node of the graph with an edge to the waiting node, named once.
+fn check_wait_for(
+    g: &GraphDef,
+    index: &BTreeMap<String, usize>,
+    adjacency: &[Vec<Target>],
+    errs: &mut Errors,
+) -> Vec<(usize, Vec<usize>)> {
+    let mut waits = Vec::new();
+    for (n, node) in g.nodes.iter().enumerate() {
+        if node.wait_for.is_empty() {
+            if let Some(key) = &node.wait_for_key {
+                errs.at(key.span(), "`wait_for` lists the predecessors to wait for: `wait_for = [a, b]`");
+            }
+            continue;
+        }
+        let name = node.name();
+        let mut preds: Vec<usize> = Vec::new();
+        for p in &node.wait_for {
+            let pred = p.to_string();
+            let Some(&i) = index.get(&pred) else {
+                errs.at(
+                    p.span(),
+                    format!(
+                        "unknown node `{pred}` in the `wait_for` of `{name}`{}; the nodes of this graph are {}",
+                        did_you_mean(&pred, index.keys().map(String::as_str)),
+                        list(index.keys().map(String::as_str)),
+                    ),
+                );
+                continue;
+            };
+            if !adjacency[i].contains(&Target::Node(n)) {
+                errs.at(
+                    p.span(),
+                    format!(
+                        "node `{name}` waits for `{pred}`, which has no edge to it: add `{name}` to the \
+                         `to = [...]` of `{pred}`, or remove `{pred}` from the `wait_for`"
+                    ),
+                );
+            } else if preds.contains(&i) {
+                errs.at(p.span(), format!("`{pred}` is listed twice in the `wait_for` of `{name}`"));
+            } else {
+                preds.push(i);
+            }
+        }
+        waits.push((n, preds));
+    }
+    waits
 }
 
 /// The `Next` variant of an edge target: `revise_draft` → `ReviseDraft`, `END` → `End`.

@@ -146,7 +146,33 @@ fn parse_node(attr: syn::Attribute, func: syn::ItemFn, item: usize, errs: &mut E
     });
     let policy = parse_policy(&opts, errs);
     let routing = classify_return(&func.sig);
-    NodeDef { ident, item, func, entry, to, edges, edges_invalid, policy, impure, routing }
+    let router = opts.expr(kw::ROUTE).and_then(|(_, e)| match e {
+        Expr::Path(p) if p.qself.is_none() => Some(p.path.clone()),
+        other => {
+            errs.at(
+                other.span(),
+                "`route` names a router function `fn(&State) -> node::Next`: `route = my_router`",
+            );
+            None
+        }
+    });
+    let wait_for_key = opts.get(kw::WAIT_FOR).map(|o| o.key.clone());
+    let wait_for = opts.expr(kw::WAIT_FOR).map(|(_, e)| parse_targets(e, errs)).unwrap_or_default();
+    NodeDef {
+        ident,
+        item,
+        func,
+        entry,
+        to,
+        edges,
+        edges_invalid,
+        policy,
+        impure,
+        router,
+        wait_for,
+        wait_for_key,
+        routing,
+    }
 }
 
 /// `to = a` or `to = [a, b, END]`.

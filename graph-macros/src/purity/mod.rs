@@ -69,6 +69,27 @@ pub(crate) fn check_graph(g: &GraphDef, errs: &mut Errors) {
         };
         cx.walk_from(&n.name(), root);
     }
+    // A router (`route = f`, a plain fn of the module) decides the route from the state alone: it is held
+    // to the node rules whatever its node says, since a route that changes on replay changes the run.
+    for n in &g.nodes {
+        let Some(f) = n.router.as_ref().and_then(|r| r.get_ident()).and_then(|r| module_fn(&g.items, r))
+        else {
+            continue;
+        };
+        if cx.walked.insert(std::ptr::from_ref(&*f.block) as usize) {
+            let root =
+                Target { scope: module, self_ty: None, sig: &f.sig, block: &f.block, chain: Vec::new() };
+            cx.walk_from(&f.sig.ident.to_string(), root);
+        }
+    }
+}
+
+/// The plain `fn` item named `name` in `items`.
+fn module_fn<'a>(items: &'a [Item], name: &syn::Ident) -> Option<&'a syn::ItemFn> {
+    items.iter().find_map(|i| match i {
+        Item::Fn(f) if f.sig.ident == *name => Some(f),
+        _ => None,
+    })
 }
 
 /// Checks a `#[reducer] fn` merge body. Only the body: the functions it calls are in the file, outside

@@ -10,10 +10,11 @@ use tokio_util::sync::CancellationToken;
 use super::step::{ItemOutput, StepInput, StepStop, execute_step};
 use super::{Engine, RunOutcome, frontier};
 use crate::error::{Error, StoreError};
+use crate::graph::Router;
 use crate::node::Route;
 use crate::state::{Reducer, Writer, merge_step};
 use crate::store::record::{self, Chain, Draft};
-use crate::store::{Checkpoint, CommitOutcome, PauseReason, RunStatus, WorkItem};
+use crate::store::{Checkpoint, CommitOutcome, PauseReason, RunStatus, WaitingJoin, WorkItem};
 
 /// A run being driven: checkpoint `step` as committed, and what driving it needs.
 pub(super) struct Driven<S> {
@@ -23,6 +24,8 @@ pub(super) struct Driven<S> {
     pub(super) frontier: Vec<WorkItem>,
     /// The graph index of each frontier item's node.
     pub(super) nodes: Vec<usize>,
+    /// Wait-for-all joins waiting for predecessors.
+    pub(super) waiting: Vec<WaitingJoin>,
     pub(super) seed: u64,
     pub(super) version: u64,
     pub(super) cancel: CancellationToken,
@@ -64,20 +67,30 @@ impl<S: Reducer> Engine<S> {
     /// new step, as committed.
     pub(super) async fn advance(&self, run: &mut Driven<S>) -> Result<(), Stop> {
         let outputs = self.execute(run).await?;
-        let (deltas, routes): (Vec<_>, Vec<_>) = outputs.into_iter().unzip();
+        let (deltas, mut routes): (Vec<_>, Vec<_>) = outputs.into_iter().unzip();
         let delta_json = record::delta_bytes(&run.run_id, deltas.iter())?;
+        self.route_before_merge(run, &deltas, &mut routes)?;
         self.merge(run, deltas)?;
+        self.route_after_merge(run, &mut routes)?;
         let step = run.step;
         let routes: Vec<(usize, Route)> = run.nodes.iter().copied().zip(routes).collect();
-        let (frontier, next_nodes) =
-            frontier::next_frontier(&self.inner.graph, &run.run_id, step, &run.frontier, &routes)?;
+        let next = frontier::next_frontier(
+            &self.inner.graph,
+            &run.run_id,
+            step,
+            &run.frontier,
+            &routes,
+            &run.waiting,
+        )?;
+        let next_nodes = next.nodes;
         let mut chain = run.chain;
         let draft = Draft {
             run_id: &run.run_id,
             step: step + 1,
             state: &*run.state,
             deltas: Some(delta_json),
-            frontier,
+            frontier: next.items,
+            waiting: next.waiting,
             seed: run.seed,
             label: None,
             fingerprint: self.inner.graph.fingerprint_arc(),
@@ -127,6 +140,66 @@ impl<S: Reducer> Engine<S> {
         Ok(())
     }
 
+    /// The routes of router nodes in a step of several items: each router reads the state the step read
+    /// with its own item's delta applied (as a LangGraph conditional edge does), not its siblings'.
+    fn route_before_merge(
+        &self,
+        run: &Driven<S>,
+        deltas: &[S::Delta],
+        routes: &mut [Route],
+    ) -> Result<(), Stop> {
+        if run.frontier.len() < 2 {
+            return Ok(()); // one item: the merged state is that state; routed after the merge
+        }
+        for (rank, &node) in run.nodes.iter().enumerate() {
+            let Some(router) = self.inner.graph.node(node).router() else { continue };
+            let mut state = (*run.state).clone();
+            state.apply(deltas[rank].clone()).map_err(|source| Error::Merge {
+                run: run.run_id.to_string(),
+                step: run.step,
+                node: self.inner.graph.node(node).name().to_string(),
+                source,
+            })?;
+            routes[rank] = self.call_router(run, node, router, &state)?;
+        }
+        Ok(())
+    }
+
+    /// The route of a router node that is its step's only item, on the merged state.
+    fn route_after_merge(&self, run: &Driven<S>, routes: &mut [Route]) -> Result<(), Stop> {
+        if let [node] = run.nodes[..]
+            && let Some(router) = self.inner.graph.node(node).router()
+        {
+            routes[0] = self.call_router(run, node, router, &run.state)?;
+        }
+        Ok(())
+    }
+
+    /// Calls a router; a panic in it is the node's panic.
+    fn call_router(
+        &self,
+        run: &Driven<S>,
+        node: usize,
+        router: &Router<S>,
+        state: &S,
+    ) -> Result<Route, Stop> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| router(state))).map(Route::Goto).map_err(
+            |p| {
+                let message = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                    .unwrap_or_else(|| "non-string panic payload".into());
+                Stop::Error(Error::NodePanicked {
+                    run: run.run_id.to_string(),
+                    step: run.step,
+                    node: format!("{} (its router)", self.inner.graph.node(node).name()),
+                    message,
+                })
+            },
+        )
+    }
+
     /// Moves `run` to checkpoint `cp.step` as the store reports it committed.
     async fn adopt(
         &self,
@@ -141,6 +214,7 @@ impl<S: Reducer> Engine<S> {
                 run.version = version;
                 run.time_ms = cp.timestamp_ms;
                 run.frontier = std::mem::take(&mut cp.frontier);
+                run.waiting = std::mem::take(&mut cp.waiting);
                 run.nodes = next_nodes;
                 run.chain = chain;
             }
@@ -154,6 +228,7 @@ impl<S: Reducer> Engine<S> {
                     None => (chain, cp.timestamp_ms),
                 };
                 run.frontier = std::mem::take(&mut cp.frontier);
+                run.waiting = std::mem::take(&mut cp.waiting);
                 run.nodes = next_nodes;
             }
             CommitOutcome::StepTaken { version, existing_key } => {
@@ -184,6 +259,7 @@ impl<S: Reducer> Engine<S> {
         run.chain = chain;
         run.time_ms = stored.timestamp_ms;
         run.frontier = stored.frontier;
+        run.waiting = stored.waiting;
         Ok(())
     }
 

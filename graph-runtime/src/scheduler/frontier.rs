@@ -4,31 +4,45 @@
 //! first route seen into a node is the lowest-ordered one. Plain routes into one node make one
 //! activation (a join) that takes the lowest contributor's key and path; routes with a branch input make
 //! one activation each.
+//!
+//! A wait-for-all node (`wait_for = [...]`) is not activated by a plain route from one of its listed
+//! predecessors: the route is recorded as an arrival, across steps, in the checkpoint's waiting joins.
+//! The node is activated once every listed predecessor has arrived — keyed and ordered by the route that
+//! completed it — or once the missing ones can no longer arrive: no item of the next step, and no other
+//! waiting join, can reach them. Joins activated that way come after every routed item of the step
+//! (ranks past the step's own), in node order. If the next step would otherwise be empty, every waiting
+//! join is activated. Routes into it from nodes it does not list, and forked branches with an input,
+//! activate it as usual.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::Error;
 use crate::graph::{END, Graph, Target};
-use crate::keys::OrderKey;
+use crate::keys::{OrderKey, PathId};
 use crate::node::Route;
 use crate::state::Reducer;
-use crate::store::WorkItem;
+use crate::store::{WaitingJoin, WorkItem};
 
-/// Builds the next frontier and the graph index of each of its nodes. `done[rank] = (node index, route)`
-/// for every item of the step, in order.
+/// The next step: its items (sorted by order key), their nodes' graph indices, and the joins still
+/// waiting.
+pub(crate) struct NextStep {
+    pub(crate) items: Vec<WorkItem>,
+    pub(crate) nodes: Vec<usize>,
+    pub(crate) waiting: Vec<WaitingJoin>,
+}
+
+/// Builds the next step. `done[rank] = (node index, route)` for every item of the step, in order;
+/// `waiting` are the joins waiting before the step.
 pub(crate) fn next_frontier<S: Reducer>(
     graph: &Graph<S>,
     run: &str,
     step: u64,
     items: &[WorkItem],
     done: &[(usize, Route)],
-) -> Result<(Vec<WorkItem>, Vec<usize>), Error> {
-    let mut next = Next {
-        graph,
-        joined: BTreeSet::new(),
-        items: Vec::with_capacity(items.len()),
-        nodes: Vec::with_capacity(items.len()),
-    };
+    waiting: &[WaitingJoin],
+) -> Result<NextStep, Error> {
+    let mut next = Next::new(graph, items.len(), waiting)
+        .map_err(|detail| Error::Store(crate::error::StoreError::corrupted_record(run, step, detail)))?;
     for (rank, (item, (node, route))) in items.iter().zip(done).enumerate() {
         let entry = graph.node(*node);
         let edge_target = |edge: u32| -> Result<Target, Error> {
@@ -40,21 +54,25 @@ pub(crate) fn next_frontier<S: Reducer>(
                 declared: entry.edges().len(),
             })
         };
-        let rank = u32::try_from(rank).expect("a step holds fewer than 2^32 items");
+        let from = From {
+            rank: u32::try_from(rank).expect("a step holds fewer than 2^32 items"),
+            node: *node,
+            item,
+        };
         let routes = match route {
             Route::Declared => {
                 for (e, t) in entry.edges().iter().enumerate() {
-                    next.add(rank, item, e as u32, *t, None);
+                    next.add(&from, e as u32, *t, None);
                 }
                 entry.edges().len()
             }
             Route::Goto(e) => {
-                next.add(rank, item, *e, edge_target(*e)?, None);
+                next.add(&from, *e, edge_target(*e)?, None);
                 1
             }
             Route::Fork(branches) => {
                 for (k, b) in branches.iter().enumerate() {
-                    next.add(rank, item, k as u32, edge_target(b.edge)?, b.input.as_ref());
+                    next.add(&from, k as u32, edge_target(b.edge)?, b.input.as_ref());
                 }
                 branches.len()
             }
@@ -64,46 +82,142 @@ pub(crate) fn next_frontier<S: Reducer>(
             return Err(Error::NoProgress { run: run.to_owned(), step, node: entry.name().to_string() });
         }
     }
-    // Items are visited in rank order and their slots in ascending order, so the frontier is sorted by
-    // order key as built (key = rank << 32 | slot).
-    debug_assert!(
-        next.items.windows(2).all(|w| w[0].order_key < w[1].order_key),
-        "order keys are unique and ascending in a step"
-    );
-    debug_assert!(next.items.iter().all(|w| &*w.node != END));
-    Ok((next.items, next.nodes))
+    Ok(next.finish())
 }
 
-/// The next frontier as it is built.
+/// The item a route comes from.
+struct From<'a> {
+    rank: u32,
+    node: usize,
+    item: &'a WorkItem,
+}
+
+/// A join waiting for predecessors, as the step is built.
+struct Pending {
+    arrived: BTreeSet<usize>,
+    path: PathId,
+    /// The key of its latest arrival in this step, if any.
+    key: Option<OrderKey>,
+}
+
+/// The next step as it is built.
 struct Next<'g, S: Reducer> {
     graph: &'g Graph<S>,
+    /// The number of items of the step being routed: ranks at and past it are free.
+    ranks: usize,
     /// Nodes that already have a plain (join) activation.
     joined: BTreeSet<usize>,
     items: Vec<WorkItem>,
     nodes: Vec<usize>,
+    pending: BTreeMap<usize, Pending>,
 }
 
-impl<S: Reducer> Next<'_, S> {
-    /// The route of item `rank` of the step through `slot` to `target`: a new activation, or (a plain
-    /// route into a node that already has one) a join into it.
-    fn add(
-        &mut self,
-        rank: u32,
-        from: &WorkItem,
-        slot: u32,
-        target: Target,
-        input: Option<&serde_json::Value>,
-    ) {
+impl<'g, S: Reducer> Next<'g, S> {
+    fn new(graph: &'g Graph<S>, ranks: usize, waiting: &[WaitingJoin]) -> Result<Self, String> {
+        let index = |name: &str| {
+            graph
+                .node_index(name)
+                .ok_or_else(|| format!("a waiting join names node `{name}`, which the graph does not have"))
+        };
+        let mut pending = BTreeMap::new();
+        for w in waiting {
+            let arrived = w.arrived.iter().map(|a| index(a)).collect::<Result<_, _>>()?;
+            pending.insert(index(&w.node)?, Pending { arrived, path: w.path.clone(), key: None });
+        }
+        let capacity = ranks + pending.len();
+        Ok(Next {
+            graph,
+            ranks,
+            joined: BTreeSet::new(),
+            items: Vec::with_capacity(capacity),
+            nodes: Vec::with_capacity(capacity),
+            pending,
+        })
+    }
+
+    /// The route of `from` through `slot` to `target`: a new activation, a join into one already queued,
+    /// or an arrival at a waiting join.
+    fn add(&mut self, from: &From<'_>, slot: u32, target: Target, input: Option<&serde_json::Value>) {
         let Target::Node(to) = target else { return };
+        let key = OrderKey::new(from.rank, slot);
+        if input.is_none() && self.graph.node(to).wait_for().contains(&from.node) {
+            let path = from.item.path.child(slot);
+            let p = self.pending.entry(to).or_insert_with(|| Pending {
+                arrived: BTreeSet::new(),
+                path,
+                key: None,
+            });
+            p.arrived.insert(from.node);
+            p.key = Some(key);
+            return;
+        }
         if input.is_none() && !self.joined.insert(to) {
             return; // joined into the lower-ordered activation already queued
         }
-        self.items.push(WorkItem {
-            node: self.graph.node(to).name().clone(),
-            order_key: OrderKey::new(rank, slot),
-            path: from.path.child(slot),
-            input: input.cloned(),
-        });
-        self.nodes.push(to);
+        self.push(to, key, from.item.path.child(slot), input.cloned());
+    }
+
+    fn push(&mut self, node: usize, order_key: OrderKey, path: PathId, input: Option<serde_json::Value>) {
+        self.items.push(WorkItem { node: self.graph.node(node).name().clone(), order_key, path, input });
+        self.nodes.push(node);
+    }
+
+    /// Activates the joins that are complete or can wait no longer, and sorts the step.
+    fn finish(mut self) -> NextStep {
+        let mut forced = 0u32;
+        loop {
+            let due: Vec<usize> = self.pending.keys().copied().filter(|&n| self.due(n)).collect();
+            let stuck = due.is_empty() && self.items.is_empty() && !self.pending.is_empty();
+            let fire: Vec<usize> = if stuck { self.pending.keys().copied().collect() } else { due };
+            if fire.is_empty() {
+                break;
+            }
+            for node in fire {
+                let p = self.pending.remove(&node).expect("listed above");
+                if !self.joined.insert(node) {
+                    continue; // a plain route from an unlisted node activates it already: one activation
+                }
+                let key = p.key.unwrap_or_else(|| {
+                    forced += 1;
+                    OrderKey::new((self.ranks as u32).saturating_add(forced - 1), 0)
+                });
+                self.push(node, key, p.path, None);
+            }
+        }
+        // Items were pushed in rank order, then joins keyed by their last arrival or past every rank.
+        let mut order: Vec<usize> = (0..self.items.len()).collect();
+        order.sort_by_key(|&i| self.items[i].order_key);
+        let items: Vec<WorkItem> = order.iter().map(|&i| self.items[i].clone()).collect();
+        let nodes: Vec<usize> = order.iter().map(|&i| self.nodes[i]).collect();
+        debug_assert!(
+            items.windows(2).all(|w| w[0].order_key < w[1].order_key),
+            "order keys are unique and ascending in a step"
+        );
+        debug_assert!(items.iter().all(|w| &*w.node != END));
+        let graph = self.graph;
+        let waiting = self
+            .pending
+            .into_iter()
+            .map(|(node, p)| WaitingJoin {
+                node: graph.node(node).name().clone(),
+                arrived: p.arrived.into_iter().map(|a| graph.node(a).name().clone()).collect(),
+                path: p.path,
+            })
+            .collect();
+        NextStep { items, nodes, waiting }
+    }
+
+    /// A waiting join is due when every predecessor it lists has arrived, or when none of the missing
+    /// ones can be reached from the next step's items or from another waiting join.
+    fn due(&self, node: usize) -> bool {
+        let p = &self.pending[&node];
+        let mut missing =
+            self.graph.node(node).wait_for().iter().filter(|q| !p.arrived.contains(q)).peekable();
+        if missing.peek().is_none() {
+            return true;
+        }
+        let sources: Vec<usize> =
+            self.nodes.iter().copied().chain(self.pending.keys().copied().filter(|&n| n != node)).collect();
+        missing.all(|&q| sources.iter().all(|&s| !self.graph.reaches(s, q)))
     }
 }

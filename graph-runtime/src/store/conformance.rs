@@ -54,6 +54,7 @@ pub fn checkpoint(run: &str, step: u64, value: u64) -> Checkpoint {
         state_hash,
         rng_seed: 7,
         frontier,
+        waiting: Vec::new(),
         idempotency_key: key,
         graph_fingerprint: "fp".into(),
         schema_version: SCHEMA_VERSION,

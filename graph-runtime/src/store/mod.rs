@@ -24,7 +24,7 @@ pub mod record;
 mod sled;
 
 pub use memory::MemoryStore;
-pub use record::{Checkpoint, CheckpointMeta, SCHEMA_VERSION, StateRepr, WorkItem};
+pub use record::{Checkpoint, CheckpointMeta, SCHEMA_VERSION, StateRepr, WaitingJoin, WorkItem};
 #[cfg(feature = "sled")]
 pub use sled::{Durability, SledOptions, SledStore};
 

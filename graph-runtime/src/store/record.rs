@@ -51,6 +51,18 @@ pub struct WorkItem {
     pub input: Option<serde_json::Value>,
 }
 
+/// A wait-for-all join that has seen some of its predecessors deliver and waits for the others.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct WaitingJoin {
+    /// The join node.
+    pub node: Arc<str>,
+    /// The predecessors that delivered so far, in the graph's node order.
+    pub arrived: Vec<Arc<str>>,
+    /// The path identity its activation will have: that of the first route into it.
+    pub path: PathId,
+}
+
 /// The durable record of one step: the state the step's items read and the items themselves.
 ///
 /// Checkpoint `N` holds `S_N` and frontier `F_N`; it is committed before any item of `F_N` runs. A run
@@ -74,6 +86,8 @@ pub struct Checkpoint {
     pub rng_seed: u64,
     /// The items of step `N`, sorted by order key.
     pub frontier: Vec<WorkItem>,
+    /// Wait-for-all joins still waiting for predecessors, in the graph's node order.
+    pub waiting: Vec<WaitingJoin>,
     /// The commit's idempotency key (see [`crate::keys::idempotency_key`]).
     pub idempotency_key: String,
     /// The fingerprint of the graph running the run (shared with the graph in memory).
@@ -195,6 +209,7 @@ pub(crate) struct Draft<'a, S> {
     /// The step's deltas as [`delta_bytes`] wrote them; `None` for the run's first checkpoint.
     pub(crate) deltas: Option<Vec<u8>>,
     pub(crate) frontier: Vec<WorkItem>,
+    pub(crate) waiting: Vec<WaitingJoin>,
     pub(crate) seed: u64,
     pub(crate) label: Option<String>,
     pub(crate) fingerprint: &'a Arc<str>,
@@ -217,7 +232,8 @@ pub(crate) fn delta_bytes<'d, D: Serialize + 'd>(
 /// Builds checkpoint `draft.step`: the full state's JSON feeds the idempotency key and the state hash;
 /// what is stored is the step's deltas unless the chain calls for a snapshot.
 pub(crate) fn draft<S: Serialize>(draft: Draft<'_, S>, chain: &mut Chain) -> Result<Checkpoint, Error> {
-    let Draft { run_id, step, state, deltas, frontier, seed, label, fingerprint, not_before_ms } = draft;
+    let Draft { run_id, step, state, deltas, frontier, waiting, seed, label, fingerprint, not_before_ms } =
+        draft;
     let state_json = serde_json::to_vec(state).map_err(|source| Error::Serialization {
         run: run_id.to_string(),
         what: "the state",
@@ -228,6 +244,7 @@ pub(crate) fn draft<S: Serialize>(draft: Draft<'_, S>, chain: &mut Chain) -> Res
         run_id,
         step,
         frontier.iter().map(|w| (&*w.node, w.order_key.0)),
+        waiting.iter().map(|w| (&*w.node, w.arrived.iter().map(|a| &**a))),
         &state_json,
     );
     let state_hash = hex(&sha256_parts(&[&state_json]));
@@ -241,6 +258,7 @@ pub(crate) fn draft<S: Serialize>(draft: Draft<'_, S>, chain: &mut Chain) -> Res
         state_hash,
         rng_seed: seed,
         frontier,
+        waiting,
         idempotency_key,
         graph_fingerprint: fingerprint.clone(),
         schema_version: SCHEMA_VERSION,
@@ -357,6 +375,8 @@ struct Meta {
     state_hash: String,
     rng_seed: u64,
     frontier: Vec<WorkItem>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    waiting: Vec<WaitingJoin>,
     idempotency_key: String,
     graph_fingerprint: Arc<str>,
 }
@@ -387,6 +407,7 @@ pub fn encode(cp: &Checkpoint) -> Vec<u8> {
         state_hash: cp.state_hash.clone(),
         rng_seed: cp.rng_seed,
         frontier: cp.frontier.clone(),
+        waiting: cp.waiting.clone(),
         idempotency_key: cp.idempotency_key.clone(),
         graph_fingerprint: cp.graph_fingerprint.clone(),
     };
@@ -432,6 +453,7 @@ pub fn decode(run: &str, step: u64, bytes: &[u8]) -> Result<Checkpoint, StoreErr
         state_hash: m.state_hash,
         rng_seed: m.rng_seed,
         frontier: m.frontier,
+        waiting: m.waiting,
         idempotency_key: m.idempotency_key,
         graph_fingerprint: m.graph_fingerprint,
         schema_version: version,
@@ -509,6 +531,11 @@ mod tests {
                 order_key: OrderKey::new(1, 2),
                 path: PathId::entry("n"),
                 input: Some(serde_json::json!({"x": 1})),
+            }],
+            waiting: vec![WaitingJoin {
+                node: "d".into(),
+                arrived: vec!["b".into()],
+                path: PathId::entry("b"),
             }],
             idempotency_key: "k".into(),
             graph_fingerprint: "fp".into(),

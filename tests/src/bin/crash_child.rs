@@ -1,7 +1,8 @@
 //! The process the crash tests kill: starts or resumes one run of [`graph_tests::crash_graph`] on a sled
 //! store and prints the final state's hash.
 //!
-//! `crash_child <store dir> <run id> <iterations>`; with `CRASH_AT=<step>:<before|during|after>` the
+//! `crash_child <store dir> <run id> <iterations>` (with `CRASH_GRAPH=join`, the rounds of
+//! [`graph_tests::graphs::wait_for_join`] instead); with `CRASH_AT=<step>:<before|during|after>` the
 //! process aborts just before, in the middle of, or just after the commit of that step. Every commit the
 //! store acknowledged is printed as `ack <step>` the moment it is, so the test can check that no
 //! acknowledged commit is lost by a kill.
@@ -93,7 +94,11 @@ async fn main() {
         Err(_) => (u64::MAX, String::new()),
     };
     let store: Arc<dyn Store> = Arc::new(Crashing { inner: sled, step, point });
-    let engine = Engine::builder(crash_graph(iterations)).shared_store(store.clone()).build();
+    let graph = match std::env::var("CRASH_GRAPH").as_deref() {
+        Ok("join") => graph_tests::graphs::wait_for_join(iterations, false),
+        _ => crash_graph(iterations),
+    };
+    let engine = Engine::builder(graph).shared_store(store.clone()).build();
     let out = if store.run_info(run).await.expect("store readable").is_some() {
         engine.resume(run).await
     } else {

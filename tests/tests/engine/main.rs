@@ -9,6 +9,7 @@ mod concurrency;
 mod determinism;
 mod errors;
 mod joins;
+mod langgraph;
 mod merge_order;
 mod recorded;
 mod retries;

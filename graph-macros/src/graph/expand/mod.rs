@@ -157,7 +157,15 @@ pub(crate) fn fingerprint(g: &GraphDef, r: &Resolved) -> String {
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let sigs: Vec<String> = g.nodes.iter().map(signature).collect();
     let sigs: Vec<(&str, &str)> = names.iter().copied().zip(sigs.iter().map(String::as_str)).collect();
-    graph_core::fingerprint(&names, &r.adjacency, r.entry, &sigs)
+    let shape = graph_core::Shape {
+        names: &names,
+        adjacency: &r.adjacency,
+        entry: r.entry,
+        signatures: &sigs,
+        routed: &r.routed,
+        waits: &r.waits,
+    };
+    graph_core::fingerprint(&shape)
 }
 
 fn description(g: &GraphDef, r: &Resolved, state: &syn::Type) -> TokenStream {
@@ -208,6 +216,18 @@ fn description(g: &GraphDef, r: &Resolved, state: &syn::Type) -> TokenStream {
             };
             calls.extend(quote!(.edge(#from, #to)));
         }
+    }
+    for n in g.nodes.iter().filter(|n| n.router.is_some()) {
+        let (node, ident) = (n.name(), &n.ident);
+        let router = n.router.as_ref().expect("filtered");
+        // Spanned on the router's path: a router of the wrong type is an error there.
+        let call = quote_spanned!(router.span()=> self::#ident::Next::edge(#router(__s)));
+        calls.extend(quote!(.router(#node, |__s: &#state| -> u32 { #call })));
+    }
+    for (n, preds) in &r.waits {
+        let node = g.nodes[*n].name();
+        let preds: Vec<String> = preds.iter().map(|p| g.nodes[*p].name()).collect();
+        calls.extend(quote!(.wait_for(#node, [#(#preds),*])));
     }
     let entry = g.nodes[r.entry].name();
     quote! {

@@ -17,14 +17,14 @@ pub(super) fn expand(g: &GraphDef) -> TokenStream {
     for n in &g.nodes {
         let own = match &n.routing {
             Routing::Next { prefix } | Routing::Fork { prefix } => *prefix == n.ident,
-            _ => false,
+            _ => n.router.is_some(),
         };
         if !own || !done.insert(n.name()) {
             continue;
         }
         out.extend(match n.routing {
-            Routing::Next { .. } => next(n),
-            _ => fork(n),
+            Routing::Fork { .. } => fork(n),
+            _ => next(n),
         });
     }
     out
