@@ -29,6 +29,9 @@ mod agent {
     async fn act(s: &Agent, _ctx: &mut Ctx) -> NodeResult<Agent, act::Next> {
         let home = std::env::var("HOME").is_ok();
         let delta = AgentDelta::default().rounds(1).trace(vec![format!("act {}", s.rounds)]).home_known(home);
+        // A route returned with the delta is decided on the state this step read, before this update
+        // (`s.rounds` does not count this round yet: hence `+ 1`); `route = f` decides on the updated
+        // state instead (`pass/router.rs`).
         Ok((delta, if s.rounds + 1 < 3 { act::Next::Think } else { act::Next::End }))
     }
 }
