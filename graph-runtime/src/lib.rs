@@ -29,6 +29,7 @@
 //! # }
 //! ```
 
+pub mod canonical;
 pub mod ctx;
 pub mod error;
 pub mod graph;

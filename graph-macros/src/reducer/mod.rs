@@ -154,6 +154,49 @@ mod tests {
     }
 
     #[test]
+    fn hash_sets_are_rejected_anywhere_in_a_field_type() {
+        let (_, errs) = parse(syn::parse_quote! {
+            struct S {
+                #[reduce(union)] a: HashSet<String>,
+                b: Option<Vec<std::collections::HashSet<u8>>>,
+                c: HashMap<String, HashSet<u32>>,
+                d: (u8, [Box<FxHashSet<u8>>; 2]),
+                e: BTreeMap<u8, &'static [hashbrown::HashSet<u8>]>,
+                f: <HashSet<u8> as IntoIterator>::Item,
+                g: Box<dyn Fn(HashSet<u8>) -> u8>,
+            }
+        });
+        assert_eq!(errs.len(), 7, "{errs:#?}");
+        assert!(
+            errs[0].starts_with(
+                "a state cannot hold a `HashSet`: it iterates in a random order in every process"
+            ),
+            "{}",
+            errs[0]
+        );
+        assert!(errs[0].ends_with("use `BTreeSet` (`#[reduce(union)]` merges it too)"), "{}", errs[0]);
+        assert!(errs[3].starts_with("a state cannot hold a `FxHashSet`"), "{}", errs[3]);
+        // One error per set, even when its elements are sets too.
+        let (_, errs) = parse(syn::parse_quote! { struct S { a: HashSet<HashSet<u8>> } });
+        assert_eq!(errs.len(), 1, "{errs:#?}");
+    }
+
+    #[test]
+    fn maps_and_ordered_sets_are_allowed() {
+        let (def, errs) = parse(syn::parse_quote! {
+            struct S {
+                #[reduce(union)] a: BTreeSet<String>,
+                #[reduce(union)] b: HashMap<String, BTreeSet<u8>>,
+                c: Option<Vec<HashMap<u8, IndexSet<u8>>>>,
+                d: HashSetting,
+                e: hash_set::Entry,
+            }
+        });
+        assert!(errs.is_empty(), "{errs:?}");
+        assert_eq!(def.fields.len(), 5);
+    }
+
+    #[test]
     fn merge_functions_are_checked() {
         let check = |f: syn::ItemFn| {
             let mut errs = Errors::default();

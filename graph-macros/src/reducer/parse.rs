@@ -83,6 +83,7 @@ pub(crate) fn parse_struct(mut item: ItemStruct, opts: &Options, errs: &mut Erro
             for f in &mut named.named {
                 let Some(ident) = f.ident.clone() else { continue };
                 let strategy = take_strategy(&mut f.attrs, errs);
+                reject_hash_sets(&f.ty, errs);
                 let (strategy, span) = strategy.unwrap_or((Strategy::Overwrite, ident.span()));
                 fields.push(FieldDef { ident, ty: f.ty.clone(), vis: f.vis.clone(), strategy, span });
             }
@@ -93,6 +94,89 @@ pub(crate) fn parse_struct(mut item: ItemStruct, opts: &Options, errs: &mut Erro
         ),
     }
     StateDef { item, delta, fields, partial_eq }
+}
+
+/// A state's bytes must be canonical (`graph_runtime::canonical`): the engine hashes them, keys commits
+/// with them and compares them across processes. The canonical serializer sorts every map, but a set
+/// serializes exactly like a list, so it cannot be sorted there: a `HashSet` (or any `...HashSet` alias,
+/// such as `FxHashSet`) is rejected wherever it appears in a field's type, at the set's type. A set
+/// hidden behind a type alias or inside a user type is out of sight here; the engine detects it at
+/// runtime.
+fn reject_hash_sets(ty: &Type, errs: &mut Errors) {
+    let mut found = Vec::new();
+    hash_sets(ty, &mut found);
+    for (set, name) in found {
+        errs.spanned(
+            set,
+            format!(
+                "a state cannot hold a `{name}`: it iterates in a random order in every process, and a set is \
+                 serialized like a list, so the canonical serializer cannot sort it; the state's bytes, hash \
+                 and idempotency keys would differ after a restart and resume would fail; use `BTreeSet` \
+                 (`#[reduce(union)]` merges it too)"
+            ),
+        );
+    }
+}
+
+/// Every type in `ty` (itself included) whose path has a segment named `HashSet` or `<Something>HashSet`,
+/// with that name. The arguments of a found set are not searched (one error per set).
+fn hash_sets<'t>(ty: &'t Type, found: &mut Vec<(&'t Type, String)>) {
+    match ty {
+        Type::Path(p) => {
+            if let Some(q) = &p.qself {
+                hash_sets(&q.ty, found);
+            }
+            if let Some(seg) = p.path.segments.iter().find(|s| s.ident.to_string().ends_with("HashSet")) {
+                found.push((ty, seg.ident.to_string()));
+                return;
+            }
+            for seg in &p.path.segments {
+                path_arguments(&seg.arguments, found);
+            }
+        }
+        Type::Array(a) => hash_sets(&a.elem, found),
+        Type::Group(g) => hash_sets(&g.elem, found),
+        Type::Paren(p) => hash_sets(&p.elem, found),
+        Type::Ptr(p) => hash_sets(&p.elem, found),
+        Type::Reference(r) => hash_sets(&r.elem, found),
+        Type::Slice(s) => hash_sets(&s.elem, found),
+        Type::Tuple(t) => t.elems.iter().for_each(|t| hash_sets(t, found)),
+        Type::TraitObject(t) => bounds(&t.bounds, found),
+        Type::ImplTrait(t) => bounds(&t.bounds, found),
+        _ => {}
+    }
+}
+
+fn path_arguments<'t>(args: &'t syn::PathArguments, found: &mut Vec<(&'t Type, String)>) {
+    match args {
+        syn::PathArguments::AngleBracketed(a) => {
+            for arg in &a.args {
+                match arg {
+                    syn::GenericArgument::Type(t) => hash_sets(t, found),
+                    syn::GenericArgument::AssocType(a) => hash_sets(&a.ty, found),
+                    _ => {}
+                }
+            }
+        }
+        syn::PathArguments::Parenthesized(p) => {
+            p.inputs.iter().for_each(|t| hash_sets(t, found));
+            if let syn::ReturnType::Type(_, t) = &p.output {
+                hash_sets(t, found);
+            }
+        }
+        syn::PathArguments::None => {}
+    }
+}
+
+fn bounds<'t>(
+    bounds: &'t syn::punctuated::Punctuated<syn::TypeParamBound, syn::Token![+]>,
+    found: &mut Vec<(&'t Type, String)>,
+) {
+    for b in bounds {
+        if let syn::TypeParamBound::Trait(t) = b {
+            t.path.segments.iter().for_each(|s| path_arguments(&s.arguments, found));
+        }
+    }
 }
 
 /// Reads and removes the `#[reduce(...)]` attributes of a field.

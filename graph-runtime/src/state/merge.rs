@@ -129,7 +129,7 @@ impl<T: PartialOrd> MergeOrd for T {}
 #[diagnostic::on_unimplemented(
     message = "`#[reduce(union)]` needs a set or a map, found `{Self}`",
     label = "`union` does not fit this field's type",
-    note = "`union` fits `BTreeSet`, `BTreeMap`, `HashSet` and `HashMap`; prefer the `BTree` ones, whose order is deterministic"
+    note = "`union` fits `BTreeSet`, `BTreeMap` and `HashMap` (a state cannot hold a `HashSet`: its order cannot be made canonical)"
 )]
 pub trait MergeUnion {
     /// Inserts every element of `other`.
