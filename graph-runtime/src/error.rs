@@ -180,6 +180,23 @@ pub enum Error {
         /// This engine's graph fingerprint.
         current: String,
     },
+    /// The state's bytes are not a function of its value: serialized twice, or after a round trip, it
+    /// gives other bytes. Its hash and the step's idempotency key would then differ between processes,
+    /// which breaks resume and exactly-once commits.
+    #[error(
+        "run `{run}`: the state of step {step} is not serialized deterministically ({detail}); its hash and \
+         the step's idempotency key would change between processes: use `BTreeSet` instead of `HashSet` \
+         (maps are sorted for you), and make every custom `Serialize` of the state depend on the value \
+         alone (and reducers pure)"
+    )]
+    NondeterministicState {
+        /// The run.
+        run: String,
+        /// The step whose state it is.
+        step: u64,
+        /// What differed.
+        detail: String,
+    },
     /// The state or a delta could not be (de)serialized.
     #[error("run `{run}`: cannot serialize or deserialize {what}: {source}")]
     Serialization {

@@ -283,3 +283,67 @@ pub fn wait_for_join(rounds: u64, c1_routes_away: bool) -> Graph<Trace> {
         .build()
         .expect("valid graph")
 }
+
+/// A state with a `HashMap`, whose iteration order differs between processes (`RandomState`): what the
+/// canonical bytes must make irrelevant.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Tally {
+    /// Counts per word, merged by union (each step writes new words).
+    pub counts: std::collections::HashMap<String, u64>,
+    /// Steps taken.
+    pub steps: u64,
+}
+
+/// The delta of [`Tally`].
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct TallyDelta {
+    /// New words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counts: Option<std::collections::HashMap<String, u64>>,
+    /// Steps to add.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<u64>,
+}
+
+impl graph_runtime::Delta for TallyDelta {
+    fn writes(&self, visit: &mut dyn FnMut(graph_runtime::state::FieldWrite)) {
+        use graph_runtime::state::{FieldWrite, Strategy};
+        if self.counts.is_some() {
+            visit(FieldWrite::new("counts", Strategy::Union));
+        }
+        if self.steps.is_some() {
+            visit(FieldWrite::new("steps", Strategy::Sum));
+        }
+    }
+}
+
+impl graph_runtime::Reducer for Tally {
+    type Delta = TallyDelta;
+    fn apply(&mut self, d: TallyDelta) -> Result<(), graph_runtime::MergeError> {
+        use graph_runtime::state::merge;
+        if let Some(v) = d.counts {
+            merge::union(&mut self.counts, v, "counts")?;
+        }
+        if let Some(v) = d.steps {
+            merge::sum(&mut self.steps, v, "steps")?;
+        }
+        Ok(())
+    }
+}
+
+/// One node looping `steps` times, adding eight words per step to a [`Tally`]: after a few steps the map
+/// holds dozens of entries, whose `HashMap` order is different in every process.
+pub fn tally_graph(steps: u64) -> Graph<Tally> {
+    Graph::<Tally>::builder("tally")
+        .node("add", move |s: &Tally, _c| {
+            let n = s.steps;
+            let words = (0..8).map(|i| (format!("w{n}-{i}"), n * 8 + i)).collect();
+            let route = Route::Goto(u32::from(n + 1 >= steps));
+            Box::pin(async move { Ok((TallyDelta { counts: Some(words), steps: Some(1) }, route)) })
+        })
+        .entry("add")
+        .edge("add", "add")
+        .edge("add", END)
+        .build()
+        .expect("valid graph")
+}

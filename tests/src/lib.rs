@@ -169,6 +169,11 @@ fn crash_branch(
     }
 }
 
+/// Hex SHA-256 of the state's canonical JSON (maps sorted): the same in every process.
+pub fn state_hash_canonical<S: Serialize>(state: &S) -> String {
+    hex(&Sha256::digest(graph_runtime::canonical::to_vec(state).expect("state serializes")))
+}
+
 /// Hex SHA-256 of the state's JSON.
 pub fn state_hash<S: Serialize>(state: &S) -> String {
     hex(&Sha256::digest(serde_json::to_vec(state).expect("state serializes")))

@@ -68,7 +68,7 @@ impl<S: Reducer> Engine<S> {
     pub(super) async fn advance(&self, run: &mut Driven<S>) -> Result<(), Stop> {
         let outputs = self.execute(run).await?;
         let (deltas, mut routes): (Vec<_>, Vec<_>) = outputs.into_iter().unzip();
-        let delta_json = record::delta_bytes(&run.run_id, deltas.iter())?;
+        let delta_json = record::delta_bytes(&run.run_id, &deltas)?;
         self.route_before_merge(run, &deltas, &mut routes)?;
         self.merge(run, deltas)?;
         self.route_after_merge(run, &mut routes)?;

@@ -218,27 +218,35 @@ pub(crate) struct Draft<'a, S> {
     pub(crate) not_before_ms: u64,
 }
 
-/// The bytes a step's deltas are stored as: a JSON array, in the order given (ascending order key).
-pub(crate) fn delta_bytes<'d, D: Serialize + 'd>(
-    run_id: &str,
-    deltas: impl Iterator<Item = &'d D>,
-) -> Result<Vec<u8>, Error> {
-    let mut out = Vec::with_capacity(256);
-    serde::Serializer::collect_seq(&mut serde_json::Serializer::new(&mut out), deltas)
-        .map_err(|source| Error::Serialization { run: run_id.to_owned(), what: "a delta", source })?;
-    Ok(out)
+/// The bytes a step's deltas are stored as: a canonical JSON array (maps sorted by key), in the order
+/// given (ascending order key).
+pub(crate) fn delta_bytes<D: Serialize>(run_id: &str, deltas: &[D]) -> Result<Vec<u8>, Error> {
+    crate::canonical::to_vec(deltas).map_err(|source| Error::Serialization {
+        run: run_id.to_owned(),
+        what: "a delta",
+        source,
+    })
 }
 
-/// Builds checkpoint `draft.step`: the full state's JSON feeds the idempotency key and the state hash;
-/// what is stored is the step's deltas unless the chain calls for a snapshot.
-pub(crate) fn draft<S: Serialize>(draft: Draft<'_, S>, chain: &mut Chain) -> Result<Checkpoint, Error> {
-    let Draft { run_id, step, state, deltas, frontier, waiting, seed, label, fingerprint, not_before_ms } =
-        draft;
-    let state_json = serde_json::to_vec(state).map_err(|source| Error::Serialization {
-        run: run_id.to_string(),
+/// The canonical bytes of a state (see `crate::canonical`): what its hash and the idempotency key are of.
+fn state_bytes<S: Serialize>(run_id: &str, state: &S) -> Result<Vec<u8>, Error> {
+    crate::canonical::to_vec(state).map_err(|source| Error::Serialization {
+        run: run_id.to_owned(),
         what: "the state",
         source,
-    })?;
+    })
+}
+
+/// Builds checkpoint `draft.step`: the full state's canonical JSON feeds the idempotency key and the
+/// state hash; what is stored is the step's deltas unless the chain calls for a snapshot.
+///
+/// A snapshot is also where a state whose bytes are not a function of its value is caught: it must
+/// serialize to the same bytes twice, and again after a round trip through those bytes (a `HashSet`
+/// hidden in a user type, or a custom `Serialize` that writes a counter, fails one or the other).
+pub(crate) fn draft<S: Reducer>(draft: Draft<'_, S>, chain: &mut Chain) -> Result<Checkpoint, Error> {
+    let Draft { run_id, step, state, deltas, frontier, waiting, seed, label, fingerprint, not_before_ms } =
+        draft;
+    let state_json = state_bytes(run_id, state)?;
     // The frontier is sorted by order key, and order keys are unique within a step.
     let idempotency_key = idempotency_key_of_sorted(
         run_id,
@@ -248,13 +256,17 @@ pub(crate) fn draft<S: Serialize>(draft: Draft<'_, S>, chain: &mut Chain) -> Res
         &state_json,
     );
     let state_hash = hex(&sha256_parts(&[&state_json]));
+    let repr = chain.repr(step, state_json, deltas);
+    if let StateRepr::Full(bytes) = &repr {
+        check_deterministic::<S>(run_id, step, state, bytes)?;
+    }
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
     Ok(Checkpoint {
         run_id: run_id.clone(),
         step,
         timestamp_ms: now.max(not_before_ms),
         label,
-        state: chain.repr(step, state_json, deltas),
+        state: repr,
         state_hash,
         rng_seed: seed,
         frontier,
@@ -263,6 +275,27 @@ pub(crate) fn draft<S: Serialize>(draft: Draft<'_, S>, chain: &mut Chain) -> Res
         graph_fingerprint: fingerprint.clone(),
         schema_version: SCHEMA_VERSION,
     })
+}
+
+/// The state serializes to `bytes` again, and so does the state read back from `bytes`.
+fn check_deterministic<S: Reducer>(run_id: &str, step: u64, state: &S, bytes: &[u8]) -> Result<(), Error> {
+    let nondeterministic = |detail: &str| Error::NondeterministicState {
+        run: run_id.to_owned(),
+        step,
+        detail: detail.to_owned(),
+    };
+    if state_bytes(run_id, state)? != bytes {
+        return Err(nondeterministic("serializing it twice gave different bytes"));
+    }
+    let back: S = serde_json::from_slice(bytes).map_err(|source| Error::Serialization {
+        run: run_id.to_owned(),
+        what: "the state",
+        source,
+    })?;
+    if state_bytes(run_id, &back)? != bytes {
+        return Err(nondeterministic("the state read back from its bytes serializes to other bytes"));
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -294,13 +327,16 @@ pub(crate) async fn load_state<S: Reducer>(store: &dyn Store, cp: &Checkpoint) -
             replay_chain::<S>(cp, *base, links).map_err(|(step, detail)| corrupted(step, detail))?
         }
     };
-    let json = serde_json::to_vec(&state).map_err(|source| Error::Serialization {
-        run: cp.run_id.to_string(),
-        what: "the state",
-        source,
-    })?;
-    if hex(&sha256_parts(&[&json])) != cp.state_hash {
-        return Err(corrupted(cp.step, "the rebuilt state does not match its hash".into()));
+    // Every record of the chain passed its checksum, so bytes that differ now were not damaged on disk:
+    // the state's serialization (or the reducer) is not a function of the value.
+    if hex(&sha256_parts(&[&state_bytes(&cp.run_id, &state)?])) != cp.state_hash {
+        return Err(Error::NondeterministicState {
+            run: cp.run_id.to_string(),
+            step: cp.step,
+            detail: "the state rebuilt from its snapshot and deltas serializes to other bytes than when it \
+                     was committed"
+                .into(),
+        });
     }
     Ok((state, chain))
 }
