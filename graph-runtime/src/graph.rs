@@ -278,15 +278,29 @@ impl<S: Reducer> GraphBuilder<S> {
     /// # Examples
     ///
     /// ```
-    /// use graph_runtime::{Graph, Route, END};
+    /// use graph_runtime::prelude::*;
+    ///
+    /// #[reducer]
+    /// #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    /// struct Count {
+    ///     #[reduce(sum)]
+    ///     n: u32,
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), graph_runtime::Error> {
     /// // Counts to 5: the router sees the count after this step's increment.
-    /// let g = Graph::<u64>::builder("count")
-    ///     .node("inc", |_n, _c| Box::pin(async { Ok((1, Route::Declared)) }))
-    ///     .router("inc", |n: &u64| if *n < 5 { 0 } else { 1 })
+    /// let g = Graph::<Count>::builder("count")
+    ///     .node("inc", |_s, _c| Box::pin(async { Ok((CountDelta::default().n(1), Route::Declared)) }))
+    ///     .router("inc", |s: &Count| if s.n < 5 { 0 } else { 1 })
     ///     .entry("inc")
     ///     .edge("inc", "inc")
-    ///     .edge("inc", END);
-    /// # let _ = g;
+    ///     .edge("inc", END)
+    ///     .build()?;
+    /// let out = Engine::builder(g).build().run("c", Count::default()).await?;
+    /// assert_eq!(out.state.n, 5);
+    /// # Ok(())
+    /// # }
     /// ```
     pub fn router(
         mut self,
