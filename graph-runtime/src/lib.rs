@@ -65,6 +65,11 @@ pub use uuid::Uuid;
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
+/// The guide for LangGraph users, its examples compiled and run as doctests.
+#[doc = include_str!("../../docs/from-langgraph.md")]
+#[cfg(doctest)]
+pub struct FromLangGraphDoctests;
+
 /// The names most workflows need.
 pub mod prelude {
     #[cfg(feature = "sled")]
