@@ -3,26 +3,27 @@
 //! The first request to find no commit thread starts one (a blocking task, so dropping a caller cannot
 //! stall it). The thread takes every request queued so far — a *group* — and:
 //!
-//! 1. applies the group to sled in ONE transaction (each request checked on its own: key, step,
-//!    version; a later request of the group sees the earlier ones), recording its writes;
-//! 2. appends those writes to the commit log as one record and `fdatasync`s it (one device round trip
-//!    for the whole group);
-//! 3. checkpoints when enough log has accumulated (see [`Inner::checkpoint`]);
-//! 4. answers every request of the group, and repeats until the queue is empty.
+//! 1. checks every request of the group (key, step, version; a later request of the group sees the
+//!    earlier ones' writes) against sled and the group's own writes, and records those writes — writing
+//!    nothing yet;
+//! 2. appends the writes to the commit log as one record and `fdatasync`s it (one device round trip
+//!    for the whole group): the commit point;
+//! 3. applies them to sled, the group's sequence number last;
+//! 4. checkpoints when enough log has accumulated (see [`Inner::checkpoint`]);
+//! 5. answers every request of the group, and repeats until the queue is empty.
 //!
 //! Requests arriving during a group form the next group, so one sequential run pays one log sync per
-//! step and N concurrent runs share them. An I/O error in 1–3 fail-stops the store before anything is
-//! answered: no request of a group whose record may not be durable is acknowledged.
+//! step and N concurrent runs share them. An I/O error in 2–4 fail-stops the store before anything is
+//! answered: no request of a group whose record may not be durable is acknowledged, and sled never holds
+//! a group the log does not.
 
-use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use sled::Transactional;
-use sled::transaction::{ConflictableTransactionError, TransactionError, TransactionalTree};
 use tokio::sync::oneshot;
 
 use super::redo::{RedoWriter, TreeId};
-use super::{APPLIED, Inner, cp_key, guard};
+use super::{Inner, cp_key};
 use crate::error::StoreError;
 use crate::store::commit_log::{CommitLog, Manifest};
 use crate::store::record::{decode, decode_run, encode, encode_run};
@@ -176,14 +177,13 @@ fn clone_error(e: &StoreError, message: &str) -> StoreError {
     }
 }
 
-/// Commits one group: sled, then the log, then a checkpoint when due. Nothing is answered before the
-/// group's log record is durable.
+/// Commits one group: validates it against sled and itself, writes its record to the log (the commit
+/// point), applies it to sled, then checkpoints when due. Nothing is answered before the record is
+/// durable, and nothing reaches sled before it is in the log.
 fn commit_group(inner: &Inner, w: &mut Writer, requests: &[Request]) -> Result<Vec<Reply>, StoreError> {
     inner.check()?;
-    let redo = RefCell::new(std::mem::take(&mut w.redo));
-    let replies = apply(inner, &redo, Some(w.next_seq), requests);
-    w.redo = redo.into_inner();
-    let replies = replies?;
+    w.redo.clear();
+    let replies = plan(inner, &mut w.redo, requests)?;
     if !w.redo.is_empty() {
         let seq = w.next_seq;
         let logged = if std::mem::take(&mut w.inject_log_failure) {
@@ -195,6 +195,7 @@ fn commit_group(inner: &Inner, w: &mut Writer, requests: &[Request]) -> Result<V
         w.syncs += 1;
         w.next_seq += 1;
         w.since_checkpoint += w.redo.bytes().len() as u64;
+        inner.apply_record(w.redo.bytes(), Some(seq))?;
     }
     let asked = requests.iter().any(|r| matches!(r, Request::Checkpoint));
     if asked || w.since_checkpoint >= inner.options.checkpoint_bytes {
@@ -203,63 +204,64 @@ fn commit_group(inner: &Inner, w: &mut Writer, requests: &[Request]) -> Result<V
     Ok(replies)
 }
 
-/// Under `Durability::Async`: the request alone, applied to sled without the log.
+/// Under `Durability::Async`: the request alone, applied to sled without the log (serialized with the
+/// other writers by the writer lock).
 pub(super) fn run_inline(inner: &Inner, request: Request) -> Result<Reply, StoreError> {
+    let mut w = inner.writer.lock().unwrap_or_else(|e| e.into_inner());
     if matches!(request, Request::Checkpoint) {
         inner.flush_index()?;
         return Ok(Reply::Done);
     }
-    let redo = RefCell::new(RedoWriter::default());
-    let mut replies = apply(inner, &redo, None, std::slice::from_ref(&request))?;
+    w.redo.clear();
+    let mut replies = plan(inner, &mut w.redo, std::slice::from_ref(&request))?;
+    if !w.redo.is_empty() {
+        inner.apply_record(w.redo.bytes(), None)?;
+    }
     Ok(replies.remove(0))
 }
 
-/// Applies `requests` to sled in one transaction, recording their writes in `redo`; with a `seq`, also
-/// records it as the last group sled applied.
-fn apply(
-    inner: &Inner,
-    redo: &RefCell<RedoWriter>,
-    seq: Option<u64>,
-    requests: &[Request],
-) -> Result<Vec<Reply>, StoreError> {
-    let trees = (&inner.runs, &inner.checkpoints, &inner.keys, &inner.meta);
-    let result = guard(&inner.path, || {
-        trees.transaction(|(runs, cps, keys, meta)| {
-            let mut redo = redo.borrow_mut();
-            // sled may run the closure again after a conflict: start from nothing each time.
-            redo.clear();
-            let tx = Tx { inner, runs, cps, keys };
-            let replies = requests.iter().map(|r| tx.apply(r, &mut redo)).collect::<Result<Vec<_>, _>>()?;
-            if let Some(seq) = seq
-                && !redo.is_empty()
-            {
-                meta.insert(APPLIED, &seq.to_be_bytes())?;
-            }
-            Ok(replies)
-        })
-    })?;
-    result.map_err(|e| match e {
-        TransactionError::Abort(e) => e,
-        TransactionError::Storage(e) => inner.fail_stop(format!("writing sled: {e}")),
-    })
+/// Checks every request of a group, in order, against sled and the group's own earlier writes, and
+/// records the writes of those that commit in `redo`. Writes nothing: on any error (an injected failure,
+/// a damaged row) the whole group fails and nothing of it is anywhere.
+fn plan(inner: &Inner, redo: &mut RedoWriter, requests: &[Request]) -> Result<Vec<Reply>, StoreError> {
+    let mut tx = Overlay { inner, writes: BTreeMap::new(), redo };
+    requests.iter().map(|r| tx.request(r)).collect()
 }
 
-type TxResult<T> = Result<T, ConflictableTransactionError<StoreError>>;
-
-fn abort(e: StoreError) -> ConflictableTransactionError<StoreError> {
-    ConflictableTransactionError::Abort(e)
-}
-
-/// The trees of one commit transaction.
-struct Tx<'a> {
+/// sled as the group being planned sees it: sled's values, under the group's own writes.
+struct Overlay<'a> {
     inner: &'a Inner,
-    runs: &'a TransactionalTree,
-    cps: &'a TransactionalTree,
-    keys: &'a TransactionalTree,
+    writes: BTreeMap<(TreeId, Vec<u8>), Option<Vec<u8>>>,
+    redo: &'a mut RedoWriter,
 }
 
-impl Tx<'_> {
-    fn apply(&self, request: &Request, redo: &mut RedoWriter) -> TxResult<Reply> {
+impl Overlay<'_> {
+    fn tree(&self, t: TreeId) -> &sled::Tree {
+        match t {
+            TreeId::Runs => &self.inner.runs,
+            TreeId::Checkpoints => &self.inner.checkpoints,
+            TreeId::Keys => &self.inner.keys,
+        }
+    }
+
+    fn get(&self, t: TreeId, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        if let Some(v) = self.writes.get(&(t, key.to_vec())) {
+            return Ok(v.clone());
+        }
+        Ok(self.inner.read(|| self.tree(t).get(key))?.map(|v| v.to_vec()))
+    }
+
+    fn put(&mut self, t: TreeId, key: &[u8], value: &[u8]) {
+        self.redo.put(t, key, value);
+        self.writes.insert((t, key.to_vec()), Some(value.to_vec()));
+    }
+
+    fn remove(&mut self, t: TreeId, key: &[u8]) {
+        self.redo.remove(t, key);
+        self.writes.insert((t, key.to_vec()), None);
+    }
+
+    fn request(&mut self, request: &Request) -> Result<Reply, StoreError> {
         Ok(match request {
             Request::Save { run_id, step, key, record, fingerprint, status, expected_version } => {
                 let save = Save {
@@ -271,20 +273,14 @@ impl Tx<'_> {
                     status,
                     expected_version: *expected_version,
                 };
-                Reply::Outcome(self.save(save, redo)?)
+                Reply::Outcome(self.save(save)?)
             }
             Request::Status { run_id, status, expected_version } => {
-                Reply::Outcome(self.status(run_id, status, *expected_version, redo)?)
+                Reply::Outcome(self.status(run_id, status, *expected_version)?)
             }
             Request::Remove { tree, keys } => {
-                let t = match tree {
-                    TreeId::Runs => self.runs,
-                    TreeId::Checkpoints => self.cps,
-                    TreeId::Keys => self.keys,
-                };
                 for k in keys {
-                    t.remove(k.as_slice())?;
-                    redo.remove(*tree, k);
+                    self.remove(*tree, k);
                 }
                 Reply::Removed(keys.len())
             }
@@ -292,42 +288,33 @@ impl Tx<'_> {
         })
     }
 
-    fn row(&self, run_id: &str) -> TxResult<Option<RunInfo>> {
-        match self.runs.get(run_id.as_bytes())? {
-            Some(b) => Ok(Some(decode_run(&b).map_err(abort)?)),
-            None => Ok(None),
-        }
+    fn row(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {
+        self.get(TreeId::Runs, run_id.as_bytes())?.map(|b| decode_run(&b)).transpose()
     }
 
     /// The store contract's checks, in order, then the three writes (each followed by the fail point).
-    fn save(&self, s: Save<'_>, redo: &mut RedoWriter) -> TxResult<CommitOutcome> {
+    fn save(&mut self, s: Save<'_>) -> Result<CommitOutcome, StoreError> {
         let ck = cp_key(s.run_id, s.step);
         let row = self.row(s.run_id)?;
         let version = row.as_ref().map_or(0, |r| r.version);
-        if self.keys.get(s.key.as_bytes())?.is_some() {
+        if self.get(TreeId::Keys, s.key.as_bytes())?.is_some() {
             return Ok(CommitOutcome::AlreadyCommitted { version });
         }
-        if let Some(existing) = self.cps.get(&ck)? {
-            let existing = decode(s.run_id, s.step, &existing).map_err(abort)?;
+        if let Some(existing) = self.get(TreeId::Checkpoints, &ck)? {
+            let existing = decode(s.run_id, s.step, &existing)?;
             return Ok(CommitOutcome::StepTaken { existing_key: existing.idempotency_key, version });
         }
         if version != s.expected_version {
             return Ok(CommitOutcome::VersionConflict { current: version });
         }
-        let mut writes = 0;
-        let mut wrote = || -> TxResult<()> {
-            writes += 1;
-            if self.inner.fail.hit(writes) {
-                return Err(abort(StoreError::backend("injected failure", "fail point")));
-            }
-            Ok(())
+        let fail = &self.inner.fail;
+        let wrote = |n: usize| {
+            if fail.hit(n) { Err(StoreError::backend("injected failure", "fail point")) } else { Ok(()) }
         };
-        self.keys.insert(s.key.as_bytes(), ck.as_slice())?;
-        redo.put(TreeId::Keys, s.key.as_bytes(), &ck);
-        wrote()?;
-        self.cps.insert(ck.as_slice(), s.record)?;
-        redo.put(TreeId::Checkpoints, &ck, s.record);
-        wrote()?;
+        self.put(TreeId::Keys, s.key.as_bytes(), &ck);
+        wrote(1)?;
+        self.put(TreeId::Checkpoints, &ck, s.record);
+        wrote(2)?;
         let info = RunInfo::new(
             &**s.run_id,
             s.status.clone(),
@@ -335,20 +322,17 @@ impl Tx<'_> {
             version + 1,
             row.map_or_else(|| s.fingerprint.to_string(), |r| r.graph_fingerprint),
         );
-        let encoded = encode_run(&info);
-        self.runs.insert(s.run_id.as_bytes(), encoded.as_slice())?;
-        redo.put(TreeId::Runs, s.run_id.as_bytes(), &encoded);
-        wrote()?;
+        self.put(TreeId::Runs, s.run_id.as_bytes(), &encode_run(&info));
+        wrote(3)?;
         Ok(CommitOutcome::Committed { version: version + 1 })
     }
 
     fn status(
-        &self,
+        &mut self,
         run_id: &str,
         status: &RunStatus,
         expected_version: u64,
-        redo: &mut RedoWriter,
-    ) -> TxResult<CommitOutcome> {
+    ) -> Result<CommitOutcome, StoreError> {
         let Some(mut info) = self.row(run_id)? else {
             return Ok(CommitOutcome::VersionConflict { current: 0 });
         };
@@ -357,9 +341,7 @@ impl Tx<'_> {
         }
         info.version += 1;
         info.status = status.clone();
-        let encoded = encode_run(&info);
-        self.runs.insert(run_id.as_bytes(), encoded.as_slice())?;
-        redo.put(TreeId::Runs, run_id.as_bytes(), &encoded);
+        self.put(TreeId::Runs, run_id.as_bytes(), &encode_run(&info));
         Ok(CommitOutcome::Committed { version: info.version })
     }
 }

@@ -7,15 +7,15 @@
 //! files. So the truth of an acknowledged commit is the store's own commit log (`wal/`, see
 //! [`super::commit_log`]): a commit is acknowledged once its record is in the log and `fdatasync`ed, one
 //! device round trip per commit group. sled is the index the engine reads: each commit group is applied
-//! to sled in one transaction before its record is written, and sled writes it to disk in its own time.
+//! to sled once its record is durable, and sled writes it to disk in its own time.
 //! Every so often (a *checkpoint*, every [`SledOptions::checkpoint_bytes`] of log) sled is flushed and
 //! `fdatasync`ed, the manifest records the last commit sled then holds, and log segments older than the
 //! previous checkpoint are retired.
 //!
 //! # Recovery
 //!
-//! sled also records, in the same transaction, the sequence number of the last commit group it applied.
-//! `open` replays the log's records after that number into sled. If sled comes back behind the manifest
+//! sled also records, after each group's writes, the sequence number of the last commit group it applied.
+//! `open` replays the log's records after the last checkpoint into sled. If sled comes back behind the manifest
 //! (it lost commits it had durably held) and the log no longer reaches back that far, `open` fails with
 //! `Corrupted` naming the lost commits: never a silent rollback.
 //!
@@ -317,56 +317,60 @@ impl Inner {
             return Err(StoreError::corrupted_file(self.path.join("wal"), detail, REMEDY_INDEX));
         }
         let last_logged = records.last().map(|r| r.seq);
-        let from = applied;
+        // Replay from the last checkpoint (or from where sled is, if it is behind it): a record after it
+        // may be in sled only in part. Records are blind writes applied in order, so replaying one that
+        // sled holds changes nothing.
+        let from = applied.min(manifest.checkpoint_seq);
         for record in records.into_iter().filter(|r| r.seq > from) {
-            self.replay(&record)?;
-            applied = record.seq;
+            self.apply_record(&record.payload, Some(record.seq))?;
+            applied = applied.max(record.seq);
         }
         let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         w.next_seq = applied + 1;
         // A clean close checkpointed: nothing to make durable, nothing to retire.
-        if applied != manifest.checkpoint_seq || applied != from {
+        if applied != manifest.checkpoint_seq {
             self.checkpoint(&mut w)?;
         }
-        // sled applied groups whose log write failed (the store fail-stopped then): it durably holds more
-        // than the log, so the log starts over after it. (An empty log takes any seq.)
+        // sled holds more than the log (the log's last group was damaged, and is read as a torn tail, after
+        // sled had written it): the log starts over after sled. (An empty log takes any seq.)
         if last_logged.is_some_and(|l| l < applied) {
             w.log.restart().map_err(|e| self.fail_stop(e))?;
         }
         Ok(())
     }
 
-    /// Applies one log record to sled, with its sequence number, in one transaction.
-    fn replay(&self, record: &Record) -> Result<(), StoreError> {
-        let ops = redo::parse(&record.payload).map_err(|detail| {
+    /// Applies one log record to sled: its writes in order, then (with a `seq`) the record's sequence
+    /// number as the last group applied. No sled transaction: the commit thread is the only writer, the
+    /// log is the truth, and recovery replays every record after the last checkpoint, so a record that a
+    /// crash cut short in sled is completed from the log. (A sled transaction or batch also makes sled
+    /// write and `sync_file_range` its log at once, a second device round trip per commit.)
+    fn apply_record(&self, bytes: &[u8], seq: Option<u64>) -> Result<(), StoreError> {
+        let ops = redo::parse(bytes).map_err(|detail| {
+            let what = seq.map_or_else(|| "a commit".to_owned(), |s| format!("commit group {s}"));
             StoreError::corrupted_file(
                 self.path.join("wal"),
-                format!("commit group {} does not parse: {detail}", record.seq),
+                format!("{what} does not parse: {detail}"),
                 REMEDY_FILE,
             )
         })?;
-        let mut batches: [sled::Batch; 3] = Default::default();
-        for op in ops {
-            match op {
-                Op::Put { tree, key, value } => batches[tree as usize].insert(key, value),
-                Op::Remove { tree, key } => batches[tree as usize].remove(key),
-            }
-        }
-        let applied = guard(&self.path, || {
-            use sled::Transactional;
-            (&self.runs, &self.checkpoints, &self.keys, &self.meta).transaction(|(runs, cps, keys, meta)| {
-                for (tx, batch) in [runs, cps, keys].into_iter().zip(&batches) {
-                    tx.apply_batch(batch)?;
+        let tree = |t: TreeId| match t {
+            TreeId::Runs => &self.runs,
+            TreeId::Checkpoints => &self.checkpoints,
+            TreeId::Keys => &self.keys,
+        };
+        let applied = guard(&self.path, || -> sled::Result<()> {
+            for op in ops {
+                match op {
+                    Op::Put { tree: t, key, value } => drop(tree(t).insert(key, value)?),
+                    Op::Remove { tree: t, key } => drop(tree(t).remove(key)?),
                 }
-                meta.insert(APPLIED, &record.seq.to_be_bytes())?;
-                Ok::<_, sled::transaction::ConflictableTransactionError<()>>(())
-            })
-        });
-        match applied {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(self.fail_stop(format!("replaying commit group {}: {e:?}", record.seq))),
-            Err(e) => Err(e),
-        }
+            }
+            if let Some(seq) = seq {
+                self.meta.insert(APPLIED, &seq.to_be_bytes())?;
+            }
+            Ok(())
+        })?;
+        applied.map_err(|e| self.fail_stop(format!("writing sled: {e}")))
     }
 
     /// The last commit group sled applied (0: none).

@@ -7,7 +7,7 @@
 //! is reported as damage, never skipped.
 
 /// A tree of the store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum TreeId {
     Runs = 0,
     Checkpoints = 1,
