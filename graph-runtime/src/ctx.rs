@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use uuid::Uuid;
 
+use crate::effect::{Divergence, Effect, RunEnv};
 use crate::error::NodeError;
 use crate::keys::{OrderKey, PathId, item_rng_seed};
 
@@ -30,6 +31,21 @@ pub struct Ctx {
     deadline: Option<Instant>,
     /// Boxed: most nodes never draw, and an inline stream would add 300 bytes to every task.
     rng: Option<Box<ChaCha20Rng>>,
+    /// Effect calls made so far in this attempt.
+    calls: u32,
+    /// Messages emitted in this attempt, for the outbox.
+    emits: Vec<(String, serde_json::Value)>,
+    /// Set when an effect call must stop the step whatever the node does with its error.
+    stop: Option<CtxStop>,
+}
+
+/// Why an effect call stops the step, whatever the node returns.
+#[derive(Debug, Clone)]
+pub(crate) enum CtxStop {
+    /// A non-idempotent effect's outcome is unknown: the run pauses for confirmation.
+    NeedsConfirmation { key: String, name: String },
+    /// A strict replay diverged.
+    ReplayMismatch(Divergence),
 }
 
 /// Who a work item is: what every attempt's [`Ctx`] of the item shares.
@@ -45,6 +61,8 @@ pub(crate) struct ItemId {
     pub(crate) now_ms: u64,
     /// The branch input, when forked with one.
     pub(crate) input: Option<Arc<serde_json::Value>>,
+    /// The journal effect calls use (`None` for a standalone context: calls are made directly).
+    pub(crate) env: Option<Arc<RunEnv>>,
 }
 
 impl Ctx {
@@ -55,7 +73,17 @@ impl Ctx {
         cancel: CancellationToken,
         deadline: Option<Instant>,
     ) -> Self {
-        Ctx { item, attempt, cancel, spawned: OnceLock::new(), deadline, rng: None }
+        Ctx {
+            item,
+            attempt,
+            cancel,
+            spawned: OnceLock::new(),
+            deadline,
+            rng: None,
+            calls: 0,
+            emits: Vec::new(),
+            stop: None,
+        }
     }
 
     /// A context outside any engine, for unit-testing a node: step 0, first attempt, entry path, seed
@@ -70,6 +98,7 @@ impl Ctx {
             run_seed: crate::keys::derive_run_seed(run_id),
             now_ms: 0,
             input: None,
+            env: None,
         };
         Ctx::new(item, 1, CancellationToken::new(), None)
     }
@@ -172,6 +201,64 @@ impl Ctx {
             let j = self.random_range(0..=i);
             items.swap(i, j);
         }
+    }
+
+    /// A call to the outside world, made at most once per run where the world allows it: configure it
+    /// (`.idempotent()`, `.non_idempotent()` — the default —, `.pure()`), then `.run(|key| async { .. })`
+    /// the call, which receives the effect key to hand to the external system. Its response is journaled
+    /// as soon as it returns, so the step running again after a crash gets it back without calling. See
+    /// `docs/effects.md`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), graph_runtime::NodeError> {
+    /// let mut ctx = graph_runtime::Ctx::standalone("run-1", "charge");
+    /// let receipt: String = ctx
+    ///     .effect("payments.charge", &("alice", 30))
+    ///     .idempotent()
+    ///     .run(|key| async move { Ok::<_, std::io::Error>(format!("charged with key {key}")) })
+    ///     .await?;
+    /// assert!(receipt.starts_with("charged"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn effect<'c, Req: serde::Serialize>(&'c mut self, name: &str, request: &'c Req) -> Effect<'c, Req> {
+        Effect::new(self, name, request)
+    }
+
+    /// Emits a message to the outbox: written with the step's commit (nothing for a step that is not
+    /// committed), delivered after it by [`Engine::outbox`](crate::Engine::outbox), with a stable key per
+    /// message so a consumer can deduplicate a redelivery.
+    ///
+    /// # Errors
+    ///
+    /// The payload does not serialize to JSON.
+    pub fn emit(&mut self, topic: &str, payload: &impl serde::Serialize) -> Result<(), NodeError> {
+        let value = serde_json::to_value(payload).map_err(|e| {
+            NodeError::fatal(format!("the payload emitted on `{topic}` does not serialize: {e}"))
+        })?;
+        self.emits.push((topic.to_owned(), value));
+        Ok(())
+    }
+
+    pub(crate) fn next_call_index(&mut self) -> u32 {
+        self.calls += 1;
+        self.calls - 1
+    }
+
+    pub(crate) fn env(&self) -> Option<Arc<RunEnv>> {
+        self.item.env.clone()
+    }
+
+    pub(crate) fn stop(&mut self, stop: CtxStop) {
+        self.stop.get_or_insert(stop);
+    }
+
+    /// What the attempt leaves for the engine: its emits and, if set, why it must stop the step.
+    pub(crate) fn take_outcome(&mut self) -> (Vec<(String, serde_json::Value)>, Option<CtxStop>) {
+        (std::mem::take(&mut self.emits), self.stop.take())
     }
 
     /// A version-4 UUID drawn from [`Ctx::rng`]: the same on every retry-free replay or resume of this

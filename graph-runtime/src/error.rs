@@ -208,6 +208,40 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    /// A strict replay diverged from the recorded run: a different effect call (name or request), an
+    /// effect the recorded run did not make, or a checkpoint that differs.
+    #[error(
+        "replay of run `{run}` diverged at step {step}{}{}: the recorded run has {expected}, the replay {found}; \
+         the graph or a node's code changed since the run was recorded, or a node is not deterministic",
+        if node.is_empty() { String::new() } else { format!(", node `{node}`") },
+        call.map(|c| format!(", effect call {c}")).unwrap_or_default()
+    )]
+    ReplayMismatch {
+        /// The recorded run.
+        run: String,
+        /// The step.
+        step: u64,
+        /// The node whose effect call diverged (empty for a checkpoint).
+        node: String,
+        /// The effect call's index in its item's attempt (`None` for a checkpoint).
+        call: Option<u32>,
+        /// What the recording has.
+        expected: String,
+        /// What the replay produced.
+        found: String,
+    },
+    /// `resolve_effect` named an effect that is not waiting for confirmation.
+    #[error(
+        "effect `{key}` of run `{run}` is not waiting for confirmation (it is {state}); nothing was changed"
+    )]
+    EffectNotPending {
+        /// The run.
+        run: String,
+        /// The effect key.
+        key: String,
+        /// Where the effect stands.
+        state: String,
+    },
     /// Another writer advanced the run (optimistic locking).
     #[error(
         "run `{run}` was advanced by another writer (expected version {expected}, found {found}); only one \
@@ -459,12 +493,16 @@ pub struct NodeError {
     inner: BoxError,
     retryable: bool,
     timeout: Option<Duration>,
+    /// Set by an effect call that must stop the step whatever the node does (a pause for confirmation, a
+    /// strict replay's divergence).
+    /// Boxed: every node returns a `NodeError` on failure, and this is rare.
+    pub(crate) stop: Option<Box<crate::ctx::CtxStop>>,
 }
 
 impl NodeError {
     /// A retryable error with a message.
     pub fn new(message: impl fmt::Display) -> Self {
-        NodeError { inner: message.to_string().into(), retryable: true, timeout: None }
+        NodeError { inner: message.to_string().into(), retryable: true, timeout: None, stop: None }
     }
 
     /// An error no retry can fix: the retry policy is not consulted.
@@ -474,7 +512,7 @@ impl NodeError {
 
     /// Wraps any error as retryable.
     pub fn from_error(error: impl Into<BoxError>) -> Self {
-        NodeError { inner: error.into(), retryable: true, timeout: None }
+        NodeError { inner: error.into(), retryable: true, timeout: None, stop: None }
     }
 
     /// Sets whether a retry may help.
@@ -488,6 +526,7 @@ impl NodeError {
             inner: format!("timed out after {timeout:?}").into(),
             retryable: true,
             timeout: Some(timeout),
+            stop: None,
         }
     }
 

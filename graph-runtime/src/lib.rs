@@ -31,6 +31,7 @@
 
 pub mod canonical;
 pub mod ctx;
+pub mod effect;
 pub mod error;
 pub mod graph;
 pub mod keys;
@@ -46,14 +47,15 @@ pub mod store;
 pub use macro_support as __private;
 
 pub use ctx::{Ctx, DrawRange};
+pub use effect::{Divergence, Effect, ReplayMode};
 pub use error::{ConflictError, Error, GraphError, MergeError, NodeError, Result, StoreError};
 pub use graph::{END, Graph, GraphBuilder};
 pub use graph_macros::{graph, node, reduce, reducer};
 pub use node::{Branch, Node, NodeResult, Route, Routing, Static};
 pub use policy::{Backoff, EngineOptions, NodePolicy, RetryPolicy};
-pub use scheduler::{Engine, EngineBuilder, RunOptions, RunOutcome};
+pub use scheduler::{Engine, EngineBuilder, ReplayOutcome, RunOptions, RunOutcome};
 pub use state::{ConflictPolicy, Delta, Reducer};
-pub use store::{Checkpoint, CommitOutcome, MemoryStore, PauseReason, RunStatus, Store};
+pub use store::{Checkpoint, CommitOutcome, MemoryStore, PauseReason, Resolution, RunStatus, Store};
 
 pub use rand_chacha;
 pub use rand_core;
@@ -76,8 +78,8 @@ pub mod prelude {
     pub use crate::store::{Durability, SledOptions, SledStore};
     pub use crate::{
         Backoff, Branch, CancellationToken, ConflictPolicy, Ctx, Delta, END, Engine, EngineOptions, Graph,
-        MemoryStore, NodeError, NodePolicy, NodeResult, PauseReason, Reducer, RetryPolicy, Route, RunOptions,
-        RunOutcome, RunStatus, Static,
+        MemoryStore, NodeError, NodePolicy, NodeResult, PauseReason, Reducer, ReplayMode, Resolution,
+        RetryPolicy, Route, RunOptions, RunOutcome, RunStatus, Static,
     };
     pub use graph_macros::{graph, node, reduce, reducer};
     pub use rand_core::Rng as _;

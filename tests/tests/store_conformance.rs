@@ -69,6 +69,8 @@ conformance!(
     thousand_commits,
     injected_failures_leave_nothing,
     restarts_between_operations,
+    effect_journal_is_compare_and_set,
+    outbox_rows_come_with_their_commit,
 );
 
 fn op() -> impl Strategy<Value = Op> {

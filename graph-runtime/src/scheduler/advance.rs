@@ -9,10 +9,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::step::{ItemOutput, StepInput, StepStop, execute_step};
 use super::{Engine, RunOutcome, frontier};
-use crate::error::{Error, StoreError};
+use crate::ctx::CtxStop;
+use crate::error::{Error, NodeError, StoreError};
 use crate::graph::Router;
 use crate::node::Route;
 use crate::state::{Reducer, Writer, merge_step};
+use crate::store::OutboxRow;
+use crate::store::journal::outbox_key;
 use crate::store::record::{self, Chain, Draft};
 use crate::store::{Checkpoint, CommitOutcome, PauseReason, RunStatus, WaitingJoin, WorkItem};
 
@@ -67,7 +70,8 @@ impl<S: Reducer> Engine<S> {
     /// new step, as committed.
     pub(super) async fn advance(&self, run: &mut Driven<S>) -> Result<(), Stop> {
         let outputs = self.execute(run).await?;
-        let (deltas, mut routes): (Vec<_>, Vec<_>) = outputs.into_iter().unzip();
+        let outbox = self.outbox_rows(run, &outputs);
+        let (deltas, mut routes): (Vec<_>, Vec<_>) = outputs.into_iter().map(|o| (o.delta, o.route)).unzip();
         let delta_json = record::delta_bytes(&run.run_id, &deltas)?;
         self.route_before_merge(run, &deltas, &mut routes)?;
         self.merge(run, deltas)?;
@@ -91,12 +95,15 @@ impl<S: Reducer> Engine<S> {
             deltas: Some(delta_json),
             frontier: next.items,
             waiting: next.waiting,
+            outbox,
             seed: run.seed,
             label: None,
             fingerprint: self.inner.graph.fingerprint_arc(),
             not_before_ms: run.time_ms,
+            at_ms: self.recorded_time(step + 1),
         };
         let cp = record::draft(draft, &mut chain)?;
+        self.compare_with_recording(&cp)?;
         let status = if cp.frontier.is_empty() { RunStatus::Completed } else { RunStatus::Running };
         let outcome = self.inner.store.save_checkpoint(&cp, &status, run.version).await?;
         self.adopt(run, cp, next_nodes, chain, outcome).await?;
@@ -119,8 +126,26 @@ impl<S: Reducer> Engine<S> {
             state: &run.state,
             cancel: &run.cancel,
             run_deadline: run.deadline,
+            env: &self.inner.env,
         };
         execute_step(input).await.map_err(|stop| self.step_stop(run, stop))
+    }
+
+    /// The outbox rows of a step: each item's emits in order, the items in order-key order.
+    fn outbox_rows(&self, run: &Driven<S>, outputs: &[ItemOutput<S>]) -> Vec<OutboxRow> {
+        let mut rows = Vec::new();
+        for (item, out) in run.frontier.iter().zip(outputs) {
+            for (i, (topic, payload)) in out.emits.iter().enumerate() {
+                rows.push(OutboxRow {
+                    key: outbox_key(&run.run_id, run.step, item.path.as_str(), i as u32),
+                    run_id: run.run_id.to_string(),
+                    step: run.step + 1,
+                    topic: topic.clone(),
+                    payload: payload.clone(),
+                });
+            }
+        }
+        rows
     }
 
     /// The barrier is passed: merges the deltas into the state in ascending order key (the frontier is
@@ -295,6 +320,19 @@ impl<S: Reducer> Engine<S> {
             StepStop::Panicked { rank, message } => {
                 Stop::Error(Error::NodePanicked { run: run_id, step, node: node(rank), message })
             }
+            StepStop::Failed { error: NodeError { stop: Some(stop), .. }, .. } => match *stop {
+                CtxStop::NeedsConfirmation { key, name } => {
+                    Stop::Paused(PauseReason::NeedsConfirmation { key, name })
+                }
+                CtxStop::ReplayMismatch(d) => Stop::Error(Error::ReplayMismatch {
+                    run: run_id,
+                    step: d.step,
+                    node: d.node,
+                    call: d.call,
+                    expected: d.expected,
+                    found: d.found,
+                }),
+            },
             StepStop::Failed { rank, attempts, error } => Stop::Error(match error.timeout() {
                 Some(timeout) => {
                     Error::NodeTimeout { run: run_id, step, node: node(rank), timeout, attempts }

@@ -13,6 +13,7 @@
 
 mod advance;
 mod frontier;
+mod replay;
 mod step;
 
 use std::collections::HashMap;
@@ -24,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument;
 
+use crate::effect::RunEnv;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::keys::{OrderKey, PathId, derive_run_seed};
@@ -32,6 +34,7 @@ use crate::state::Reducer;
 use crate::store::record::{self, Chain, Draft};
 use crate::store::{CommitOutcome, MemoryStore, RunStatus, Store, WorkItem};
 use advance::{Driven, Stop};
+pub use replay::ReplayOutcome;
 
 /// Runs one graph against one store. Cheap to clone; clones share the store, the admission queue and
 /// the registry of active runs.
@@ -48,6 +51,8 @@ impl<S: Reducer> Clone for Engine<S> {
 struct Inner<S: Reducer> {
     graph: Graph<S>,
     store: Arc<dyn Store>,
+    /// What effect calls reach: the store's journal, or a replay's recording.
+    env: Arc<RunEnv>,
     options: EngineOptions,
     admission: Arc<Semaphore>,
     active: Mutex<HashMap<String, CancellationToken>>,
@@ -84,10 +89,12 @@ impl<S: Reducer> EngineBuilder<S> {
         let mut options = self.options;
         options.max_concurrent_nodes = options.max_concurrent_nodes.max(1);
         options.queue_depth = options.queue_depth.clamp(1, Semaphore::MAX_PERMITS);
+        let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
         Engine {
             inner: Arc::new(Inner {
                 graph: self.graph,
-                store: self.store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
+                env: Arc::new(RunEnv { store: store.clone(), replay: None }),
+                store,
                 admission: Arc::new(Semaphore::new(options.queue_depth)),
                 options,
                 active: Mutex::new(HashMap::new()),
@@ -207,10 +214,12 @@ impl<S: Reducer> Engine<S> {
             deltas: None,
             frontier,
             waiting: Vec::new(),
+            outbox: Vec::new(),
             seed,
             label: opts.label.clone(),
             fingerprint: graph.fingerprint_arc(),
             not_before_ms: 0,
+            at_ms: self.recorded_time(0),
         };
         let mut chain = Chain::default();
         let mut cp = record::draft(draft, &mut chain)?;
@@ -428,6 +437,9 @@ impl<S: Reducer> Engine<S> {
                 tracing::info!(run = %run.run_id, steps = run.step, "run completed");
                 return Ok(run.outcome(RunStatus::Completed));
             }
+            if self.replay_done(run.step) {
+                return Ok(run.outcome(RunStatus::Running));
+            }
             let max_steps = self.inner.options.max_steps;
             if run.step >= max_steps {
                 let err = Error::MaxStepsExceeded { run: run.run_id.to_string(), max_steps };
@@ -436,9 +448,9 @@ impl<S: Reducer> Engine<S> {
             match self.advance(&mut run).await {
                 Ok(()) => {}
                 Err(Stop::Paused(reason)) => {
+                    tracing::info!(run = %run.run_id, step = run.step, ?reason, "run paused");
                     let status = RunStatus::Paused(reason);
                     self.set_final_status(&run, &status).await;
-                    tracing::info!(run = %run.run_id, step = run.step, ?reason, "run paused");
                     return Ok(run.outcome(status));
                 }
                 Err(Stop::Cancelled) => {

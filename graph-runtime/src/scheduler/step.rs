@@ -29,8 +29,12 @@ use crate::policy::{EngineOptions, RetryPolicy};
 use crate::state::Reducer;
 use crate::store::WorkItem;
 
-/// What one finished item produced.
-pub(crate) type ItemOutput<S> = (<S as Reducer>::Delta, Route);
+/// What one finished item produced: its delta, its route, and the messages it emitted.
+pub(crate) struct ItemOutput<S: Reducer> {
+    pub(crate) delta: S::Delta,
+    pub(crate) route: Route,
+    pub(crate) emits: Vec<(String, serde_json::Value)>,
+}
 
 /// Why a step stopped before its barrier.
 #[derive(Debug)]
@@ -55,6 +59,8 @@ pub(crate) struct StepInput<'a, S: Reducer> {
     pub(crate) state: &'a Arc<S>,
     pub(crate) cancel: &'a CancellationToken,
     pub(crate) run_deadline: Instant,
+    /// What effect calls of the step's items reach.
+    pub(crate) env: &'a Arc<crate::effect::RunEnv>,
 }
 
 type Acquire = Pin<Box<dyn Future<Output = Result<OwnedSemaphorePermit, AcquireError>> + Send>>;
@@ -318,6 +324,7 @@ fn attempts_for<S: Reducer>(
             run_seed: input.run_seed,
             now_ms: input.time_ms,
             input: item.input.clone().map(Arc::new),
+            env: Some(input.env.clone()),
         },
         timeout: node.policy().timeout.unwrap_or(options.default_node_timeout),
         retry: node.policy().retry.clone().unwrap_or_else(|| options.default_retry.clone()),
@@ -352,9 +359,19 @@ impl<S: Reducer> Attempts<S> {
                 _ = sleep_until(deadline) => Err(NodeError::timed_out(self.timeout)),
             };
             // The attempt is over: whatever it spawned with its token stops now.
+            let (emits, stop) = ctx.take_outcome();
             drop(ctx);
+            if let Some(stop) = stop {
+                // An effect call stops the step, whatever the node made of its error.
+                let mut error = match result {
+                    Err(e) => e,
+                    Ok(_) => NodeError::fatal("an effect call stopped the step"),
+                };
+                error.stop = Some(Box::new(stop));
+                return Err((attempt, error));
+            }
             match result {
-                Ok(out) => return Ok(out),
+                Ok((delta, route)) => return Ok(ItemOutput { delta, route, emits }),
                 Err(error) if self.retry.should_retry(&error, attempt) => {
                     tracing::debug!(node = %self.item.node, attempt, error = %error, "retrying");
                     let delay = self.retry.delay(&self.item.path, attempt);

@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::{
-    Checkpoint, CommitOutcome, FailPoint, MemoryStore, RunFilter, RunStatus, SCHEMA_VERSION, StateRepr,
-    Store, WorkItem,
+    Checkpoint, CommitOutcome, EffectClass, EffectOutcome, EffectRecord, EffectState, FailPoint, MemoryStore,
+    OutboxRow, RunFilter, RunStatus, SCHEMA_VERSION, StateRepr, Store, WorkItem,
 };
 use crate::keys::{KeyItem, OrderKey, PathId, hex, idempotency_key, sha256_parts};
 
@@ -55,6 +55,7 @@ pub fn checkpoint(run: &str, step: u64, value: u64) -> Checkpoint {
         rng_seed: 7,
         frontier,
         waiting: Vec::new(),
+        outbox: Vec::new(),
         idempotency_key: key,
         graph_fingerprint: "fp".into(),
         schema_version: SCHEMA_VERSION,
@@ -246,6 +247,106 @@ pub async fn restarts_between_operations<B: Backend>(b: &B) {
     let running = store.list_runs(&RunFilter::all().status(RunStatus::Running)).await.unwrap();
     assert_eq!(running.len(), 1);
     assert!(store.list_runs(&RunFilter::all().status(RunStatus::Completed)).await.unwrap().is_empty());
+}
+
+/// An effect journal entry of `run` at `step`, call `call`, in `state`.
+pub fn effect(run: &str, step: u64, call: u32, state: EffectState) -> EffectRecord {
+    let path = PathId::entry("n").to_string();
+    EffectRecord {
+        key: crate::store::journal::effect_key(run, step, &path, call),
+        run_id: run.to_owned(),
+        step,
+        node: "n".into(),
+        path,
+        call_index: call,
+        name: "charge".into(),
+        class: EffectClass::NonIdempotent,
+        request_hash: "0".repeat(64),
+        state,
+    }
+}
+
+/// The journal is compare-and-set: a second first write of a key, or a write from the wrong state, is a
+/// typed outcome and changes nothing; entries survive a restart and list in (step, path, call) order.
+pub async fn effect_journal_is_compare_and_set<B: Backend>(b: &B) {
+    let mut store = b.open();
+    let started = effect("j", 2, 0, EffectState::Started);
+    assert_eq!(store.load_effect(&started.key).await.unwrap(), None);
+    assert_eq!(
+        store.put_effect(&started, Some(&EffectState::Started)).await.unwrap(),
+        EffectOutcome::Missing
+    );
+    assert_eq!(store.put_effect(&started, None).await.unwrap(), EffectOutcome::Written);
+    // A second first write is not an overwrite.
+    let mut other = started.clone();
+    other.state = EffectState::Failed { message: "x".into() };
+    assert_eq!(store.put_effect(&other, None).await.unwrap(), EffectOutcome::Exists(started.clone()));
+    let done = EffectRecord {
+        state: EffectState::Completed { response: serde_json::json!({"receipt": 7}) },
+        ..started.clone()
+    };
+    // From the wrong state: nothing.
+    let wrong = EffectState::Failed { message: "no".into() };
+    assert_eq!(store.put_effect(&done, Some(&wrong)).await.unwrap(), EffectOutcome::Exists(started.clone()));
+    assert_eq!(store.put_effect(&done, Some(&EffectState::Started)).await.unwrap(), EffectOutcome::Written);
+    store = b.reopen(store);
+    assert_eq!(store.load_effect(&done.key).await.unwrap(), Some(done.clone()));
+    let earlier = effect("j", 1, 3, EffectState::Started);
+    let later = effect("j", 2, 1, EffectState::Started);
+    let elsewhere = effect("j2", 0, 0, EffectState::Started);
+    for e in [&later, &elsewhere, &earlier] {
+        assert_eq!(store.put_effect(e, None).await.unwrap(), EffectOutcome::Written);
+    }
+    store = b.reopen(store);
+    let keys: Vec<String> = store.effects("j").await.unwrap().into_iter().map(|e| e.key).collect();
+    assert_eq!(keys, [earlier.key, done.key, later.key]);
+}
+
+/// Outbox rows are written with their step's commit, never without it (an injected failure, a step
+/// taken, a version conflict), stay until acknowledged (also across a restart), and drain in commit
+/// order.
+pub async fn outbox_rows_come_with_their_commit<B: Backend>(b: &B) {
+    let row = |run: &str, step: u64, i: u32| OutboxRow {
+        key: crate::store::journal::outbox_key(run, step - 1, PathId::entry("n").as_str(), i),
+        run_id: run.to_owned(),
+        step,
+        topic: "mail".into(),
+        payload: serde_json::json!({"to": i}),
+    };
+    let mut store = b.open();
+    store.save_checkpoint(&checkpoint("o", 0, 0), &RunStatus::Running, 0).await.unwrap();
+    let mut cp = checkpoint("o", 1, 1);
+    cp.outbox = vec![row("o", 1, 0), row("o", 1, 1)];
+    // Not committed: no rows.
+    B::fail_point(&store).fail_after(2);
+    assert!(store.save_checkpoint(&cp, &RunStatus::Running, 1).await.is_err());
+    assert_eq!(store.outbox(10).await.unwrap(), []);
+    assert!(matches!(
+        store.save_checkpoint(&cp, &RunStatus::Running, 9).await.unwrap(),
+        CommitOutcome::VersionConflict { .. }
+    ));
+    assert_eq!(store.outbox(10).await.unwrap(), []);
+    assert!(matches!(
+        store.save_checkpoint(&cp, &RunStatus::Running, 1).await.unwrap(),
+        CommitOutcome::Committed { .. }
+    ));
+    let mut taken = checkpoint("o", 1, 99);
+    taken.outbox = vec![row("o", 1, 5)];
+    assert!(matches!(
+        store.save_checkpoint(&taken, &RunStatus::Running, 2).await.unwrap(),
+        CommitOutcome::StepTaken { .. }
+    ));
+    let mut next = checkpoint("o", 2, 2);
+    next.outbox = vec![row("o", 2, 0)];
+    store.save_checkpoint(&next, &RunStatus::Running, 2).await.unwrap();
+    store = b.reopen(store);
+    let pending = store.outbox(10).await.unwrap();
+    assert_eq!(pending, [row("o", 1, 0), row("o", 1, 1), row("o", 2, 0)]);
+    assert_eq!(store.outbox(2).await.unwrap().len(), 2);
+    assert_eq!(store.ack_outbox(&[pending[1].key.clone(), "unknown".into()]).await.unwrap(), 1);
+    store = b.reopen(store);
+    assert_eq!(store.outbox(10).await.unwrap(), [row("o", 1, 0), row("o", 2, 0)]);
+    assert_eq!(store.ack_outbox(&[pending[1].key.clone()]).await.unwrap(), 0, "acknowledged once");
 }
 
 /// One operation of the model test (`run`, `step`, `value` pick small ids so operations collide).

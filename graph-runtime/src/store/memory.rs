@@ -5,7 +5,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
-use super::{Checkpoint, CheckpointMeta, CommitOutcome, FailPoint, RunFilter, RunInfo, RunStatus, Store};
+use super::{
+    Checkpoint, CheckpointMeta, CommitOutcome, EffectOutcome, EffectRecord, EffectState, FailPoint,
+    OutboxRow, RunFilter, RunInfo, RunStatus, Store,
+};
 use crate::error::StoreError;
 
 /// A store in process memory, shared by clones. Every operation holds one lock, so each commit is atomic.
@@ -29,6 +32,9 @@ struct Inner {
     runs: BTreeMap<Arc<str>, RunInfo>,
     checkpoints: BTreeMap<Arc<str>, BTreeMap<u64, Checkpoint>>,
     keys: HashSet<String>,
+    effects: BTreeMap<String, EffectRecord>,
+    /// Pending outbox rows by (run, step, emit order).
+    outbox: BTreeMap<(Arc<str>, u64, usize), OutboxRow>,
 }
 
 impl MemoryStore {
@@ -89,6 +95,9 @@ impl Store for MemoryStore {
             return Err(undo.apply(&mut g));
         }
         g.checkpoints.entry(cp.run_id.clone()).or_default().insert(cp.step, cp.clone());
+        for (i, row) in cp.outbox.iter().enumerate() {
+            g.outbox.insert((cp.run_id.clone(), cp.step, i), row.clone());
+        }
         undo.step = Some(cp.step);
         if self.fail.hit(2) {
             return Err(undo.apply(&mut g));
@@ -185,6 +194,42 @@ impl Store for MemoryStore {
         }
         Ok(drop.len())
     }
+
+    async fn load_effect(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
+        Ok(self.lock().effects.get(key).cloned())
+    }
+
+    async fn put_effect(
+        &self,
+        record: &EffectRecord,
+        expected: Option<&EffectState>,
+    ) -> Result<EffectOutcome, StoreError> {
+        let mut g = self.lock();
+        let current = g.effects.get(&record.key);
+        let outcome = effect_cas(current, expected);
+        if outcome == EffectOutcome::Written {
+            g.effects.insert(record.key.clone(), record.clone());
+        }
+        Ok(outcome)
+    }
+
+    async fn effects(&self, run_id: &str) -> Result<Vec<EffectRecord>, StoreError> {
+        let g = self.lock();
+        let mut out: Vec<EffectRecord> = g.effects.values().filter(|e| e.run_id == run_id).cloned().collect();
+        out.sort_by(|a, b| (a.step, &a.path, a.call_index).cmp(&(b.step, &b.path, b.call_index)));
+        Ok(out)
+    }
+
+    async fn outbox(&self, limit: usize) -> Result<Vec<OutboxRow>, StoreError> {
+        Ok(self.lock().outbox.values().take(limit).cloned().collect())
+    }
+
+    async fn ack_outbox(&self, keys: &[String]) -> Result<usize, StoreError> {
+        let mut g = self.lock();
+        let before = g.outbox.len();
+        g.outbox.retain(|_, row| !keys.contains(&row.key));
+        Ok(before - g.outbox.len())
+    }
 }
 
 /// What a commit wrote so far, to undo on an injected failure.
@@ -200,12 +245,13 @@ struct Undo<'a> {
 impl Undo<'_> {
     fn apply(self, g: &mut Inner) -> StoreError {
         g.keys.remove(self.key);
-        if let Some(step) = self.step
-            && let Some(c) = g.checkpoints.get_mut(self.run)
-        {
-            c.remove(&step);
-            if c.is_empty() {
-                g.checkpoints.remove(self.run);
+        if let Some(step) = self.step {
+            g.outbox.retain(|(run, s, _), _| !(&**run == self.run && *s == step));
+            if let Some(c) = g.checkpoints.get_mut(self.run) {
+                c.remove(&step);
+                if c.is_empty() {
+                    g.checkpoints.remove(self.run);
+                }
             }
         }
         match self.row {
@@ -219,5 +265,16 @@ impl Undo<'_> {
             None => {}
         }
         StoreError::backend("injected failure", "fail point")
+    }
+}
+
+/// The compare-and-set rule of `Store::put_effect`, shared by the backends: what a write of an entry
+/// whose key currently holds `current` does, when it expects `expected`.
+pub(crate) fn effect_cas(current: Option<&EffectRecord>, expected: Option<&EffectState>) -> EffectOutcome {
+    match (current, expected) {
+        (None, None) => EffectOutcome::Written,
+        (None, Some(_)) => EffectOutcome::Missing,
+        (Some(c), Some(e)) if &c.state == e => EffectOutcome::Written,
+        (Some(c), _) => EffectOutcome::Exists(c.clone()),
     }
 }

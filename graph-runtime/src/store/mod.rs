@@ -18,11 +18,13 @@
 pub(crate) mod commit_log;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+pub mod journal;
 mod memory;
 pub mod record;
 #[cfg(feature = "sled")]
 mod sled;
 
+pub use journal::{EffectClass, EffectOutcome, EffectRecord, EffectState, OutboxRow, Resolution};
 pub use memory::MemoryStore;
 pub use record::{Checkpoint, CheckpointMeta, SCHEMA_VERSION, StateRepr, WaitingJoin, WorkItem};
 #[cfg(feature = "sled")]
@@ -50,11 +52,19 @@ pub enum RunStatus {
 }
 
 /// Why a run paused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum PauseReason {
     /// Work items waited for admission longer than `backpressure_timeout`.
     Backpressure,
+    /// A non-idempotent effect started before a crash and its outcome is unknown: a person must say what
+    /// happened (`Engine::resolve_effect`) before `resume` continues.
+    NeedsConfirmation {
+        /// The effect key.
+        key: String,
+        /// The effect's name.
+        name: String,
+    },
 }
 
 /// A run row.
@@ -244,6 +254,49 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// Backend failures.
     async fn prune(&self, run_id: &str, keep: usize) -> Result<usize, StoreError>;
+
+    /// The journal entry of an effect, by its key.
+    ///
+    /// # Errors
+    ///
+    /// Backend failures; `Corrupted` for damaged bytes.
+    async fn load_effect(&self, key: &str) -> Result<Option<EffectRecord>, StoreError>;
+
+    /// Durably journals an effect entry, compare-and-set on its key: with `expected = None` it is
+    /// written only if the key has no entry; with `Some(state)`, only if the entry is in that state.
+    /// Otherwise nothing is written and the outcome says why (`Exists` with the current entry, or
+    /// `Missing`): an entry is never overwritten by surprise.
+    ///
+    /// # Errors
+    ///
+    /// Backend failures; nothing is written then.
+    async fn put_effect(
+        &self,
+        record: &EffectRecord,
+        expected: Option<&EffectState>,
+    ) -> Result<EffectOutcome, StoreError>;
+
+    /// The journal of a run, ordered by (step, path, call index).
+    ///
+    /// # Errors
+    ///
+    /// Backend failures; `Corrupted` for damaged bytes.
+    async fn effects(&self, run_id: &str) -> Result<Vec<EffectRecord>, StoreError>;
+
+    /// Outbox rows not yet acknowledged, oldest commit first (by run, then step, then emit order),
+    /// at most `limit`.
+    ///
+    /// # Errors
+    ///
+    /// Backend failures; `Corrupted` for damaged bytes.
+    async fn outbox(&self, limit: usize) -> Result<Vec<OutboxRow>, StoreError>;
+
+    /// Acknowledges outbox rows by key (deletes them); returns how many were pending.
+    ///
+    /// # Errors
+    ///
+    /// Backend failures.
+    async fn ack_outbox(&self, keys: &[String]) -> Result<usize, StoreError>;
 }
 
 /// Test hook shared by the backends (feature `test-hooks`): makes the next commit fail after its `n`-th

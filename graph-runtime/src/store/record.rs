@@ -26,7 +26,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use super::{RunInfo, Store};
+use super::{OutboxRow, RunInfo, Store};
 use crate::error::{Error, StoreError};
 use crate::keys::{OrderKey, PathId, hex, idempotency_key_of_sorted, sha256_parts};
 use crate::state::Reducer;
@@ -88,6 +88,8 @@ pub struct Checkpoint {
     pub frontier: Vec<WorkItem>,
     /// Wait-for-all joins still waiting for predecessors, in the graph's node order.
     pub waiting: Vec<WaitingJoin>,
+    /// The messages the step's items emitted (`ctx.emit`), written to the outbox with this commit.
+    pub outbox: Vec<OutboxRow>,
     /// The commit's idempotency key (see [`crate::keys::idempotency_key`]).
     pub idempotency_key: String,
     /// The fingerprint of the graph running the run (shared with the graph in memory).
@@ -210,12 +212,15 @@ pub(crate) struct Draft<'a, S> {
     pub(crate) deltas: Option<Vec<u8>>,
     pub(crate) frontier: Vec<WorkItem>,
     pub(crate) waiting: Vec<WaitingJoin>,
+    pub(crate) outbox: Vec<OutboxRow>,
     pub(crate) seed: u64,
     pub(crate) label: Option<String>,
     pub(crate) fingerprint: &'a Arc<str>,
     /// The previous checkpoint's time: recorded time never goes backwards along a run, whatever the wall
     /// clock does.
     pub(crate) not_before_ms: u64,
+    /// The time to record instead of the clock's (a replay records the original times).
+    pub(crate) at_ms: Option<u64>,
 }
 
 /// The bytes a step's deltas are stored as: a canonical JSON array (maps sorted by key), in the order
@@ -244,8 +249,20 @@ fn state_bytes<S: Serialize>(run_id: &str, state: &S) -> Result<Vec<u8>, Error> 
 /// serialize to the same bytes twice, and again after a round trip through those bytes (a `HashSet`
 /// hidden in a user type, or a custom `Serialize` that writes a counter, fails one or the other).
 pub(crate) fn draft<S: Reducer>(draft: Draft<'_, S>, chain: &mut Chain) -> Result<Checkpoint, Error> {
-    let Draft { run_id, step, state, deltas, frontier, waiting, seed, label, fingerprint, not_before_ms } =
-        draft;
+    let Draft {
+        run_id,
+        step,
+        state,
+        deltas,
+        frontier,
+        waiting,
+        outbox,
+        seed,
+        label,
+        fingerprint,
+        not_before_ms,
+        at_ms,
+    } = draft;
     let state_json = state_bytes(run_id, state)?;
     // The frontier is sorted by order key, and order keys are unique within a step.
     let idempotency_key = idempotency_key_of_sorted(
@@ -264,13 +281,14 @@ pub(crate) fn draft<S: Reducer>(draft: Draft<'_, S>, chain: &mut Chain) -> Resul
     Ok(Checkpoint {
         run_id: run_id.clone(),
         step,
-        timestamp_ms: now.max(not_before_ms),
+        timestamp_ms: at_ms.unwrap_or(now.max(not_before_ms)),
         label,
         state: repr,
         state_hash,
         rng_seed: seed,
         frontier,
         waiting,
+        outbox,
         idempotency_key,
         graph_fingerprint: fingerprint.clone(),
         schema_version: SCHEMA_VERSION,
@@ -413,6 +431,8 @@ struct Meta {
     frontier: Vec<WorkItem>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     waiting: Vec<WaitingJoin>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    outbox: Vec<OutboxRow>,
     idempotency_key: String,
     graph_fingerprint: Arc<str>,
 }
@@ -444,6 +464,7 @@ pub fn encode(cp: &Checkpoint) -> Vec<u8> {
         rng_seed: cp.rng_seed,
         frontier: cp.frontier.clone(),
         waiting: cp.waiting.clone(),
+        outbox: cp.outbox.clone(),
         idempotency_key: cp.idempotency_key.clone(),
         graph_fingerprint: cp.graph_fingerprint.clone(),
     };
@@ -452,7 +473,7 @@ pub fn encode(cp: &Checkpoint) -> Vec<u8> {
     body.extend_from_slice(&(meta.len() as u32).to_be_bytes());
     body.extend_from_slice(&meta);
     body.extend_from_slice(payload);
-    seal(MAGIC, cp.schema_version, &body)
+    seal_version(MAGIC, cp.schema_version, &body)
 }
 
 /// Decodes a record stored under `(run, step)`.
@@ -490,6 +511,7 @@ pub fn decode(run: &str, step: u64, bytes: &[u8]) -> Result<Checkpoint, StoreErr
         rng_seed: m.rng_seed,
         frontier: m.frontier,
         waiting: m.waiting,
+        outbox: m.outbox,
         idempotency_key: m.idempotency_key,
         graph_fingerprint: m.graph_fingerprint,
         schema_version: version,
@@ -498,7 +520,7 @@ pub fn decode(run: &str, step: u64, bytes: &[u8]) -> Result<Checkpoint, StoreErr
 
 /// The bytes a run row is stored as: the checkpoint envelope with magic `GRRU` around the row's JSON.
 pub fn encode_run(info: &RunInfo) -> Vec<u8> {
-    seal(RUN_MAGIC, SCHEMA_VERSION, &serde_json::to_vec(info).expect("a run row is plain data"))
+    seal(RUN_MAGIC, &serde_json::to_vec(info).expect("a run row is plain data"))
 }
 
 /// Decodes a run row ([`encode_run`]; a bare JSON row, as the first format wrote, is read too).
@@ -526,7 +548,32 @@ pub fn decode_run(bytes: &[u8]) -> Result<RunInfo, StoreError> {
     serde_json::from_slice(body).map_err(|e| corrupted(format!("a run row does not decode: {e}")))
 }
 
-fn seal(magic: &[u8; 4], version: u32, body: &[u8]) -> Vec<u8> {
+/// An envelope of the current version around `body` (for the other records of the store).
+pub(crate) fn seal(magic: &[u8; 4], body: &[u8]) -> Vec<u8> {
+    seal_version(magic, SCHEMA_VERSION, body)
+}
+
+/// The JSON record inside an envelope of `magic`; `what` names it in errors.
+pub(crate) fn unseal<T: serde::de::DeserializeOwned>(
+    magic: &[u8; 4],
+    bytes: &[u8],
+    what: &str,
+) -> Result<T, StoreError> {
+    let corrupted = |detail: String| StoreError::Corrupted {
+        run: None,
+        step: None,
+        file: None,
+        detail: format!("{what}: {detail}"),
+        remedy: crate::error::REMEDY_RECORD,
+    };
+    let (version, body) = open(magic, bytes).map_err(|e| corrupted(e.to_owned()))?;
+    if version != SCHEMA_VERSION {
+        return Err(StoreError::UnsupportedSchemaVersion { found: version, supported: SCHEMA_VERSION });
+    }
+    serde_json::from_slice(body).map_err(|e| corrupted(format!("does not decode: {e}")))
+}
+
+fn seal_version(magic: &[u8; 4], version: u32, body: &[u8]) -> Vec<u8> {
     let version = version.to_be_bytes();
     let mut out = Vec::with_capacity(HEADER + body.len());
     out.extend_from_slice(magic);
@@ -572,6 +619,13 @@ mod tests {
                 node: "d".into(),
                 arrived: vec!["b".into()],
                 path: PathId::entry("b"),
+            }],
+            outbox: vec![OutboxRow {
+                key: "o".into(),
+                run_id: "r".into(),
+                step: 3,
+                topic: "t".into(),
+                payload: serde_json::json!(1),
             }],
             idempotency_key: "k".into(),
             graph_fingerprint: "fp".into(),

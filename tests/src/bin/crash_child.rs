@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use graph_runtime::store::{Checkpoint, CheckpointMeta, RunFilter, RunInfo, SledStore};
+use graph_runtime::store::{
+    Checkpoint, CheckpointMeta, EffectOutcome, EffectRecord, EffectState, OutboxRow, RunFilter, RunInfo, SledStore,
+};
 use graph_runtime::{CommitOutcome, Engine, RunStatus, Store, StoreError};
 use graph_tests::{Trace, crash_graph, random_delay, state_hash};
 
@@ -74,6 +76,21 @@ impl Store for Crashing {
     }
     async fn prune(&self, run: &str, keep: usize) -> Result<usize, StoreError> {
         self.inner.prune(run, keep).await
+    }
+    async fn load_effect(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
+        self.inner.load_effect(key).await
+    }
+    async fn put_effect(&self, r: &EffectRecord, e: Option<&EffectState>) -> Result<EffectOutcome, StoreError> {
+        self.inner.put_effect(r, e).await
+    }
+    async fn effects(&self, run: &str) -> Result<Vec<EffectRecord>, StoreError> {
+        self.inner.effects(run).await
+    }
+    async fn outbox(&self, limit: usize) -> Result<Vec<OutboxRow>, StoreError> {
+        self.inner.outbox(limit).await
+    }
+    async fn ack_outbox(&self, keys: &[String]) -> Result<usize, StoreError> {
+        self.inner.ack_outbox(keys).await
     }
 }
 

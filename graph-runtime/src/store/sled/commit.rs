@@ -23,11 +23,15 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 
 use super::redo::{RedoWriter, TreeId};
-use super::{Inner, cp_key};
+use super::{Inner, cp_key, effect_tree_key, outbox_key};
 use crate::error::StoreError;
 use crate::store::commit_log::{CommitLog, Manifest};
+use crate::store::journal::{decode_effect, encode_effect, encode_outbox};
+use crate::store::memory::effect_cas;
 use crate::store::record::{decode, decode_run, encode, encode_run};
-use crate::store::{Checkpoint, CommitOutcome, RunInfo, RunStatus};
+use crate::store::{
+    Checkpoint, CommitOutcome, EffectOutcome, EffectRecord, EffectState, OutboxRow, RunInfo, RunStatus,
+};
 
 /// A write the commit thread performs.
 pub(super) enum Request {
@@ -37,14 +41,17 @@ pub(super) enum Request {
         step: u64,
         key: String,
         record: Vec<u8>,
+        outbox: Vec<OutboxRow>,
         fingerprint: Arc<str>,
         status: RunStatus,
         expected_version: u64,
     },
     /// `Store::set_status`.
     Status { run_id: String, status: RunStatus, expected_version: u64 },
-    /// Removes keys of a tree (`Store::prune`).
+    /// Removes keys of a tree (`Store::prune`, `Store::ack_outbox`).
     Remove { tree: TreeId, keys: Vec<Vec<u8>> },
+    /// `Store::put_effect`.
+    Effect { record: Box<EffectRecord>, expected: Option<EffectState> },
     /// Makes sled durable now (`SledStore::flush`).
     Checkpoint,
 }
@@ -56,6 +63,7 @@ impl Request {
             step: cp.step,
             key: cp.idempotency_key.clone(),
             record: encode(cp),
+            outbox: cp.outbox.clone(),
             fingerprint: cp.graph_fingerprint.clone(),
             status: status.clone(),
             expected_version,
@@ -68,6 +76,7 @@ impl Request {
 pub(super) enum Reply {
     Outcome(CommitOutcome),
     Removed(usize),
+    Effect(EffectOutcome),
     Done,
 }
 
@@ -236,19 +245,11 @@ struct Overlay<'a> {
 }
 
 impl Overlay<'_> {
-    fn tree(&self, t: TreeId) -> &sled::Tree {
-        match t {
-            TreeId::Runs => &self.inner.runs,
-            TreeId::Checkpoints => &self.inner.checkpoints,
-            TreeId::Keys => &self.inner.keys,
-        }
-    }
-
     fn get(&self, t: TreeId, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         if let Some(v) = self.writes.get(&(t, key.to_vec())) {
             return Ok(v.clone());
         }
-        Ok(self.inner.read(|| self.tree(t).get(key))?.map(|v| v.to_vec()))
+        Ok(self.inner.read(|| self.inner.tree(t).get(key))?.map(|v| v.to_vec()))
     }
 
     fn put(&mut self, t: TreeId, key: &[u8], value: &[u8]) {
@@ -263,12 +264,13 @@ impl Overlay<'_> {
 
     fn request(&mut self, request: &Request) -> Result<Reply, StoreError> {
         Ok(match request {
-            Request::Save { run_id, step, key, record, fingerprint, status, expected_version } => {
+            Request::Save { run_id, step, key, record, outbox, fingerprint, status, expected_version } => {
                 let save = Save {
                     run_id,
                     step: *step,
                     key,
                     record,
+                    outbox,
                     fingerprint,
                     status,
                     expected_version: *expected_version,
@@ -279,11 +281,16 @@ impl Overlay<'_> {
                 Reply::Outcome(self.status(run_id, status, *expected_version)?)
             }
             Request::Remove { tree, keys } => {
+                let mut removed = 0;
                 for k in keys {
-                    self.remove(*tree, k);
+                    if self.get(*tree, k)?.is_some() {
+                        self.remove(*tree, k);
+                        removed += 1;
+                    }
                 }
-                Reply::Removed(keys.len())
+                Reply::Removed(removed)
             }
+            Request::Effect { record, expected } => Reply::Effect(self.effect(record, expected.as_ref())?),
             Request::Checkpoint => Reply::Done,
         })
     }
@@ -314,6 +321,9 @@ impl Overlay<'_> {
         self.put(TreeId::Keys, s.key.as_bytes(), &ck);
         wrote(1)?;
         self.put(TreeId::Checkpoints, &ck, s.record);
+        for (i, row) in s.outbox.iter().enumerate() {
+            self.put(TreeId::Outbox, &outbox_key(s.run_id, s.step, i), &encode_outbox(row));
+        }
         wrote(2)?;
         let info = RunInfo::new(
             &**s.run_id,
@@ -325,6 +335,26 @@ impl Overlay<'_> {
         self.put(TreeId::Runs, s.run_id.as_bytes(), &encode_run(&info));
         wrote(3)?;
         Ok(CommitOutcome::Committed { version: version + 1 })
+    }
+
+    /// `Store::put_effect`: the compare-and-set the memory store defines, on the journal's trees.
+    fn effect(
+        &mut self,
+        record: &EffectRecord,
+        expected: Option<&EffectState>,
+    ) -> Result<EffectOutcome, StoreError> {
+        let at = self.get(TreeId::EffectKeys, record.key.as_bytes())?;
+        let current = match &at {
+            Some(at) => self.get(TreeId::Effects, at)?.map(|b| decode_effect(&b)).transpose()?,
+            None => None,
+        };
+        let outcome = effect_cas(current.as_ref(), expected);
+        if outcome == EffectOutcome::Written {
+            let at = at.unwrap_or_else(|| effect_tree_key(record));
+            self.put(TreeId::EffectKeys, record.key.as_bytes(), &at);
+            self.put(TreeId::Effects, &at, &encode_effect(record));
+        }
+        Ok(outcome)
     }
 
     fn status(
@@ -352,6 +382,7 @@ struct Save<'a> {
     step: u64,
     key: &'a str,
     record: &'a [u8],
+    outbox: &'a [OutboxRow],
     fingerprint: &'a Arc<str>,
     status: &'a RunStatus,
     expected_version: u64,

@@ -45,8 +45,12 @@ use async_trait::async_trait;
 use tokio::sync::oneshot;
 
 use super::commit_log::{CommitLog, LogError, LogOptions, Manifest, Record};
+use super::journal::{decode_effect, decode_outbox};
 use super::record::{decode, decode_run};
-use super::{Checkpoint, CheckpointMeta, CommitOutcome, FailPoint, RunFilter, RunInfo, RunStatus, Store};
+use super::{
+    Checkpoint, CheckpointMeta, CommitOutcome, EffectOutcome, EffectRecord, EffectState, FailPoint,
+    OutboxRow, RunFilter, RunInfo, RunStatus, Store,
+};
 use crate::error::StoreError;
 use commit::{Reply, Request, Writer};
 use redo::{Op, TreeId};
@@ -127,6 +131,9 @@ struct Inner {
     checkpoints: sled::Tree,
     keys: sled::Tree,
     meta: sled::Tree,
+    effects: sled::Tree,
+    effect_keys: sled::Tree,
+    outbox: sled::Tree,
     /// sled's log file, for the `fdatasync` its own flush leaves out (see [`Inner::flush_index`]).
     sled_log: File,
     options: SledOptions,
@@ -189,6 +196,7 @@ impl SledStore {
         };
         let (runs, checkpoints, keys, meta) =
             (tree("runs")?, tree("checkpoints")?, tree("keys")?, tree("meta")?);
+        let (effects, effect_keys, outbox) = (tree("effects")?, tree("effect_keys")?, tree("outbox")?);
         let log_options = LogOptions { segment_size: options.log_segment_size, ..LogOptions::default() };
         let (log, records) = CommitLog::open(&wal_dir, log_options).map_err(log_error)?;
         let sled_log = open_sled_log(&path)?;
@@ -200,6 +208,9 @@ impl SledStore {
             checkpoints,
             keys,
             meta,
+            effects,
+            effect_keys,
+            outbox,
             sled_log,
             options,
             queue: Mutex::default(),
@@ -353,16 +364,11 @@ impl Inner {
                 REMEDY_FILE,
             )
         })?;
-        let tree = |t: TreeId| match t {
-            TreeId::Runs => &self.runs,
-            TreeId::Checkpoints => &self.checkpoints,
-            TreeId::Keys => &self.keys,
-        };
         let applied = guard(&self.path, || -> sled::Result<()> {
             for op in ops {
                 match op {
-                    Op::Put { tree: t, key, value } => drop(tree(t).insert(key, value)?),
-                    Op::Remove { tree: t, key } => drop(tree(t).remove(key)?),
+                    Op::Put { tree: t, key, value } => drop(self.tree(t).insert(key, value)?),
+                    Op::Remove { tree: t, key } => drop(self.tree(t).remove(key)?),
                 }
             }
             if let Some(seq) = seq {
@@ -371,6 +377,18 @@ impl Inner {
             Ok(())
         })?;
         applied.map_err(|e| self.fail_stop(format!("writing sled: {e}")))
+    }
+
+    /// The sled tree of `t`.
+    fn tree(&self, t: TreeId) -> &sled::Tree {
+        match t {
+            TreeId::Runs => &self.runs,
+            TreeId::Checkpoints => &self.checkpoints,
+            TreeId::Keys => &self.keys,
+            TreeId::Effects => &self.effects,
+            TreeId::EffectKeys => &self.effect_keys,
+            TreeId::Outbox => &self.outbox,
+        }
     }
 
     /// The last commit group sled applied (0: none).
@@ -555,6 +573,23 @@ fn cp_key(run_id: &str, step: u64) -> Vec<u8> {
     k
 }
 
+/// The key of an outbox row: `cp_key(run, step) ‖ u32_be(emit order)`, so rows drain in commit order
+/// within a run.
+fn outbox_key(run_id: &str, step: u64, index: usize) -> Vec<u8> {
+    let mut k = cp_key(run_id, step);
+    k.extend_from_slice(&(index as u32).to_be_bytes());
+    k
+}
+
+/// The key of an effect entry: `cp_key(run, step) ‖ path ‖ u32_be(call index)`, so a run's journal
+/// reads in (step, path, call) order.
+fn effect_tree_key(r: &EffectRecord) -> Vec<u8> {
+    let mut k = cp_key(&r.run_id, r.step);
+    k.extend_from_slice(r.path.as_bytes());
+    k.extend_from_slice(&r.call_index.to_be_bytes());
+    k
+}
+
 fn step_of(key: &[u8]) -> u64 {
     u64::from_be_bytes(key[key.len() - 8..].try_into().expect("checkpoint keys end with the step"))
 }
@@ -660,6 +695,63 @@ impl Store for SledStore {
             return Ok(0);
         }
         match self.request(Request::Remove { tree: TreeId::Checkpoints, keys: doomed }).await? {
+            Reply::Removed(n) => Ok(n),
+            other => unreachable!("a removal replies a count, not {other:?}"),
+        }
+    }
+    async fn load_effect(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
+        let Some(at) = self.inner.read(|| self.inner.effect_keys.get(key.as_bytes()))? else {
+            return Ok(None);
+        };
+        match self.inner.read(|| self.inner.effects.get(&at))? {
+            Some(b) => Ok(Some(decode_effect(&b)?)),
+            None => Err(StoreError::corrupted_file(
+                self.inner.path.join("db"),
+                format!("effect `{key}` is indexed but its entry is missing"),
+                REMEDY_FILE,
+            )),
+        }
+    }
+
+    async fn put_effect(
+        &self,
+        record: &EffectRecord,
+        expected: Option<&EffectState>,
+    ) -> Result<EffectOutcome, StoreError> {
+        let request = Request::Effect { record: Box::new(record.clone()), expected: expected.cloned() };
+        match self.request(request).await? {
+            Reply::Effect(o) => Ok(o),
+            other => unreachable!("a journal write replies an effect outcome, not {other:?}"),
+        }
+    }
+
+    async fn effects(&self, run_id: &str) -> Result<Vec<EffectRecord>, StoreError> {
+        let prefix = run_key(run_id);
+        let rows = self
+            .inner
+            .read(|| self.inner.effects.scan_prefix(&prefix).values().collect::<sled::Result<Vec<_>>>())?;
+        rows.iter().map(|v| decode_effect(v)).collect()
+    }
+
+    async fn outbox(&self, limit: usize) -> Result<Vec<OutboxRow>, StoreError> {
+        let rows = self
+            .inner
+            .read(|| self.inner.outbox.iter().values().take(limit).collect::<sled::Result<Vec<_>>>())?;
+        rows.iter().map(|v| decode_outbox(v)).collect()
+    }
+
+    async fn ack_outbox(&self, keys: &[String]) -> Result<usize, StoreError> {
+        let rows = self.inner.read(|| self.inner.outbox.iter().collect::<sled::Result<Vec<_>>>())?;
+        let mut doomed = Vec::new();
+        for (k, v) in rows {
+            if keys.contains(&decode_outbox(&v)?.key) {
+                doomed.push(k.to_vec());
+            }
+        }
+        if doomed.is_empty() {
+            return Ok(0);
+        }
+        match self.request(Request::Remove { tree: TreeId::Outbox, keys: doomed }).await? {
             Reply::Removed(n) => Ok(n),
             other => unreachable!("a removal replies a count, not {other:?}"),
         }

@@ -12,6 +12,26 @@ pub(super) enum TreeId {
     Runs = 0,
     Checkpoints = 1,
     Keys = 2,
+    /// Effect journal entries by (run, step, path, call index).
+    Effects = 3,
+    /// Effect key → its key in `Effects`.
+    EffectKeys = 4,
+    /// Pending outbox rows by (run, step, emit order).
+    Outbox = 5,
+}
+
+impl TreeId {
+    fn from_u8(n: u8) -> Option<TreeId> {
+        Some(match n {
+            0 => TreeId::Runs,
+            1 => TreeId::Checkpoints,
+            2 => TreeId::Keys,
+            3 => TreeId::Effects,
+            4 => TreeId::EffectKeys,
+            5 => TreeId::Outbox,
+            _ => return None,
+        })
+    }
 }
 
 const REMOVE: u8 = 0x80;
@@ -76,12 +96,9 @@ pub(super) enum Op<'a> {
 pub(super) fn parse(mut bytes: &[u8]) -> Result<Vec<Op<'_>>, String> {
     let mut ops = Vec::new();
     while let Some((&op, rest)) = bytes.split_first() {
-        let tree = match op & !REMOVE {
-            0 => TreeId::Runs,
-            1 => TreeId::Checkpoints,
-            2 => TreeId::Keys,
-            other => return Err(format!("operation {} names tree {other}, which does not exist", ops.len())),
-        };
+        let tree = TreeId::from_u8(op & !REMOVE).ok_or_else(|| {
+            format!("operation {} names tree {}, which does not exist", ops.len(), op & !REMOVE)
+        })?;
         let (key, rest) = field(rest).ok_or_else(|| format!("operation {} is cut short", ops.len()))?;
         if op & REMOVE != 0 {
             ops.push(Op::Remove { tree, key });
@@ -125,7 +142,7 @@ mod tests {
             let short = &w.bytes()[..cut];
             assert!(parse(short).is_err() || parse(short).unwrap().len() < 3, "cut at {cut}");
         }
-        assert!(parse(&[7, 0, 0, 0, 0]).is_err());
+        assert!(parse(&[9, 0, 0, 0, 0]).is_err());
         w.clear();
         assert!(w.is_empty() && w.bytes().is_empty());
     }
