@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use graph_runtime::store::{
-    Checkpoint, CheckpointMeta, EffectOutcome, EffectRecord, EffectState, OutboxRow, RunFilter, RunInfo, SledStore,
+    Checkpoint, CheckpointMeta, EffectOutcome, EffectRecord, EffectState, OutboxRow, RunFilter, RunInfo,
+    SledStore,
 };
 use graph_runtime::{CommitOutcome, Engine, RunStatus, Store, StoreError};
 use graph_tests::{Trace, crash_graph, random_delay, state_hash};
@@ -80,7 +81,11 @@ impl Store for Crashing {
     async fn load_effect(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
         self.inner.load_effect(key).await
     }
-    async fn put_effect(&self, r: &EffectRecord, e: Option<&EffectState>) -> Result<EffectOutcome, StoreError> {
+    async fn put_effect(
+        &self,
+        r: &EffectRecord,
+        e: Option<&EffectState>,
+    ) -> Result<EffectOutcome, StoreError> {
         self.inner.put_effect(r, e).await
     }
     async fn effects(&self, run: &str) -> Result<Vec<EffectRecord>, StoreError> {
