@@ -347,3 +347,80 @@ pub fn tally_graph(steps: u64) -> Graph<Tally> {
         .build()
         .expect("valid graph")
 }
+
+/// Where [`ledger_graph`]'s process aborts, to test effects across crashes: at `iteration`, at `point`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LedgerCrash {
+    /// Inside the charge closure, before the world sees the call.
+    BeforeCall(u64),
+    /// Inside the charge closure, after the world saw the call, before it returns (nothing journaled).
+    AfterCall(u64),
+    /// In the node, after the charge's response was journaled, before the step commits.
+    AfterJournal(u64),
+    /// At the start of the next iteration: after the step with this iteration's charge committed.
+    AfterCommit(u64),
+}
+
+/// A loop of `iterations` steps; each charges a card (a non-idempotent effect) and sends a mail (an
+/// idempotent one). Every real call appends `charge <key>` or `mail <key>` to the file `ledger` (one
+/// `write` per line, so a kill cannot tear it): the world, as the tests see it. The charge's response is
+/// `rcpt-<first 8 characters of its key>`, so a person (the test) can confirm it by reading the ledger.
+pub fn ledger_graph(iterations: u64, ledger: std::path::PathBuf, crash: Option<LedgerCrash>) -> Graph<Trace> {
+    use std::io::Write;
+    let ledger = Arc::new(ledger);
+    let append = move |ledger: &std::path::Path, line: String| {
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(ledger).expect("ledger opens");
+        f.write_all(line.as_bytes()).expect("ledger write");
+    };
+    Graph::<Trace>::builder("ledger")
+        .node("step", move |s, ctx| {
+            let (ledger, i) = (ledger.clone(), s.count);
+            Box::pin(async move {
+                if crash == Some(LedgerCrash::AfterCommit(i.wrapping_sub(1))) {
+                    std::process::abort();
+                }
+                let receipt: String = ctx
+                    .effect("card.charge", &("alice", i))
+                    .run(|key| {
+                        let ledger = ledger.clone();
+                        async move {
+                            if crash == Some(LedgerCrash::BeforeCall(i)) {
+                                std::process::abort();
+                            }
+                            append(&ledger, format!("charge {key}\n"));
+                            if crash == Some(LedgerCrash::AfterCall(i)) {
+                                std::process::abort();
+                            }
+                            Ok::<_, graph_runtime::NodeError>(ledger_receipt(&key))
+                        }
+                    })
+                    .await?;
+                if crash == Some(LedgerCrash::AfterJournal(i)) {
+                    std::process::abort();
+                }
+                let sent: String = ctx
+                    .effect("mail.send", &receipt)
+                    .idempotent()
+                    .run(|key| {
+                        let (ledger, sent) = (ledger.clone(), format!("sent {receipt}"));
+                        async move {
+                            append(&ledger, format!("mail {key}\n"));
+                            Ok::<_, graph_runtime::NodeError>(sent)
+                        }
+                    })
+                    .await?;
+                let route = Route::Goto(u32::from(i + 1 >= iterations));
+                Ok((TraceDelta::default().count(1).log(sent), route))
+            })
+        })
+        .entry("step")
+        .edge("step", "step")
+        .edge("step", END)
+        .build()
+        .expect("valid graph")
+}
+
+/// The response [`ledger_graph`]'s charge returns for an effect key.
+pub fn ledger_receipt(key: &str) -> String {
+    format!("rcpt-{}", &key[..8])
+}

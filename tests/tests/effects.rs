@@ -4,9 +4,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
+use graph_runtime::Error;
 use graph_runtime::prelude::*;
 use graph_runtime::store::SledStore;
-use graph_runtime::Error;
 use graph_tests::{Trace, TraceDelta};
 
 /// Calls each effect closure made.
