@@ -57,8 +57,7 @@ fn ledger_lines(ledger: &Path) -> Vec<(String, String)> {
 /// Resumes until the run completes, answering confirmations from the ledger; returns the done line and
 /// how many confirmations were asked.
 async fn finish(store_dir: &Path, ledger: &Path) -> (String, usize) {
-    let mut asked = 0;
-    for _ in 0..20 {
+    for asked in 0..20 {
         let out = child(store_dir, ledger, None).output().unwrap();
         assert!(out.status.success(), "a resuming process failed: {:?}", out.status);
         let text = String::from_utf8(out.stdout).unwrap();
@@ -66,7 +65,6 @@ async fn finish(store_dir: &Path, ledger: &Path) -> (String, usize) {
             return (done.to_owned(), asked);
         }
         let key = text.lines().find_map(|l| l.strip_prefix("paused ")).expect("done or paused").to_owned();
-        asked += 1;
         // A person looks at the world: did the charge happen?
         let happened = ledger_lines(ledger).iter().any(|(e, k)| e == "charge" && *k == key);
         let answer = if happened {
