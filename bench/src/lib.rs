@@ -60,6 +60,28 @@ pub fn loop_graph(n: u64) -> Graph<Count> {
         .expect("valid")
 }
 
+/// The loop of [`loop_graph`] with one effect call per step, of the given class (`"idempotent"`,
+/// `"non_idempotent"`), whose closure does nothing: what journaling an effect costs.
+pub fn effect_graph(n: u64, class: &'static str) -> Graph<Count> {
+    Graph::builder("effect")
+        .node("step", move |s: &Count, ctx| {
+            let next = s.count + 1;
+            Box::pin(async move {
+                let effect = ctx.effect("bench.call", &next);
+                let effect =
+                    if class == "idempotent" { effect.idempotent() } else { effect.non_idempotent() };
+                let _: u64 =
+                    effect.run(|_key| async move { Ok::<_, graph_runtime::NodeError>(next) }).await?;
+                Ok((CountDelta { count: Some(1) }, Route::Goto(u32::from(next >= n))))
+            })
+        })
+        .entry("step")
+        .edge("step", "step")
+        .edge("step", END)
+        .build()
+        .expect("valid")
+}
+
 /// Fan-out state: `results` appends, `joined` overwrites.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Fan {

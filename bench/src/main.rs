@@ -7,7 +7,7 @@
 //! Workloads (the first four mirror `bench/langgraph/bench.py`):
 //! `loop` (one node routing to itself 10,000 times), `fanout` (1,000 forked branches and a join),
 //! `durable` (1,000 sequential steps, each commit flushed, beside the disk's measured fdatasync rate and
-//! bare sled's own commit rate),
+//! bare sled's own commit rate), `effects` (the same loop with one journaled effect per step),
 //! `concurrent` (1, 8, 64, 256 durable runs at once), `growth` (a 1 MiB state growing 1 KiB a step for
 //! 1,000 steps: bytes written per step), `resume` (latency of resuming after 100 and 100,000 steps),
 //! `memory` (resident memory of 10,000 runs in flight). `GRAPH_BENCH_MODE=memory` limits `loop` to one
@@ -44,7 +44,7 @@ fn args() -> Args {
     let mut a = Args {
         repeat: 5,
         quick: false,
-        workloads: ["loop", "fanout", "durable", "concurrent", "growth", "resume", "memory"]
+        workloads: ["loop", "fanout", "durable", "effects", "concurrent", "growth", "resume", "memory"]
             .map(String::from)
             .to_vec(),
         dir: std::env::temp_dir(),
@@ -75,6 +75,7 @@ fn main() {
             "loop" => rt.block_on(loop_workload(&a, scale(10_000))),
             "fanout" => rt.block_on(fanout_workload(&a, scale(1_000))),
             "durable" => rt.block_on(durable_workload(&a, scale(1_000))),
+            "effects" => rt.block_on(effects_workload(&a, scale(1_000))),
             "concurrent" => rt.block_on(concurrent_workload(&a, if a.quick { 10 } else { 100 })),
             "growth" => rt.block_on(growth_workload(&a, scale(1_000) as usize)),
             "resume" => rt.block_on(resume_workload(&a, scale(100_000))),
@@ -279,6 +280,30 @@ async fn durable_workload(a: &Args, n: u64) {
         "commits_per_s_median": median(&flush_only), "commits_per_s_all": flush_only,
         "ratio_to_fdatasync": median(&flush_only) / fsync,
         "note": "bare sled, one thread: transaction over three trees, flush (sync_file_range only)"}));
+}
+
+/// One effect per step on the durable sled store: the same loop as `durable`, whose step journals an
+/// effect (an idempotent one: its response, one log write; a non-idempotent one: `Started`, then the
+/// response, two) before the step commits.
+async fn effects_workload(a: &Args, n: u64) {
+    for class in ["idempotent", "non_idempotent"] {
+        let mut all = Vec::new();
+        for i in 0..a.repeat {
+            let run_dir = fresh_dir(a);
+            let engine = Engine::builder(graph_bench::effect_graph(n, class))
+                .store(sled(run_dir.path(), Durability::Sync))
+                .options(EngineOptions::default().max_steps(n + 1))
+                .build();
+            let t = Instant::now();
+            let out = engine.run(&format!("effects-{i}"), Count::default()).await.unwrap();
+            all.push(t.elapsed().as_secs_f64());
+            assert_eq!(out.steps, n);
+        }
+        let m = median(&all);
+        emit(json!({"workload": "effects", "mode": class, "n": n, "repeat": a.repeat, "seconds_median": m,
+            "seconds_all": all, "steps_per_s": n as f64 / m,
+            "note": "one effect per step, sled Durability::Sync: journal writes plus the step commit"}));
+    }
 }
 
 async fn concurrent_workload(a: &Args, steps: u64) {

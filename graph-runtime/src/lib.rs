@@ -67,6 +67,11 @@ pub use uuid::Uuid;
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
+/// The effects guide, its examples compiled and run as doctests.
+#[doc = include_str!("../../docs/effects.md")]
+#[cfg(doctest)]
+pub struct EffectsDoctests;
+
 /// The guide for LangGraph users, its examples compiled and run as doctests.
 #[doc = include_str!("../../docs/from-langgraph.md")]
 #[cfg(doctest)]
