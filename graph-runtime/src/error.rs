@@ -230,6 +230,17 @@ pub enum Error {
         /// What the replay produced.
         found: String,
     },
+    /// A run's event log does not verify: an event was changed, removed, reordered or cut off.
+    #[error(
+        "the event log of run `{run}` is broken at event {seq}: it was changed, removed, reordered or cut off \
+         after it was written; restore the store from a backup (the checkpoints are checked separately)"
+    )]
+    ExecutionCorrupted {
+        /// The run.
+        run: String,
+        /// The first event that does not verify (or the first missing one).
+        seq: u64,
+    },
     /// `resolve_effect` named an effect that is not waiting for confirmation.
     #[error(
         "effect `{key}` of run `{run}` is not waiting for confirmation (it is {state}); nothing was changed"

@@ -33,6 +33,7 @@ pub mod canonical;
 pub mod ctx;
 pub mod effect;
 pub mod error;
+pub mod events;
 pub mod graph;
 pub mod keys;
 #[doc(hidden)]
