@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use uuid::Uuid;
 
-use crate::effect::{Divergence, Effect, RunEnv};
+use crate::effect::{Divergence, Effect, EffectNote, RunEnv};
 use crate::error::NodeError;
 use crate::keys::{OrderKey, PathId, item_rng_seed};
 
@@ -35,8 +35,20 @@ pub struct Ctx {
     calls: u32,
     /// Messages emitted in this attempt, for the outbox.
     emits: Vec<(String, serde_json::Value)>,
-    /// Set when an effect call must stop the step whatever the node does with its error.
+    /// Effects whose responses this attempt used, for the event log.
+    effects: Vec<EffectNote>,
+    /// `interrupt` calls made so far in this attempt.
+    interrupts: u32,
+    /// Set when an effect call or an interrupt must stop the step whatever the node does with its error.
     stop: Option<CtxStop>,
+}
+
+/// What an attempt leaves for the engine besides its result.
+#[derive(Debug, Default)]
+pub(crate) struct AttemptOutcome {
+    pub(crate) emits: Vec<(String, serde_json::Value)>,
+    pub(crate) effects: Vec<EffectNote>,
+    pub(crate) stop: Option<CtxStop>,
 }
 
 /// Why an effect call stops the step, whatever the node returns.
@@ -46,6 +58,10 @@ pub(crate) enum CtxStop {
     NeedsConfirmation { key: String, name: String },
     /// A strict replay diverged.
     ReplayMismatch(Divergence),
+    /// The node asked for input (`Ctx::interrupt`): its item waits; its siblings run on.
+    Interrupt { index: u32, payload: serde_json::Value },
+    /// The input given for an interrupt does not read as the type the node asks for.
+    InputRejected { index: u32, detail: String },
 }
 
 /// Who a work item is: what every attempt's [`Ctx`] of the item shares.
@@ -63,6 +79,8 @@ pub(crate) struct ItemId {
     pub(crate) input: Option<Arc<serde_json::Value>>,
     /// The journal effect calls use (`None` for a standalone context: calls are made directly).
     pub(crate) env: Option<Arc<RunEnv>>,
+    /// The inputs given to the item's `interrupt` calls, by call index.
+    pub(crate) resume_inputs: Option<Arc<Vec<serde_json::Value>>>,
 }
 
 impl Ctx {
@@ -82,6 +100,8 @@ impl Ctx {
             rng: None,
             calls: 0,
             emits: Vec::new(),
+            effects: Vec::new(),
+            interrupts: 0,
             stop: None,
         }
     }
@@ -99,8 +119,25 @@ impl Ctx {
             now_ms: 0,
             input: None,
             env: None,
+            resume_inputs: None,
         };
         Ctx::new(item, 1, CancellationToken::new(), None)
+    }
+
+    /// This standalone context with `inputs` as the answers to the node's `interrupt` calls, in call
+    /// order, for unit tests of nodes that ask for input.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut ctx = graph_runtime::Ctx::standalone("run-1", "approve").with_resume_inputs([serde_json::json!(true)]);
+    /// let approved: bool = ctx.interrupt(&"approve the refund?").unwrap();
+    /// assert!(approved);
+    /// ```
+    #[must_use]
+    pub fn with_resume_inputs(mut self, inputs: impl IntoIterator<Item = serde_json::Value>) -> Self {
+        self.item.resume_inputs = Some(Arc::new(inputs.into_iter().collect()));
+        self
     }
 
     /// The run id.
@@ -256,9 +293,93 @@ impl Ctx {
         self.stop.get_or_insert(stop);
     }
 
-    /// What the attempt leaves for the engine: its emits and, if set, why it must stop the step.
-    pub(crate) fn take_outcome(&mut self) -> (Vec<(String, serde_json::Value)>, Option<CtxStop>) {
-        (std::mem::take(&mut self.emits), self.stop.take())
+    /// Records an effect whose response the attempt used.
+    pub(crate) fn note_effect(&mut self, note: EffectNote) {
+        self.effects.push(note);
+    }
+
+    /// What the attempt leaves for the engine: its emits, its effects and, if set, why it must stop the
+    /// step.
+    pub(crate) fn take_outcome(&mut self) -> AttemptOutcome {
+        AttemptOutcome {
+            emits: std::mem::take(&mut self.emits),
+            effects: std::mem::take(&mut self.effects),
+            stop: self.stop.take(),
+        }
+    }
+
+    /// Asks a person for input, as LangGraph's `interrupt`: the first time, the node stops here (return
+    /// the error with `?`), the step's other items run to the barrier, and the run's status becomes
+    /// [`RunStatus::Interrupted`](crate::store::RunStatus::Interrupted) carrying `payload`. When
+    /// [`Engine::resume_with_input`](crate::Engine::resume_with_input) answers, the node runs again from
+    /// its start and this call returns the input (as `R`). A node may call `interrupt` several times:
+    /// the calls are told apart by their order in the attempt, so make them in the same order every time.
+    ///
+    /// Work done before the call runs again on resume: do it through [`Ctx::effect`] (journaled, not
+    /// repeated), or after the call.
+    ///
+    /// # Errors
+    ///
+    /// The stop itself (when no input was given yet: propagate it); an input that does not read as `R`
+    /// (the resume is rejected and nothing changes); a payload that does not serialize.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use graph_runtime::{Ctx, NodeError};
+    /// # async fn refund(ctx: &mut Ctx, amount: u32) -> Result<bool, NodeError> {
+    /// let approved: bool = ctx.interrupt(&format!("refund {amount}?"))?;
+    /// # Ok(approved)
+    /// # }
+    /// ```
+    pub fn interrupt<R: DeserializeOwned>(
+        &mut self,
+        payload: &impl serde::Serialize,
+    ) -> Result<R, NodeError> {
+        let index = self.interrupts;
+        self.interrupts += 1;
+        let given = self.item.resume_inputs.as_ref().and_then(|i| i.get(index as usize).cloned());
+        if let Some(input) = given {
+            return serde_json::from_value(input).map_err(|e| {
+                let detail = format!(
+                    "node `{}` reads the input of its interrupt {index} as `{}`: {e}",
+                    self.item.node,
+                    std::any::type_name::<R>()
+                );
+                self.stop(CtxStop::InputRejected { index, detail: detail.clone() });
+                NodeError::fatal(detail)
+            });
+        }
+        let payload = serde_json::to_value(payload).map_err(|e| {
+            NodeError::fatal(format!(
+                "the payload of an interrupt of node `{}` does not serialize: {e}",
+                self.item.node
+            ))
+        })?;
+        self.stop(CtxStop::Interrupt { index, payload });
+        Err(NodeError::fatal(format!("node `{}` waits for input (interrupt {index})", self.item.node)))
+    }
+
+    /// The input given for this node's next [`Ctx::interrupt`] call, if the run was resumed with one,
+    /// without stopping when there is none: a node can look before it asks.
+    ///
+    /// # Errors
+    ///
+    /// An input that does not read as `R` (the resume is rejected and nothing changes).
+    pub fn resume_input<R: DeserializeOwned>(&mut self) -> Result<Option<R>, NodeError> {
+        let index = self.interrupts;
+        match self.item.resume_inputs.as_ref().and_then(|i| i.get(index as usize).cloned()) {
+            None => Ok(None),
+            Some(input) => serde_json::from_value(input).map(Some).map_err(|e| {
+                let detail = format!(
+                    "node `{}` reads the input of its interrupt {index} as `{}`: {e}",
+                    self.item.node,
+                    std::any::type_name::<R>()
+                );
+                self.stop(CtxStop::InputRejected { index, detail: detail.clone() });
+                NodeError::fatal(detail)
+            }),
+        }
     }
 
     /// A version-4 UUID drawn from [`Ctx::rng`]: the same on every retry-free replay or resume of this

@@ -81,6 +81,8 @@ pub(crate) struct Replay {
     pub(crate) checkpoints: BTreeMap<u64, (Vec<u8>, u64)>,
     /// The step the original run reached: the replay stops there.
     pub(crate) until: u64,
+    /// The inputs the original run was resumed with, by (step, item path), in call order.
+    pub(crate) inputs: BTreeMap<(u64, String), Vec<serde_json::Value>>,
     pub(crate) divergences: Mutex<Vec<Divergence>>,
 }
 
@@ -89,6 +91,26 @@ impl Replay {
     pub(crate) fn diverged(&self, d: Divergence) -> Option<Divergence> {
         self.divergences.lock().unwrap_or_else(|e| e.into_inner()).push(d.clone());
         (self.mode == ReplayMode::Strict).then_some(d)
+    }
+}
+
+/// An effect whose response an item used: what the event log records (`EFFECT_RECORDED`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub(crate) struct EffectNote {
+    pub(crate) key: String,
+    pub(crate) name: String,
+    pub(crate) class: EffectClass,
+    pub(crate) request_hash: String,
+}
+
+impl EffectNote {
+    fn of(record: &EffectRecord) -> Self {
+        EffectNote {
+            key: record.key.clone(),
+            name: record.name.clone(),
+            class: record.class,
+            request_hash: record.request_hash.clone(),
+        }
     }
 }
 
@@ -210,7 +232,10 @@ where
                 )));
             }
             match found.state {
-                EffectState::Completed { response } => return decode_response(&record, response),
+                EffectState::Completed { response } => {
+                    ctx.note_effect(EffectNote::of(&record));
+                    return decode_response(&record, response);
+                }
                 EffectState::Rejected { message } => return Err(NodeError::fatal(message)),
                 EffectState::Started if record.class == EffectClass::NonIdempotent => {
                     ctx.stop(CtxStop::NeedsConfirmation {
@@ -242,7 +267,10 @@ where
             })?;
             record.state = EffectState::Completed { response: value };
             match store.put_effect(&record, expected.as_ref()).await.map_err(store_failed)? {
-                EffectOutcome::Written => Ok(response),
+                EffectOutcome::Written => {
+                    ctx.note_effect(EffectNote::of(&record));
+                    Ok(response)
+                }
                 other => Err(changed_under_us(&record, other)),
             }
         }
@@ -302,7 +330,10 @@ fn replayed<Resp: DeserializeOwned>(
         }
     }
     match &original.state {
-        EffectState::Completed { response } => decode_response(record, response.clone()),
+        EffectState::Completed { response } => {
+            ctx.note_effect(EffectNote::of(record));
+            decode_response(record, response.clone())
+        }
         other => {
             let d = divergence(format!("a completed call, found {other:?}"), "a call to replay".into());
             Err(stop_or_error(ctx, replay, d, "the recorded call has no response to replay"))

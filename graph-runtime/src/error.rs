@@ -241,6 +241,26 @@ pub enum Error {
         /// The first event that does not verify (or the first missing one).
         seq: u64,
     },
+    /// An input given to `resume_with_input(s)` cannot be delivered: the run waits for no input (or not
+    /// for this one), or the node cannot read it as the type it asks for. Nothing was changed: the run
+    /// still waits, and the input was discarded.
+    #[error("the input for run `{run}`{} was not accepted: {detail}; nothing was changed", interrupt.as_ref().map(|i| format!(" (interrupt `{i}`)")).unwrap_or_default())]
+    ResumeInput {
+        /// The run.
+        run: String,
+        /// The interrupt the input was for, when known.
+        interrupt: Option<String>,
+        /// Why.
+        detail: String,
+    },
+    /// A step of a run that the store does not hold (never reached, or pruned).
+    #[error("run `{run}` has no checkpoint at step {step} in this store (never reached, or pruned)")]
+    StepNotFound {
+        /// The run.
+        run: String,
+        /// The step.
+        step: u64,
+    },
     /// `resolve_effect` named an effect that is not waiting for confirmation.
     #[error(
         "effect `{key}` of run `{run}` is not waiting for confirmation (it is {state}); nothing was changed"
@@ -350,6 +370,16 @@ pub enum StoreError {
         path: std::path::PathBuf,
         /// The first error, with its cause.
         cause: String,
+    },
+    /// A stored event of a run's event log cannot be read back (see [`crate::events`]).
+    #[error("event {seq} of the event log of run `{run}` is damaged: {detail}; {}", REMEDY_RECORD)]
+    CorruptedEvent {
+        /// The run.
+        run: String,
+        /// The event's sequence number.
+        seq: u64,
+        /// What is wrong.
+        detail: String,
     },
     /// The backend failed (I/O, connection, ...).
     #[error("{message}{}", cause_chain(source.as_deref()))]

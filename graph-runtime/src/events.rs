@@ -45,6 +45,8 @@ pub enum EventType {
     Interrupted,
     /// The run was resumed (with input, after an interrupt).
     Resumed,
+    /// The run paused (backpressure, or an effect waiting for confirmation).
+    RunPaused,
     /// The run was created as a fork of another run's checkpoint.
     Forked,
     /// The run reached END.
@@ -176,7 +178,12 @@ impl<'k> Appender<'k> {
     }
 
     /// The next event, hashed.
-    pub(crate) fn next(&mut self, event_type: EventType, timestamp_ms: u64, payload: serde_json::Value) -> Event {
+    pub(crate) fn next(
+        &mut self,
+        event_type: EventType,
+        timestamp_ms: u64,
+        payload: serde_json::Value,
+    ) -> Event {
         let seq = self.head.as_ref().map_or(0, |h| h.seq + 1);
         let mut e = Event {
             seq,
@@ -197,6 +204,24 @@ impl<'k> Appender<'k> {
     }
 }
 
+/// The bytes a store keeps for an event: its JSON (every field, the hash included).
+pub fn encode(e: &Event) -> Vec<u8> {
+    serde_json::to_vec(e).expect("an event is plain JSON")
+}
+
+/// Reads the event a store keeps under `(run, seq)` ([`encode`]).
+///
+/// # Errors
+///
+/// `CorruptedEvent` when the bytes are not an event.
+pub fn decode(run: &str, seq: u64, bytes: &[u8]) -> Result<Event, StoreError> {
+    serde_json::from_slice(bytes).map_err(|e| StoreError::CorruptedEvent {
+        run: run.to_owned(),
+        seq,
+        detail: format!("it does not decode: {e}"),
+    })
+}
+
 /// Verifies `events` (consecutive, from `from`'s successor, or from genesis with `from = None`) and,
 /// with `head`, that they end exactly there (a truncated tail, or events past it, break it).
 ///
@@ -211,6 +236,17 @@ pub fn verify(
     head: Option<&ChainHead>,
     key: Option<&ChainKey>,
 ) -> Result<(), Error> {
+    let last = verify_segment(run, from, events, key)?;
+    check_head(run, from, last.as_ref(), head)
+}
+
+/// Verifies `events`, consecutive after `from` (or from genesis), and returns the head they end at.
+pub(crate) fn verify_segment(
+    run: &str,
+    from: Option<&ChainHead>,
+    events: &[Event],
+    key: Option<&ChainKey>,
+) -> Result<Option<ChainHead>, Error> {
     let corrupted = |seq: u64| Error::ExecutionCorrupted { run: run.to_owned(), seq };
     let mut prev = from.cloned();
     for e in events {
@@ -229,12 +265,27 @@ pub fn verify(
         }
         prev = Some(ChainHead { seq: e.seq, hash: e.hash.clone() });
     }
-    match (head, &prev) {
+    Ok(prev)
+}
+
+/// Checks that a verified chain ends at `head`, the head the run row records: `last` is where the
+/// verified events ended (`from` when there were none).
+pub(crate) fn check_head(
+    run: &str,
+    from: Option<&ChainHead>,
+    last: Option<&ChainHead>,
+    head: Option<&ChainHead>,
+) -> Result<(), Error> {
+    let corrupted = |seq: u64| Err(Error::ExecutionCorrupted { run: run.to_owned(), seq });
+    match (head, last) {
         (Some(h), Some(p)) if h == p => Ok(()),
         (None, None) => Ok(()),
-        (Some(h), Some(p)) => Err(corrupted(p.seq.min(h.seq) + 1)),
-        (Some(h), None) => Err(corrupted(from.map_or(0, |f| f.seq + 1).min(h.seq))),
-        (None, Some(p)) => Err(corrupted(p.seq)),
+        // Events missing at the end (a truncated tail), or a head that is not the last event's.
+        (Some(h), Some(p)) if p.seq == h.seq => corrupted(p.seq),
+        (Some(h), Some(p)) => corrupted(p.seq.min(h.seq) + 1),
+        (Some(h), None) => corrupted(from.map_or(0, |f| f.seq + 1).min(h.seq)),
+        // Events beyond what the run row records.
+        (None, Some(p)) => corrupted(p.seq),
     }
 }
 
@@ -243,7 +294,14 @@ mod tests {
     use super::*;
 
     fn event(seq: u64, t: EventType, payload: serde_json::Value) -> Event {
-        Event { seq, event_type: t, timestamp_ms: 1000 + seq, payload, hash: String::new(), schema_version: 1 }
+        Event {
+            seq,
+            event_type: t,
+            timestamp_ms: 1000 + seq,
+            payload,
+            hash: String::new(),
+            schema_version: 1,
+        }
     }
 
     // Computed outside Rust (Python 3):
@@ -260,8 +318,14 @@ mod tests {
         let h0 = chain_hash(None, &e0, None);
         assert_eq!(h0, "9d05f411460497a5b60348a248c1083217265f7271c300fc495e15712d98631a");
         let e1 = event(1, EventType::StepCommitted, serde_json::json!({"step": 1}));
-        assert_eq!(chain_hash(Some(&h0), &e1, None), "615163bc2c7efaf48cca49d92898455e0e5f71814fd0b097612a7efff7851740");
-        assert_eq!(chain_hash(None, &e0, Some(&ChainKey::new(*b"secret"))), "a675bd59cb2943d3e643a5eff715a383aa5725cf5e1371744e8aa8721e29aca6");
+        assert_eq!(
+            chain_hash(Some(&h0), &e1, None),
+            "615163bc2c7efaf48cca49d92898455e0e5f71814fd0b097612a7efff7851740"
+        );
+        assert_eq!(
+            chain_hash(None, &e0, Some(&ChainKey::new(*b"secret"))),
+            "a675bd59cb2943d3e643a5eff715a383aa5725cf5e1371744e8aa8721e29aca6"
+        );
     }
 
     // RFC 4231 test case 2.
@@ -273,7 +337,8 @@ mod tests {
 
     fn chain(n: u64, key: Option<&ChainKey>) -> (Vec<Event>, ChainHead) {
         let mut a = Appender::new(None, key);
-        let events: Vec<Event> = (0..n).map(|i| a.next(EventType::StepCommitted, 7 + i, serde_json::json!({"step": i}))).collect();
+        let events: Vec<Event> =
+            (0..n).map(|i| a.next(EventType::StepCommitted, 7 + i, serde_json::json!({"step": i}))).collect();
         let head = a.head().cloned().unwrap();
         (events, head)
     }

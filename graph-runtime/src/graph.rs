@@ -31,6 +31,10 @@ pub(crate) struct NodeEntry<S: Reducer> {
     router: Option<Router<S>>,
     /// The predecessors this node waits for, all of them, before it runs (empty: no wait).
     wait_for: Vec<usize>,
+    /// A breakpoint before the node's steps.
+    interrupt_before: bool,
+    /// A breakpoint after the node's steps.
+    interrupt_after: bool,
 }
 
 impl<S: Reducer> NodeEntry<S> {
@@ -62,6 +66,16 @@ impl<S: Reducer> NodeEntry<S> {
     /// The predecessors this node waits for (empty: it runs on any route into it).
     pub(crate) fn wait_for(&self) -> &[usize] {
         &self.wait_for
+    }
+
+    /// The run stops before a step that would run this node.
+    pub(crate) fn interrupt_before(&self) -> bool {
+        self.interrupt_before
+    }
+
+    /// The run stops after a step that ran this node.
+    pub(crate) fn interrupt_after(&self) -> bool {
+        self.interrupt_after
     }
 }
 
@@ -107,6 +121,7 @@ impl<S: Reducer> Graph<S> {
             signatures: Vec::new(),
             routers: Vec::new(),
             waits: Vec::new(),
+            breakpoints: Vec::new(),
         }
     }
 
@@ -232,6 +247,8 @@ pub struct GraphBuilder<S: Reducer> {
     signatures: Vec<(String, String)>,
     routers: Vec<(String, Router<S>)>,
     waits: Vec<(String, Vec<String>)>,
+    /// `(node, before)`: a breakpoint before (`true`) or after the node's steps.
+    breakpoints: Vec<(String, bool)>,
 }
 
 impl<S: Reducer> GraphBuilder<S> {
@@ -322,6 +339,22 @@ impl<S: Reducer> GraphBuilder<S> {
         self
     }
 
+    /// A breakpoint before `node`, as LangGraph's `interrupt_before`: the run stops with
+    /// `RunStatus::Interrupted` before any step that would run it starts (no item of that step runs);
+    /// `Engine::resume` continues. Breakpoints are not part of the graph's fingerprint: adding or removing
+    /// one does not stop stored runs from resuming.
+    pub fn interrupt_before(mut self, node: impl Into<String>) -> Self {
+        self.breakpoints.push((node.into(), true));
+        self
+    }
+
+    /// A breakpoint after `node`, as LangGraph's `interrupt_after`: the run stops with
+    /// `RunStatus::Interrupted` once a step that ran it is committed; `Engine::resume` continues.
+    pub fn interrupt_after(mut self, node: impl Into<String>) -> Self {
+        self.breakpoints.push((node.into(), false));
+        self
+    }
+
     /// Records a node's signature (the macros pass the function's tokens) so that the fingerprint changes
     /// when it does.
     pub fn signature(mut self, node: impl Into<String>, signature: impl Into<String>) -> Self {
@@ -353,6 +386,8 @@ impl<S: Reducer> GraphBuilder<S> {
                 policy,
                 router: None,
                 wait_for: Vec::new(),
+                interrupt_before: false,
+                interrupt_after: false,
             });
         }
         let names: Vec<&str> = nodes.iter().map(|n| &*n.name).collect();
@@ -409,6 +444,10 @@ impl<S: Reducer> GraphBuilder<S> {
             }
             waits.push((n, ps));
         }
+        let mut breakpoints = Vec::with_capacity(self.breakpoints.len());
+        for (node, before) in &self.breakpoints {
+            breakpoints.push((lookup(node, format!("a breakpoint on `{node}`"))?, *before));
+        }
         let signatures: Vec<(&str, &str)> =
             self.signatures.iter().map(|(n, sig)| (n.as_str(), sig.as_str())).collect();
         let routed: Vec<usize> = routers.iter().map(|(n, _)| *n).collect();
@@ -430,6 +469,13 @@ impl<S: Reducer> GraphBuilder<S> {
         }
         for (n, preds) in waits {
             nodes[n].wait_for = preds;
+        }
+        for (n, before) in breakpoints {
+            if before {
+                nodes[n].interrupt_before = true;
+            } else {
+                nodes[n].interrupt_after = true;
+            }
         }
         Ok(Graph {
             inner: Arc::new(GraphInner {

@@ -150,7 +150,7 @@ async fn concurrent_commits_share_flushes() {
             let store = store.clone();
             tokio::spawn(async move {
                 let cp = graph_runtime::store::conformance::checkpoint(&format!("g{i}"), 0, i);
-                store.save_checkpoint(&cp, &graph_runtime::RunStatus::Running, 0).await.unwrap()
+                store.save_checkpoint(&cp, &[], &graph_runtime::RunStatus::Running, 0).await.unwrap()
             })
         })
         .collect();
@@ -163,7 +163,7 @@ async fn concurrent_commits_share_flushes() {
     let before = store.log_syncs();
     for i in 0..5 {
         let cp = graph_runtime::store::conformance::checkpoint("seq", i, i);
-        store.save_checkpoint(&cp, &graph_runtime::RunStatus::Running, i).await.unwrap();
+        store.save_checkpoint(&cp, &[], &graph_runtime::RunStatus::Running, i).await.unwrap();
     }
     assert_eq!(store.log_syncs() - before, 5);
 }

@@ -7,15 +7,18 @@ use std::sync::Arc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::step::{ItemOutput, StepInput, StepStop, execute_step};
-use super::{Engine, RunOutcome, frontier};
+use super::step::{ItemOutput, StepDone, StepInput, StepStop, execute_step};
+use super::{Engine, RunOutcome, frontier, interrupt};
 use crate::ctx::CtxStop;
 use crate::error::{Error, NodeError, StoreError};
+use crate::events::{ChainHead, EventType};
 use crate::graph::Router;
 use crate::node::Route;
 use crate::state::{Reducer, Writer, merge_step};
+use crate::store::Interrupt;
 use crate::store::OutboxRow;
 use crate::store::journal::outbox_key;
+use crate::store::record::PendingStep;
 use crate::store::record::{self, Chain, Draft};
 use crate::store::{Checkpoint, CommitOutcome, PauseReason, RunStatus, WaitingJoin, WorkItem};
 
@@ -36,6 +39,14 @@ pub(super) struct Driven<S> {
     pub(super) chain: Chain,
     /// When checkpoint `step` was committed, ms since the Unix epoch: what `Ctx::now` reads.
     pub(super) time_ms: u64,
+    /// The last event of the run's log, as this driver wrote or read it.
+    pub(super) head: Option<ChainHead>,
+    /// Events to write with the next commit or status change (a resumption's).
+    pub(super) queued: Vec<(EventType, serde_json::Value)>,
+    /// What an interrupt left of step `step`: its finished items' outputs, the inputs given so far.
+    pub(super) resumption: Option<PendingStep>,
+    /// Step `step`'s breakpoints were passed (the run was resumed from them).
+    pub(super) past_breakpoint: bool,
 }
 
 impl<S: Clone> Driven<S> {
@@ -49,8 +60,12 @@ impl<S: Clone> Driven<S> {
 /// Why a step did not advance the run.
 pub(super) enum Stop {
     Paused(PauseReason),
+    /// Items asked for input; the `Interrupted` status is written.
+    Interrupted(Vec<Interrupt>),
     Cancelled,
     Error(Error),
+    /// A resumption was refused: the run is left as it was, nothing is written.
+    Rejected(Error),
 }
 
 impl From<Error> for Stop {
@@ -69,8 +84,18 @@ impl<S: Reducer> Engine<S> {
     /// Executes step `run.step`, merges, and commits step `run.step + 1`; on success `run` is at the
     /// new step, as committed.
     pub(super) async fn advance(&self, run: &mut Driven<S>) -> Result<(), Stop> {
-        let outputs = self.execute(run).await?;
+        let done = self.execute(run).await?;
+        if !done.interrupts.is_empty() {
+            return Err(self.interrupted(run, done).await);
+        }
+        let outputs: Vec<ItemOutput<S>> = done
+            .outputs
+            .into_iter()
+            .map(|o| o.expect("a step without interrupts finished every item"))
+            .collect();
         let outbox = self.outbox_rows(run, &outputs);
+        let mut events = std::mem::take(&mut run.queued);
+        events.extend(self.effect_events(run, &outputs));
         let (deltas, mut routes): (Vec<_>, Vec<_>) = outputs.into_iter().map(|o| (o.delta, o.route)).unzip();
         let delta_json = record::delta_bytes(&run.run_id, &deltas)?;
         self.route_before_merge(run, &deltas, &mut routes)?;
@@ -101,18 +126,42 @@ impl<S: Reducer> Engine<S> {
             fingerprint: self.inner.graph.fingerprint_arc(),
             not_before_ms: run.time_ms,
             at_ms: self.recorded_time(step + 1),
+            event_head: run.head.clone(),
         };
         let cp = record::draft(draft, &mut chain)?;
         self.compare_with_recording(&cp)?;
         let status = if cp.frontier.is_empty() { RunStatus::Completed } else { RunStatus::Running };
-        let outcome = self.inner.store.save_checkpoint(&cp, &status, run.version).await?;
+        let graph = &self.inner.graph;
+        let committed = serde_json::json!({
+            "step": cp.step,
+            "state_hash": cp.state_hash,
+            "idempotency_key": cp.idempotency_key,
+            "ran": run.nodes.iter().map(|n| &**graph.node(*n).name()).collect::<Vec<_>>(),
+            "next": cp.frontier.iter().map(|w| &*w.node).collect::<Vec<_>>(),
+        });
+        events.push((EventType::StepCommitted, committed));
+        if cp.frontier.is_empty() {
+            let completed = serde_json::json!({ "step": cp.step, "state_hash": cp.state_hash });
+            events.push((EventType::RunCompleted, completed));
+        }
+        let (events, head) = self.chain(run.head.as_ref(), events, cp.timestamp_ms);
+        let outcome = self.inner.store.save_checkpoint(&cp, &events, &status, run.version).await?;
+        if matches!(outcome, CommitOutcome::Committed { .. }) {
+            run.head = head;
+        } else {
+            // Another writer's commit stands, with its own events.
+            run.head = self.inner.store.run_info(&run.run_id).await?.and_then(|i| i.event_head);
+        }
+        run.resumption = None;
+        run.past_breakpoint = false;
         self.adopt(run, cp, next_nodes, chain, outcome).await?;
         tracing::debug!(run = %run.run_id, step = run.step, items = run.frontier.len(), "step committed");
         Ok(())
     }
 
-    /// Runs every item of the current step (see [`execute_step`]).
-    async fn execute(&self, run: &Driven<S>) -> Result<Vec<ItemOutput<S>>, Stop> {
+    /// Runs every item of the current step (see [`execute_step`]) that a resumption has no output for.
+    async fn execute(&self, run: &Driven<S>) -> Result<StepDone<S>, Stop> {
+        let (done, resume_inputs) = self.resumed_items(run)?;
         let input = StepInput {
             graph: &self.inner.graph,
             options: &self.inner.options,
@@ -127,8 +176,35 @@ impl<S: Reducer> Engine<S> {
             cancel: &run.cancel,
             run_deadline: run.deadline,
             env: &self.inner.env,
+            resume_inputs: &resume_inputs,
         };
-        execute_step(input).await.map_err(|stop| self.step_stop(run, stop))
+        execute_step(input, done).await.map_err(|stop| self.step_stop(run, stop))
+    }
+
+    /// The `EFFECT_RECORDED` events of a step: each item's effects in call order, the items in order-key
+    /// order.
+    fn effect_events(
+        &self,
+        run: &Driven<S>,
+        outputs: &[ItemOutput<S>],
+    ) -> Vec<(EventType, serde_json::Value)> {
+        let graph = &self.inner.graph;
+        let mut events = Vec::new();
+        for ((item, node), out) in run.frontier.iter().zip(&run.nodes).zip(outputs) {
+            for e in &out.effects {
+                let payload = serde_json::json!({
+                    "step": run.step,
+                    "node": &**graph.node(*node).name(),
+                    "path": item.path.as_str(),
+                    "key": e.key,
+                    "name": e.name,
+                    "class": e.class,
+                    "request_hash": e.request_hash,
+                });
+                events.push((EventType::EffectRecorded, payload));
+            }
+        }
+        events
     }
 
     /// The outbox rows of a step: each item's emits in order, the items in order-key order.
@@ -320,10 +396,23 @@ impl<S: Reducer> Engine<S> {
             StepStop::Panicked { rank, message } => {
                 Stop::Error(Error::NodePanicked { run: run_id, step, node: node(rank), message })
             }
-            StepStop::Failed { error: NodeError { stop: Some(stop), .. }, .. } => match *stop {
+            StepStop::Failed { rank, error: NodeError { stop: Some(stop), .. }, .. } => match *stop {
                 CtxStop::NeedsConfirmation { key, name } => {
                     Stop::Paused(PauseReason::NeedsConfirmation { key, name })
                 }
+                CtxStop::InputRejected { index, detail } => Stop::Rejected(Error::ResumeInput {
+                    run: run_id,
+                    interrupt: Some(interrupt::interrupt_id(run.frontier[rank].path.as_str(), index)),
+                    detail,
+                }),
+                // Interrupts are collected by the step, never a failure.
+                CtxStop::Interrupt { .. } => Stop::Error(Error::NodeFailed {
+                    run: run_id,
+                    step,
+                    node: node(rank),
+                    attempts: 1,
+                    source: "an interrupt reached the step as a failure".into(),
+                }),
                 CtxStop::ReplayMismatch(d) => Stop::Error(Error::ReplayMismatch {
                     run: run_id,
                     step: d.step,

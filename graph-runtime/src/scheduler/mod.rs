@@ -12,7 +12,9 @@
 //! nodes being deterministic, commits the same checkpoint `N+1`.
 
 mod advance;
+mod audit;
 mod frontier;
+mod interrupt;
 mod replay;
 mod step;
 
@@ -27,13 +29,15 @@ use tracing::Instrument;
 
 use crate::effect::RunEnv;
 use crate::error::{Error, Result};
+use crate::events::{ChainKey, EventType};
 use crate::graph::Graph;
 use crate::keys::{OrderKey, PathId, derive_run_seed};
 use crate::policy::EngineOptions;
 use crate::state::Reducer;
 use crate::store::record::{self, Chain, Draft};
-use crate::store::{CommitOutcome, MemoryStore, RunStatus, Store, WorkItem};
+use crate::store::{CommitOutcome, InterruptKind, MemoryStore, RunStatus, Store, WorkItem};
 use advance::{Driven, Stop};
+pub use audit::{ChainReport, HistoryEntry};
 pub use replay::ReplayOutcome;
 
 /// Runs one graph against one store. Cheap to clone; clones share the store, the admission queue and
@@ -56,6 +60,8 @@ struct Inner<S: Reducer> {
     options: EngineOptions,
     admission: Arc<Semaphore>,
     active: Mutex<HashMap<String, CancellationToken>>,
+    /// The key of the keyed event chain, when there is one.
+    chain_key: Option<ChainKey>,
 }
 
 /// Configures an [`Engine`].
@@ -63,6 +69,7 @@ pub struct EngineBuilder<S: Reducer> {
     graph: Graph<S>,
     store: Option<Arc<dyn Store>>,
     options: EngineOptions,
+    chain_key: Option<ChainKey>,
 }
 
 impl<S: Reducer> EngineBuilder<S> {
@@ -84,6 +91,14 @@ impl<S: Reducer> EngineBuilder<S> {
         self
     }
 
+    /// Keys the event log (HMAC-SHA256 with `key` instead of SHA-256; see [`crate::events`]): a chain
+    /// recomputed without the key no longer verifies. Every engine that writes or verifies the runs of a
+    /// store must be given the same key; keep it outside the store.
+    pub fn chain_key(mut self, key: ChainKey) -> Self {
+        self.chain_key = Some(key);
+        self
+    }
+
     /// Builds the engine. Limits of zero are raised to one.
     pub fn build(self) -> Engine<S> {
         let mut options = self.options;
@@ -98,6 +113,7 @@ impl<S: Reducer> EngineBuilder<S> {
                 admission: Arc::new(Semaphore::new(options.queue_depth)),
                 options,
                 active: Mutex::new(HashMap::new()),
+                chain_key: self.chain_key,
             }),
         }
     }
@@ -143,7 +159,7 @@ pub struct RunOutcome<S> {
     pub run_id: String,
     /// The state at the latest committed step (the final state when completed).
     pub state: S,
-    /// `Completed`, or `Paused` with a reason.
+    /// `Completed`, `Interrupted` (see [`RunOutcome::interrupts`]), or `Paused` with a reason.
     pub status: RunStatus,
     /// The latest committed step.
     pub steps: u64,
@@ -154,12 +170,20 @@ impl<S> RunOutcome<S> {
     pub fn is_completed(&self) -> bool {
         self.status == RunStatus::Completed
     }
+
+    /// What the run waits for when it is `Interrupted` (empty otherwise).
+    pub fn interrupts(&self) -> &[crate::store::Interrupt] {
+        match &self.status {
+            RunStatus::Interrupted(list) => list,
+            _ => &[],
+        }
+    }
 }
 
 impl<S: Reducer> Engine<S> {
     /// Starts configuring an engine for `graph`.
     pub fn builder(graph: Graph<S>) -> EngineBuilder<S> {
-        EngineBuilder { graph, store: None, options: EngineOptions::default() }
+        EngineBuilder { graph, store: None, options: EngineOptions::default(), chain_key: None }
     }
 
     /// The graph.
@@ -220,10 +244,22 @@ impl<S: Reducer> Engine<S> {
             fingerprint: graph.fingerprint_arc(),
             not_before_ms: 0,
             at_ms: self.recorded_time(0),
+            event_head: None,
         };
         let mut chain = Chain::default();
         let mut cp = record::draft(draft, &mut chain)?;
-        let CommitOutcome::Committed { version } = store.save_checkpoint(&cp, &RunStatus::Running, 0).await?
+        let started = serde_json::json!({
+            "step": 0,
+            "graph": graph.name(),
+            "fingerprint": graph.fingerprint(),
+            "state_hash": cp.state_hash,
+            "idempotency_key": cp.idempotency_key,
+            "seed": seed,
+            "label": cp.label,
+        });
+        let (events, head) = self.chain(None, [(EventType::RunStarted, started)], cp.timestamp_ms);
+        let CommitOutcome::Committed { version } =
+            store.save_checkpoint(&cp, &events, &RunStatus::Running, 0).await?
         else {
             return Err(Error::RunExists { run: run_id.to_owned() });
         };
@@ -241,17 +277,23 @@ impl<S: Reducer> Engine<S> {
             deadline: Instant::now() + self.inner.options.run_wall_clock_budget,
             chain,
             time_ms: cp.timestamp_ms,
+            head,
+            queued: Vec::new(),
+            resumption: None,
+            past_breakpoint: false,
         };
         self.drive(run).await
     }
 
-    /// Continues a run from its latest checkpoint. A completed run returns its final state without
-    /// executing anything.
+    /// Continues a run from its latest checkpoint, after verifying the event log from that checkpoint on
+    /// (see [`crate::events`]). A completed run returns its final state without executing anything; a run
+    /// that waits for input (`Ctx::interrupt`) returns its `Interrupted` status unchanged (answer it with
+    /// [`Engine::resume_with_input`]); a run stopped at a breakpoint continues past it.
     ///
     /// # Errors
     ///
-    /// [`Error::RunNotFound`], [`Error::GraphChanged`], store errors for unreadable checkpoints, and
-    /// whatever stops the run.
+    /// [`Error::RunNotFound`], [`Error::GraphChanged`], [`Error::ExecutionCorrupted`] for a broken event
+    /// log, store errors for unreadable checkpoints, and whatever stops the run.
     pub async fn resume(&self, run_id: &str) -> Result<RunOutcome<S>> {
         self.resume_with(run_id, RunOptions::default()).await
     }
@@ -274,6 +316,7 @@ impl<S: Reducer> Engine<S> {
             });
         }
         let cp = store.latest(run_id).await?.ok_or_else(not_found)?;
+        self.verify_tail(&info, &cp).await?;
         let (state, chain) = record::load_state(&**store, &cp).await?;
         let nodes = self.node_indices(&cp)?;
         if cp.frontier.is_empty() {
@@ -284,15 +327,20 @@ impl<S: Reducer> Engine<S> {
                 steps: cp.step,
             });
         }
-        let mut version = info.version;
-        if info.status != RunStatus::Running {
-            version = match store.set_status(run_id, &RunStatus::Running, version).await? {
-                CommitOutcome::Committed { version } => version,
-                other => return Err(Error::version_conflict(run_id, version, &other)),
-            };
+        let mut past_breakpoint = false;
+        if let RunStatus::Interrupted(list) = &info.status {
+            if list.iter().any(|i| i.kind == InterruptKind::Input) {
+                return Ok(RunOutcome {
+                    run_id: run_id.to_owned(),
+                    state,
+                    status: info.status,
+                    steps: cp.step,
+                });
+            }
+            past_breakpoint = list.iter().any(|i| i.kind == InterruptKind::Before && i.step == cp.step);
         }
-        tracing::info!(run = run_id, step = cp.step, "run resumed");
-        let run = Driven {
+        let resumption = self.load_pending(run_id, cp.step).await?;
+        let mut run = Driven {
             run_id: run_id.into(),
             step: cp.step,
             state: Arc::new(state),
@@ -300,12 +348,27 @@ impl<S: Reducer> Engine<S> {
             nodes,
             waiting: cp.waiting,
             seed: cp.rng_seed,
-            version,
+            version: info.version,
             cancel: opts.cancel.unwrap_or_default(),
             deadline: Instant::now() + self.inner.options.run_wall_clock_budget,
             chain,
             time_ms: cp.timestamp_ms,
+            head: info.event_head,
+            queued: Vec::new(),
+            resumption,
+            past_breakpoint,
         };
+        if info.status != RunStatus::Running {
+            let resumed = serde_json::json!({ "step": cp.step, "from": status_name(&info.status) });
+            match self
+                .write_status(&mut run, &RunStatus::Running, (EventType::Resumed, resumed), None)
+                .await?
+            {
+                CommitOutcome::Committed { .. } => {}
+                other => return Err(Error::version_conflict(run_id, info.version, &other)),
+            }
+        }
+        tracing::info!(run = run_id, step = cp.step, "run resumed");
         self.drive(run).await
     }
 
@@ -429,7 +492,8 @@ impl<S: Reducer> Engine<S> {
         }
     }
 
-    /// The step loop: advance until the frontier is empty (completed), a limit, a pause or an error.
+    /// The step loop: advance until the frontier is empty (completed), a limit, an interrupt, a pause or
+    /// an error.
     async fn drive_here(&self, mut run: Driven<S>) -> Result<RunOutcome<S>> {
         let _registration = Registration::new(&self.inner.active, &run)?;
         loop {
@@ -443,39 +507,77 @@ impl<S: Reducer> Engine<S> {
             let max_steps = self.inner.options.max_steps;
             if run.step >= max_steps {
                 let err = Error::MaxStepsExceeded { run: run.run_id.to_string(), max_steps };
-                return Err(self.fail(&run, err).await);
+                return Err(self.fail(&mut run, err).await);
             }
+            let before = self.breakpoints(&run, InterruptKind::Before);
+            if !before.is_empty() && !run.past_breakpoint {
+                return self.stop_at_breakpoint(run, before).await;
+            }
+            let after = self.breakpoints(&run, InterruptKind::After);
             match self.advance(&mut run).await {
+                Ok(()) if !after.is_empty() && !run.frontier.is_empty() => {
+                    let step = run.step;
+                    let after = after.into_iter().map(|i| crate::store::Interrupt { step, ..i }).collect();
+                    return self.stop_at_breakpoint(run, after).await;
+                }
                 Ok(()) => {}
+                Err(Stop::Interrupted(list)) => {
+                    tracing::info!(run = %run.run_id, step = run.step, interrupts = list.len(), "run interrupted");
+                    return Ok(run.outcome(RunStatus::Interrupted(list)));
+                }
+                Err(Stop::Rejected(err)) => return Err(err),
                 Err(Stop::Paused(reason)) => {
                     tracing::info!(run = %run.run_id, step = run.step, ?reason, "run paused");
                     let status = RunStatus::Paused(reason);
-                    self.set_final_status(&run, &status).await;
+                    let paused = serde_json::json!({ "step": run.step, "reason": status });
+                    self.set_final_status(&mut run, &status, (EventType::RunPaused, paused)).await;
                     return Ok(run.outcome(status));
                 }
                 Err(Stop::Cancelled) => {
-                    self.set_final_status(&run, &RunStatus::Cancelled).await;
+                    let cancelled = serde_json::json!({ "step": run.step });
+                    let event = (EventType::RunCancelled, cancelled);
+                    self.set_final_status(&mut run, &RunStatus::Cancelled, event).await;
                     return Err(Error::Cancelled { run: run.run_id.to_string(), step: run.step });
                 }
-                Err(Stop::Error(err)) => return Err(self.fail(&run, err).await),
+                Err(Stop::Error(err)) => return Err(self.fail(&mut run, err).await),
             }
         }
     }
 
     /// Records a failure in the run row and returns the error.
-    async fn fail(&self, run: &Driven<S>, err: Error) -> Error {
+    async fn fail(&self, run: &mut Driven<S>, err: Error) -> Error {
         tracing::warn!(run = %run.run_id, step = run.step, error = %err, "run failed");
-        self.set_final_status(run, &RunStatus::Failed(err.to_string())).await;
+        let failed = serde_json::json!({ "step": run.step, "error": err.to_string() });
+        self.set_final_status(run, &RunStatus::Failed(err.to_string()), (EventType::RunFailed, failed)).await;
         err
     }
 
-    /// Best effort: the checkpoint is what matters; a status that fails to persist is logged.
-    async fn set_final_status(&self, run: &Driven<S>, status: &RunStatus) {
-        match self.inner.store.set_status(&run.run_id, status, run.version).await {
+    /// Best effort: the checkpoint is what matters; a status that fails to persist is logged. What a
+    /// resumption brought (inputs given to interrupted items) is kept with it.
+    async fn set_final_status(
+        &self,
+        run: &mut Driven<S>,
+        status: &RunStatus,
+        event: (EventType, serde_json::Value),
+    ) {
+        let pending = run.resumption.as_ref().map(record::PendingStep::encode);
+        match self.write_status(run, status, event, pending.as_deref()).await {
             Ok(CommitOutcome::Committed { .. }) => {}
             Ok(other) => tracing::warn!(run = %run.run_id, ?other, "run status not updated"),
             Err(e) => tracing::warn!(run = %run.run_id, error = %e, "run status not updated"),
         }
+    }
+}
+
+/// The name of a status's variant, for the event log.
+fn status_name(status: &RunStatus) -> &'static str {
+    match status {
+        RunStatus::Running => "running",
+        RunStatus::Completed => "completed",
+        RunStatus::Paused(_) => "paused",
+        RunStatus::Interrupted(_) => "interrupted",
+        RunStatus::Failed(_) => "failed",
+        RunStatus::Cancelled => "cancelled",
     }
 }
 

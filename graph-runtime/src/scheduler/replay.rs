@@ -1,6 +1,7 @@
 //! What an engine offers around effects: replay of a recorded run, a person's answer about an effect
 //! whose outcome a crash left unknown, and the outbox.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Semaphore;
@@ -9,8 +10,17 @@ use super::advance::Stop;
 use super::{Engine, Inner, RunOptions};
 use crate::effect::{Divergence, Replay, ReplayMode, RunEnv};
 use crate::error::{Error, Result};
+use crate::events::EventType;
 use crate::state::Reducer;
 use crate::store::record::{self, encode};
+
+/// A checkpoint's bytes without its event head: what a replay compares (the replay writes its own log,
+/// without the original's status changes, so its heads differ).
+fn encode_unchained(cp: &Checkpoint) -> Vec<u8> {
+    let mut cp = cp.clone();
+    cp.event_head = None;
+    encode(&cp)
+}
 use crate::store::{Checkpoint, EffectState, MemoryStore, OutboxRow, Resolution, Store};
 
 /// What a replay did.
@@ -49,6 +59,7 @@ impl<S: Reducer> Engine<S> {
                 current: self.inner.graph.fingerprint().to_owned(),
             });
         }
+        self.verify(run_id).await?;
         let recorded = store.checkpoints(run_id, 0, info.latest_step).await?;
         let Some(first) = recorded.first().filter(|c| c.step == 0) else {
             return Err(crate::StoreError::corrupted_record(
@@ -65,8 +76,9 @@ impl<S: Reducer> Engine<S> {
         let replay = Arc::new(Replay {
             mode,
             journal,
-            checkpoints: recorded.iter().map(|c| (c.step, (encode(c), c.timestamp_ms))).collect(),
+            checkpoints: recorded.iter().map(|c| (c.step, (encode_unchained(c), c.timestamp_ms))).collect(),
             until: info.latest_step,
+            inputs: self.recorded_inputs(run_id).await?,
             divergences: Mutex::new(Vec::new()),
         });
         let scratch: Arc<dyn Store> = Arc::new(MemoryStore::new());
@@ -79,6 +91,7 @@ impl<S: Reducer> Engine<S> {
                 admission: Arc::new(Semaphore::new(options.queue_depth)),
                 options,
                 active: Mutex::default(),
+                chain_key: self.inner.chain_key.clone(),
             }),
         };
         let out = engine.run_with(run_id, input, opts).await?;
@@ -138,6 +151,31 @@ impl<S: Reducer> Engine<S> {
         Ok(self.inner.store.ack_outbox(keys).await?)
     }
 
+    /// The inputs a run was resumed with (its `RESUMED` events), by (step, item path), in call order.
+    async fn recorded_inputs(&self, run_id: &str) -> Result<BTreeMap<(u64, String), Vec<serde_json::Value>>> {
+        let mut by_item: BTreeMap<(u64, String), BTreeMap<u64, serde_json::Value>> = BTreeMap::new();
+        let mut from = 0;
+        loop {
+            let page = self.inner.store.events(run_id, from, 4096).await?;
+            let Some(last) = page.last() else { break };
+            from = last.seq + 1;
+            for e in page.iter().filter(|e| e.event_type == EventType::Resumed) {
+                let Some(step) = e.payload.get("step").and_then(serde_json::Value::as_u64) else { continue };
+                for input in e.payload.get("inputs").and_then(|i| i.as_array()).into_iter().flatten() {
+                    let (Some(path), Some(index)) = (
+                        input.get("path").and_then(|p| p.as_str()),
+                        input.get("index").and_then(|i| i.as_u64()),
+                    ) else {
+                        continue;
+                    };
+                    let value = input.get("input").cloned().unwrap_or_default();
+                    by_item.entry((step, path.to_owned())).or_default().insert(index, value);
+                }
+            }
+        }
+        Ok(by_item.into_iter().map(|(k, calls)| (k, calls.into_values().collect())).collect())
+    }
+
     /// In a replay, the time the recorded checkpoint `step` has.
     pub(super) fn recorded_time(&self, step: u64) -> Option<u64> {
         let replay = self.inner.env.replay.as_ref()?;
@@ -152,7 +190,7 @@ impl<S: Reducer> Engine<S> {
     /// In a replay, checks a checkpoint against the recorded one, byte for byte.
     pub(super) fn compare_with_recording(&self, cp: &Checkpoint) -> std::result::Result<(), Stop> {
         let Some(replay) = &self.inner.env.replay else { return Ok(()) };
-        let found = encode(cp);
+        let found = encode_unchained(cp);
         let expected = replay.checkpoints.get(&cp.step).map(|(b, _)| b);
         if expected == Some(&found) {
             return Ok(());

@@ -21,7 +21,8 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::ctx::{Ctx, ItemId};
+use crate::ctx::{AttemptOutcome, Ctx, CtxStop, ItemId};
+use crate::effect::EffectNote;
 use crate::error::NodeError;
 use crate::graph::Graph;
 use crate::node::{Node, Route};
@@ -29,11 +30,20 @@ use crate::policy::{EngineOptions, RetryPolicy};
 use crate::state::Reducer;
 use crate::store::WorkItem;
 
-/// What one finished item produced: its delta, its route, and the messages it emitted.
+/// What one finished item produced: its delta, its route, the messages it emitted and the effects it
+/// used.
 pub(crate) struct ItemOutput<S: Reducer> {
     pub(crate) delta: S::Delta,
     pub(crate) route: Route,
     pub(crate) emits: Vec<(String, serde_json::Value)>,
+    pub(crate) effects: Vec<EffectNote>,
+}
+
+/// A step that reached its barrier: every item's output, except the items that asked for input
+/// (`Ctx::interrupt`), which are `None` and listed in `interrupts` as `(rank, call index, payload)`.
+pub(crate) struct StepDone<S: Reducer> {
+    pub(crate) outputs: Vec<Option<ItemOutput<S>>>,
+    pub(crate) interrupts: Vec<(usize, u32, serde_json::Value)>,
 }
 
 /// Why a step stopped before its barrier.
@@ -61,19 +71,25 @@ pub(crate) struct StepInput<'a, S: Reducer> {
     pub(crate) run_deadline: Instant,
     /// What effect calls of the step's items reach.
     pub(crate) env: &'a Arc<crate::effect::RunEnv>,
+    /// The inputs given to each item's `interrupt` calls, by rank (empty: none).
+    pub(crate) resume_inputs: &'a [Option<Arc<Vec<serde_json::Value>>>],
 }
 
 type Acquire = Pin<Box<dyn Future<Output = Result<OwnedSemaphorePermit, AcquireError>> + Send>>;
 type Attempted<S> = Result<ItemOutput<S>, (u32, NodeError)>;
 
-/// Runs every item of a step; returns their outputs indexed by rank.
+/// Runs every item of a step that `done` has no output for; returns the outputs indexed by rank.
 pub(crate) async fn execute_step<S: Reducer>(
     input: StepInput<'_, S>,
-) -> Result<Vec<ItemOutput<S>>, StepStop> {
+    done: Vec<Option<ItemOutput<S>>>,
+) -> Result<StepDone<S>, StepStop> {
     if input.items.len() == 1 {
-        return execute_alone(input).await;
+        return match done.into_iter().next().flatten() {
+            Some(out) => Ok(StepDone { outputs: vec![Some(out)], interrupts: Vec::new() }),
+            None => execute_alone(input).await,
+        };
     }
-    let mut d = Dispatch::new(&input);
+    let mut d = Dispatch::new(&input, done);
     let budget = sleep_until(input.run_deadline);
     tokio::pin!(budget);
     let cancelled = input.cancel.cancelled();
@@ -115,7 +131,7 @@ pub(crate) async fn execute_step<S: Reducer>(
             d.stop().await;
             Err(stop)
         }
-        None => Ok(d.outputs.into_iter().map(|o| o.expect("every item finished")).collect()),
+        None => Ok(StepDone { outputs: d.outputs, interrupts: d.interrupts }),
     }
 }
 
@@ -125,6 +141,8 @@ struct Dispatch<'i, 'a, S: Reducer> {
     /// Attempts of this step observe this token; cancelling it reaches every running item.
     step_token: CancellationToken,
     outputs: Vec<Option<ItemOutput<S>>>,
+    /// Items that asked for input: `(rank, call index, payload)`.
+    interrupts: Vec<(usize, u32, serde_json::Value)>,
     running_per_node: HashMap<usize, usize>,
     ranks: HashMap<tokio::task::Id, usize>,
     set: JoinSet<Attempted<S>>,
@@ -138,11 +156,13 @@ struct Dispatch<'i, 'a, S: Reducer> {
 }
 
 impl<'i, 'a, S: Reducer> Dispatch<'i, 'a, S> {
-    fn new(input: &'i StepInput<'a, S>) -> Self {
+    fn new(input: &'i StepInput<'a, S>, mut done: Vec<Option<ItemOutput<S>>>) -> Self {
+        done.resize_with(input.items.len(), || None);
         Dispatch {
             input,
             step_token: input.cancel.child_token(),
-            outputs: (0..input.items.len()).map(|_| None).collect(),
+            outputs: done,
+            interrupts: Vec::new(),
             running_per_node: HashMap::new(),
             ranks: HashMap::new(),
             set: JoinSet::new(),
@@ -167,8 +187,16 @@ impl<'i, 'a, S: Reducer> Dispatch<'i, 'a, S> {
             && self.running_per_node.get(&node).copied().unwrap_or(0) < node_limit
     }
 
+    /// Moves past items that finished before (a step resumed after an interrupt).
+    fn skip_done(&mut self) {
+        while self.next < self.items() && self.outputs[self.next].is_some() {
+            self.next += 1;
+        }
+    }
+
     /// Starts as many items as the limits and admission allow, in order.
     fn start_ready(&mut self) {
+        self.skip_done();
         while self.next < self.items() && self.limits_allow_next() {
             let permit = match self.permit.take() {
                 Some(p) => p,
@@ -191,6 +219,7 @@ impl<'i, 'a, S: Reducer> Dispatch<'i, 'a, S> {
             self.ranks.insert(handle.id(), rank);
             *self.running_per_node.entry(node).or_default() += 1;
             self.next += 1;
+            self.skip_done();
         }
     }
 
@@ -217,6 +246,13 @@ impl<'i, 'a, S: Reducer> Dispatch<'i, 'a, S> {
                 self.outputs[rank] = Some(out);
                 Ok(())
             }
+            Ok(Err((_, NodeError { stop: Some(stop), .. })))
+                if matches!(*stop, CtxStop::Interrupt { .. }) =>
+            {
+                let CtxStop::Interrupt { index, payload } = *stop else { unreachable!("matched above") };
+                self.interrupts.push((rank, index, payload));
+                Ok(())
+            }
             Ok(Err((attempts, error))) => Err(StepStop::Failed { rank, attempts, error }),
             Err(e) if e.is_panic() => {
                 Err(StepStop::Panicked { rank, message: panic_message(e.into_panic()) })
@@ -235,7 +271,7 @@ impl<'i, 'a, S: Reducer> Dispatch<'i, 'a, S> {
 
 /// A step of one item runs on the run's own task: no spawn, no cross-thread hop. Admission, the budget,
 /// cancellation and panics are handled as for a wider step.
-async fn execute_alone<S: Reducer>(input: StepInput<'_, S>) -> Result<Vec<ItemOutput<S>>, StepStop> {
+async fn execute_alone<S: Reducer>(input: StepInput<'_, S>) -> Result<StepDone<S>, StepStop> {
     let options = input.options;
     if input.cancel.is_cancelled() {
         return Err(StepStop::Cancelled);
@@ -270,7 +306,11 @@ async fn execute_alone<S: Reducer>(input: StepInput<'_, S>) -> Result<Vec<ItemOu
         },
     };
     let result = match finished {
-        Ok(Ok(out)) => Ok(vec![out]),
+        Ok(Ok(out)) => Ok(StepDone { outputs: vec![Some(out)], interrupts: Vec::new() }),
+        Ok(Err((_, NodeError { stop: Some(stop), .. }))) if matches!(*stop, CtxStop::Interrupt { .. }) => {
+            let CtxStop::Interrupt { index, payload } = *stop else { unreachable!("matched above") };
+            Ok(StepDone { outputs: vec![None], interrupts: vec![(0, index, payload)] })
+        }
         Ok(Err((attempts, error))) => Err(StepStop::Failed { rank: 0, attempts, error }),
         Err(payload) => Err(StepStop::Panicked { rank: 0, message: panic_message(payload) }),
     };
@@ -325,6 +365,7 @@ fn attempts_for<S: Reducer>(
             now_ms: input.time_ms,
             input: item.input.clone().map(Arc::new),
             env: Some(input.env.clone()),
+            resume_inputs: input.resume_inputs.get(rank).cloned().flatten(),
         },
         timeout: node.policy().timeout.unwrap_or(options.default_node_timeout),
         retry: node.policy().retry.clone().unwrap_or_else(|| options.default_retry.clone()),
@@ -359,19 +400,19 @@ impl<S: Reducer> Attempts<S> {
                 _ = sleep_until(deadline) => Err(NodeError::timed_out(self.timeout)),
             };
             // The attempt is over: whatever it spawned with its token stops now.
-            let (emits, stop) = ctx.take_outcome();
+            let AttemptOutcome { emits, effects, stop } = ctx.take_outcome();
             drop(ctx);
             if let Some(stop) = stop {
-                // An effect call stops the step, whatever the node made of its error.
+                // An effect call or an interrupt stops the item, whatever the node made of its error.
                 let mut error = match result {
                     Err(e) => e,
-                    Ok(_) => NodeError::fatal("an effect call stopped the step"),
+                    Ok(_) => NodeError::fatal("an effect call or an interrupt stopped the node"),
                 };
                 error.stop = Some(Box::new(stop));
                 return Err((attempt, error));
             }
             match result {
-                Ok((delta, route)) => return Ok(ItemOutput { delta, route, emits }),
+                Ok((delta, route)) => return Ok(ItemOutput { delta, route, emits, effects }),
                 Err(error) if self.retry.should_retry(&error, attempt) => {
                     tracing::debug!(node = %self.item.node, attempt, error = %error, "retrying");
                     let delay = self.retry.delay(&self.item.path, attempt);

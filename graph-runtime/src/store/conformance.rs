@@ -58,6 +58,7 @@ pub fn checkpoint(run: &str, step: u64, value: u64) -> Checkpoint {
         outbox: Vec::new(),
         idempotency_key: key,
         graph_fingerprint: "fp".into(),
+        event_head: None,
         schema_version: SCHEMA_VERSION,
     }
 }
@@ -76,7 +77,9 @@ pub async fn concurrent_same_key<B: Backend>(b: &B) {
     let tasks: Vec<_> = (0..100)
         .map(|_| {
             let (store, cp) = (store.clone(), cp.clone());
-            tokio::spawn(async move { store.save_checkpoint(&cp, &RunStatus::Running, 0).await.unwrap() })
+            tokio::spawn(
+                async move { store.save_checkpoint(&cp, &[], &RunStatus::Running, 0).await.unwrap() },
+            )
         })
         .collect();
     let mut committed = 0;
@@ -98,11 +101,11 @@ pub async fn step_taken_keeps_the_stored_row<B: Backend>(b: &B) {
     let store = b.open();
     let first = checkpoint("taken", 0, 1);
     assert_eq!(
-        store.save_checkpoint(&first, &RunStatus::Running, 0).await.unwrap(),
+        store.save_checkpoint(&first, &[], &RunStatus::Running, 0).await.unwrap(),
         CommitOutcome::Committed { version: 1 }
     );
     let other = checkpoint("taken", 0, 2);
-    let outcome = store.save_checkpoint(&other, &RunStatus::Completed, 1).await.unwrap();
+    let outcome = store.save_checkpoint(&other, &[], &RunStatus::Completed, 1).await.unwrap();
     assert_eq!(outcome, CommitOutcome::StepTaken { existing_key: first.idempotency_key.clone(), version: 1 });
     assert_eq!(store.load_checkpoint("taken", 0).await.unwrap().unwrap(), first);
     let info = store.run_info("taken").await.unwrap().unwrap();
@@ -112,21 +115,21 @@ pub async fn step_taken_keeps_the_stored_row<B: Backend>(b: &B) {
 /// Stale versions are refused, for commits and status updates alike.
 pub async fn version_conflicts<B: Backend>(b: &B) {
     let store = b.open();
-    store.save_checkpoint(&checkpoint("v", 0, 0), &RunStatus::Running, 0).await.unwrap();
+    store.save_checkpoint(&checkpoint("v", 0, 0), &[], &RunStatus::Running, 0).await.unwrap();
     assert_eq!(
-        store.save_checkpoint(&checkpoint("v", 1, 1), &RunStatus::Running, 0).await.unwrap(),
+        store.save_checkpoint(&checkpoint("v", 1, 1), &[], &RunStatus::Running, 0).await.unwrap(),
         CommitOutcome::VersionConflict { current: 1 }
     );
     assert_eq!(
-        store.set_status("v", &RunStatus::Cancelled, 7).await.unwrap(),
+        store.set_status("v", &RunStatus::Cancelled, &[], None, 7).await.unwrap(),
         CommitOutcome::VersionConflict { current: 1 }
     );
     assert_eq!(
-        store.set_status("nope", &RunStatus::Cancelled, 0).await.unwrap(),
+        store.set_status("nope", &RunStatus::Cancelled, &[], None, 0).await.unwrap(),
         CommitOutcome::VersionConflict { current: 0 }
     );
     assert_eq!(
-        store.set_status("v", &RunStatus::Cancelled, 1).await.unwrap(),
+        store.set_status("v", &RunStatus::Cancelled, &[], None, 1).await.unwrap(),
         CommitOutcome::Committed { version: 2 }
     );
     assert_eq!(store.run_info("v").await.unwrap().unwrap().status, RunStatus::Cancelled);
@@ -145,9 +148,9 @@ pub async fn thousand_commits<B: Backend>(b: &B) {
                 for step in 0..10 {
                     let cp = checkpoint(&run, step, step * 10 + r);
                     let (a, b, c) = tokio::join!(
-                        store.save_checkpoint(&cp, &RunStatus::Running, v),
-                        store.save_checkpoint(&cp, &RunStatus::Running, v),
-                        store.save_checkpoint(&cp, &RunStatus::Running, v),
+                        store.save_checkpoint(&cp, &[], &RunStatus::Running, v),
+                        store.save_checkpoint(&cp, &[], &RunStatus::Running, v),
+                        store.save_checkpoint(&cp, &[], &RunStatus::Running, v),
                     );
                     let outcomes = [a.unwrap(), b.unwrap(), c.unwrap()];
                     for o in &outcomes {
@@ -184,18 +187,18 @@ pub async fn thousand_commits<B: Backend>(b: &B) {
 /// A failure injected after each write of a commit leaves nothing of it visible, also after a restart.
 pub async fn injected_failures_leave_nothing<B: Backend>(b: &B) {
     let mut store = b.open();
-    store.save_checkpoint(&checkpoint("f", 0, 0), &RunStatus::Running, 0).await.unwrap();
+    store.save_checkpoint(&checkpoint("f", 0, 0), &[], &RunStatus::Running, 0).await.unwrap();
     for n in 1..=3 {
         B::fail_point(&store).fail_after(n);
         let cp = checkpoint("f", 1, n as u64);
-        assert!(store.save_checkpoint(&cp, &RunStatus::Completed, 1).await.is_err(), "write {n} fails");
+        assert!(store.save_checkpoint(&cp, &[], &RunStatus::Completed, 1).await.is_err(), "write {n} fails");
         nothing_of_step_1(&store, n).await;
         store = b.reopen(store);
         nothing_of_step_1(&store, n).await;
     }
     let cp = checkpoint("f", 1, 9);
     assert_eq!(
-        store.save_checkpoint(&cp, &RunStatus::Completed, 1).await.unwrap(),
+        store.save_checkpoint(&cp, &[], &RunStatus::Completed, 1).await.unwrap(),
         CommitOutcome::Committed { version: 2 }
     );
 }
@@ -218,7 +221,7 @@ pub async fn restarts_between_operations<B: Backend>(b: &B) {
             cp.state = StateRepr::Delta { base: step - step % 3, deltas: b"[]".to_vec() };
         }
         assert_eq!(
-            store.save_checkpoint(&cp, &RunStatus::Running, v).await.unwrap(),
+            store.save_checkpoint(&cp, &[], &RunStatus::Running, v).await.unwrap(),
             CommitOutcome::Committed { version: v + 1 }
         );
         store = b.reopen(store);
@@ -240,7 +243,7 @@ pub async fn restarts_between_operations<B: Backend>(b: &B) {
     // A pruned step's key still refuses a second commit.
     let old = checkpoint("p", 0, 0);
     assert!(matches!(
-        store.save_checkpoint(&old, &RunStatus::Running, 6).await.unwrap(),
+        store.save_checkpoint(&old, &[], &RunStatus::Running, 6).await.unwrap(),
         CommitOutcome::AlreadyCommitted { .. }
     ));
     store = b.reopen(store);
@@ -314,31 +317,31 @@ pub async fn outbox_rows_come_with_their_commit<B: Backend>(b: &B) {
         payload: serde_json::json!({"to": i}),
     };
     let mut store = b.open();
-    store.save_checkpoint(&checkpoint("o", 0, 0), &RunStatus::Running, 0).await.unwrap();
+    store.save_checkpoint(&checkpoint("o", 0, 0), &[], &RunStatus::Running, 0).await.unwrap();
     let mut cp = checkpoint("o", 1, 1);
     cp.outbox = vec![row("o", 1, 0), row("o", 1, 1)];
     // Not committed: no rows.
     B::fail_point(&store).fail_after(2);
-    assert!(store.save_checkpoint(&cp, &RunStatus::Running, 1).await.is_err());
+    assert!(store.save_checkpoint(&cp, &[], &RunStatus::Running, 1).await.is_err());
     assert_eq!(store.outbox(10).await.unwrap(), []);
     assert!(matches!(
-        store.save_checkpoint(&cp, &RunStatus::Running, 9).await.unwrap(),
+        store.save_checkpoint(&cp, &[], &RunStatus::Running, 9).await.unwrap(),
         CommitOutcome::VersionConflict { .. }
     ));
     assert_eq!(store.outbox(10).await.unwrap(), []);
     assert!(matches!(
-        store.save_checkpoint(&cp, &RunStatus::Running, 1).await.unwrap(),
+        store.save_checkpoint(&cp, &[], &RunStatus::Running, 1).await.unwrap(),
         CommitOutcome::Committed { .. }
     ));
     let mut taken = checkpoint("o", 1, 99);
     taken.outbox = vec![row("o", 1, 5)];
     assert!(matches!(
-        store.save_checkpoint(&taken, &RunStatus::Running, 2).await.unwrap(),
+        store.save_checkpoint(&taken, &[], &RunStatus::Running, 2).await.unwrap(),
         CommitOutcome::StepTaken { .. }
     ));
     let mut next = checkpoint("o", 2, 2);
     next.outbox = vec![row("o", 2, 0)];
-    store.save_checkpoint(&next, &RunStatus::Running, 2).await.unwrap();
+    store.save_checkpoint(&next, &[], &RunStatus::Running, 2).await.unwrap();
     store = b.reopen(store);
     let pending = store.outbox(10).await.unwrap();
     assert_eq!(pending, [row("o", 1, 0), row("o", 1, 1), row("o", 2, 0)]);
@@ -385,16 +388,16 @@ pub async fn matches_the_model<B: Backend>(b: &B, ops: &[Op]) {
                     Some(v) => v as u64,
                     None => model.run_info(&cp.run_id).await.unwrap().map_or(0, |i| i.version),
                 };
-                let a = store.save_checkpoint(&cp, &RunStatus::Running, version).await.unwrap();
-                let m = model.save_checkpoint(&cp, &RunStatus::Running, version).await.unwrap();
+                let a = store.save_checkpoint(&cp, &[], &RunStatus::Running, version).await.unwrap();
+                let m = model.save_checkpoint(&cp, &[], &RunStatus::Running, version).await.unwrap();
                 assert_eq!(a, m, "{op:?}");
                 *seen.entry(cp.run_id.to_string()).or_default() += 1;
             }
             Op::Status { run, cancelled, version } => {
                 let status = if cancelled { RunStatus::Cancelled } else { RunStatus::Running };
                 let run = format!("r{run}");
-                let a = store.set_status(&run, &status, version as u64).await.unwrap();
-                let m = model.set_status(&run, &status, version as u64).await.unwrap();
+                let a = store.set_status(&run, &status, &[], None, version as u64).await.unwrap();
+                let m = model.set_status(&run, &status, &[], None, version as u64).await.unwrap();
                 assert_eq!(a, m, "{op:?}");
             }
             Op::Load { run, step } => {

@@ -10,6 +10,7 @@ use super::{
     OutboxRow, RunFilter, RunInfo, RunStatus, Store,
 };
 use crate::error::StoreError;
+use crate::events::{ChainHead, Event};
 
 /// A store in process memory, shared by clones. Every operation holds one lock, so each commit is atomic.
 ///
@@ -35,6 +36,15 @@ struct Inner {
     effects: BTreeMap<String, EffectRecord>,
     /// Pending outbox rows by (run, step, emit order).
     outbox: BTreeMap<(Arc<str>, u64, usize), OutboxRow>,
+    /// Event logs, by run, in `seq` order.
+    events: BTreeMap<Arc<str>, Vec<Event>>,
+    /// Pending steps, by run.
+    pending: BTreeMap<Arc<str>, Vec<u8>>,
+}
+
+/// The head after `events`, or `before` when there are none.
+fn head_after(before: Option<ChainHead>, events: &[Event]) -> Option<ChainHead> {
+    events.last().map_or(before, |e| Some(ChainHead { seq: e.seq, hash: e.hash.clone() }))
 }
 
 impl MemoryStore {
@@ -68,6 +78,7 @@ impl Store for MemoryStore {
     async fn save_checkpoint(
         &self,
         cp: &Checkpoint,
+        events: &[Event],
         status: &RunStatus,
         expected_version: u64,
     ) -> Result<CommitOutcome, StoreError> {
@@ -90,7 +101,8 @@ impl Store for MemoryStore {
         }
         // Three writes (the key above, the checkpoint, the run row), each followed by the fail point; a
         // failure undoes the earlier ones, as a database transaction would.
-        let mut undo = Undo { key: &cp.idempotency_key, run, step: None, row: None };
+        let mut undo =
+            Undo { key: &cp.idempotency_key, run, step: None, events: None, pending: None, row: None };
         if self.fail.hit(1) {
             return Err(undo.apply(&mut g));
         }
@@ -98,6 +110,10 @@ impl Store for MemoryStore {
         for (i, row) in cp.outbox.iter().enumerate() {
             g.outbox.insert((cp.run_id.clone(), cp.step, i), row.clone());
         }
+        let log = g.events.entry(cp.run_id.clone()).or_default();
+        undo.events = Some(log.len());
+        log.extend_from_slice(events);
+        undo.pending = Some(g.pending.remove(run));
         undo.step = Some(cp.step);
         if self.fail.hit(2) {
             return Err(undo.apply(&mut g));
@@ -105,14 +121,16 @@ impl Store for MemoryStore {
         let version = current + 1;
         undo.row = Some(match g.runs.get_mut(run) {
             Some(row) => {
-                let previous = (row.status.clone(), row.latest_step, row.version);
+                let previous = row.clone();
                 row.status = status.clone();
                 row.latest_step = row.latest_step.max(cp.step);
                 row.version = version;
+                row.event_head = head_after(row.event_head.take(), events);
                 Some(previous)
             }
             None => {
-                let row = RunInfo::new(run, status.clone(), cp.step, version, &*cp.graph_fingerprint);
+                let mut row = RunInfo::new(run, status.clone(), cp.step, version, &*cp.graph_fingerprint);
+                row.event_head = head_after(None, events);
                 g.runs.insert(cp.run_id.clone(), row);
                 None
             }
@@ -127,18 +145,41 @@ impl Store for MemoryStore {
         &self,
         run_id: &str,
         status: &RunStatus,
+        events: &[Event],
+        pending: Option<&[u8]>,
         expected_version: u64,
     ) -> Result<CommitOutcome, StoreError> {
         let mut g = self.lock();
+        let g = &mut *g;
         match g.runs.get_mut(run_id) {
             Some(r) if r.version == expected_version => {
                 r.version += 1;
                 r.status = status.clone();
+                r.event_head = head_after(r.event_head.take(), events);
+                let run: Arc<str> = r.run_id.as_str().into();
+                if !events.is_empty() {
+                    g.events.entry(Arc::clone(&run)).or_default().extend_from_slice(events);
+                }
+                if let Some(p) = pending {
+                    g.pending.insert(run, p.to_vec());
+                }
                 Ok(CommitOutcome::Committed { version: r.version })
             }
             Some(r) => Ok(CommitOutcome::VersionConflict { current: r.version }),
             None => Ok(CommitOutcome::VersionConflict { current: 0 }),
         }
+    }
+
+    async fn events(&self, run_id: &str, from: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
+        let g = self.lock();
+        let Some(log) = g.events.get(run_id) else { return Ok(Vec::new()) };
+        // Sequence numbers are positions in a log that was written in order.
+        let start = log.partition_point(|e| e.seq < from);
+        Ok(log[start..].iter().take(limit).cloned().collect())
+    }
+
+    async fn pending(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.lock().pending.get(run_id).cloned())
     }
 
     async fn run_info(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {
@@ -238,8 +279,12 @@ struct Undo<'a> {
     run: &'a str,
     /// The checkpoint written.
     step: Option<u64>,
-    /// The run row written: `Some(None)` when it was created, `Some(Some(previous fields))` when updated.
-    row: Option<Option<(RunStatus, u64, u64)>>,
+    /// The length of the run's event log before the commit appended to it.
+    events: Option<usize>,
+    /// The pending step the commit cleared.
+    pending: Option<Option<Vec<u8>>>,
+    /// The run row written: `Some(None)` when it was created, `Some(Some(previous row))` when updated.
+    row: Option<Option<RunInfo>>,
 }
 
 impl Undo<'_> {
@@ -254,10 +299,20 @@ impl Undo<'_> {
                 }
             }
         }
+        if let Some(len) = self.events
+            && let Some(log) = g.events.get_mut(self.run)
+        {
+            log.truncate(len);
+            if log.is_empty() {
+                g.events.remove(self.run);
+            }
+        }
+        if let Some(Some(p)) = self.pending {
+            g.pending.insert(self.run.into(), p);
+        }
         match self.row {
-            Some(Some((status, latest_step, version))) => {
-                let row = g.runs.get_mut(self.run).expect("updated by the commit");
-                (row.status, row.latest_step, row.version) = (status, latest_step, version);
+            Some(Some(previous)) => {
+                *g.runs.get_mut(self.run).expect("updated by the commit") = previous;
             }
             Some(None) => {
                 g.runs.remove(self.run);

@@ -34,6 +34,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::error::StoreError;
+use crate::events::{ChainHead, Event};
 
 /// Where a run stands.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,6 +46,9 @@ pub enum RunStatus {
     Completed,
     /// Paused with a durable checkpoint; `resume` continues.
     Paused(PauseReason),
+    /// Stopped for a person: nodes asked for input (`Ctx::interrupt`), or a breakpoint was reached.
+    /// `Engine::resume_with_input` answers; `resume` continues past breakpoints.
+    Interrupted(Vec<Interrupt>),
     /// Stopped by an error; `resume` retries from the last committed step.
     Failed(String),
     /// Cancelled by the user; `resume` continues.
@@ -67,6 +71,38 @@ pub enum PauseReason {
     },
 }
 
+/// One reason a run is [`RunStatus::Interrupted`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Interrupt {
+    /// What an answer names it by (`Engine::resume_with_inputs`): `"{path}#{index}"`.
+    pub id: String,
+    /// What stopped the run.
+    pub kind: InterruptKind,
+    /// The node.
+    pub node: String,
+    /// The work item's path identity (branches of one step have distinct paths).
+    pub path: String,
+    /// The step the node runs in (its item is in checkpoint `step`'s frontier).
+    pub step: u64,
+    /// Which `interrupt` call of the node's attempt, from 0 (0 for breakpoints).
+    pub index: u32,
+    /// What the node passed to `Ctx::interrupt` (null for breakpoints).
+    pub payload: serde_json::Value,
+}
+
+/// What an [`Interrupt`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum InterruptKind {
+    /// The node called `Ctx::interrupt` and waits for input.
+    Input,
+    /// A breakpoint before the node (`interrupt_before`): its step has not started.
+    Before,
+    /// A breakpoint after the node (`interrupt_after`): its step is committed.
+    After,
+}
+
 /// A run row.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -81,6 +117,10 @@ pub struct RunInfo {
     pub version: u64,
     /// The graph fingerprint the run started with.
     pub graph_fingerprint: String,
+    /// The last event of the run's event log (`None` before the first, or for runs written before the
+    /// event log existed). A store sets it from the events each write appends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_head: Option<ChainHead>,
 }
 
 impl RunInfo {
@@ -98,6 +138,7 @@ impl RunInfo {
             latest_step,
             version,
             graph_fingerprint: graph_fingerprint.into(),
+            event_head: None,
         }
     }
 }
@@ -168,11 +209,14 @@ pub enum CommitOutcome {
 /// Implementations must pass the conformance suite (`store::conformance`, feature `conformance`).
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
-    /// Atomically commits `cp`, its idempotency key and the run row (`status`, latest step = `cp.step`,
-    /// version + 1), provided the run row is at `expected_version` (0 for a run that does not exist yet).
+    /// Atomically commits `cp`, its idempotency key, its outbox rows, `events` (appended to the run's
+    /// event log under their `seq`) and the run row (`status`, latest step = `cp.step`, version + 1,
+    /// event head = the last of `events` when there are any), and clears the run's pending step
+    /// ([`Store::pending`]), provided the run row is at `expected_version` (0 for a run that does not
+    /// exist yet).
     ///
     /// Checks, in order: the idempotency key exists → `AlreadyCommitted`; the step exists →
-    /// `StepTaken`; the version differs → `VersionConflict`; else `Committed`.
+    /// `StepTaken`; the version differs → `VersionConflict`; else `Committed`. Only `Committed` writes.
     ///
     /// # Errors
     ///
@@ -180,21 +224,43 @@ pub trait Store: Send + Sync + 'static {
     async fn save_checkpoint(
         &self,
         cp: &Checkpoint,
+        events: &[Event],
         status: &RunStatus,
         expected_version: u64,
     ) -> Result<CommitOutcome, StoreError>;
 
-    /// Updates the run's status alone (pause, failure, cancellation), under the same version check.
+    /// Updates the run's status (pause, interrupt, failure, cancellation, resumption) under the same
+    /// version check, appending `events` and moving the event head with them, and, with `pending`,
+    /// replacing the run's pending step (the partial step an interrupt leaves; `None` keeps it). One
+    /// atomic write, or nothing.
     ///
     /// # Errors
     ///
-    /// Backend failures only.
+    /// Backend failures only; nothing is written then.
     async fn set_status(
         &self,
         run_id: &str,
         status: &RunStatus,
+        events: &[Event],
+        pending: Option<&[u8]>,
         expected_version: u64,
     ) -> Result<CommitOutcome, StoreError>;
+
+    /// Up to `limit` events of a run's log with `seq >= from`, in `seq` order (decoded with
+    /// [`crate::events::decode`]).
+    ///
+    /// # Errors
+    ///
+    /// Backend failures; `CorruptedEvent` for bytes that are not an event.
+    async fn events(&self, run_id: &str, from: u64, limit: usize) -> Result<Vec<Event>, StoreError>;
+
+    /// The run's pending step: the opaque bytes the last `set_status` stored with `pending`, until the
+    /// next `save_checkpoint` of the run clears them.
+    ///
+    /// # Errors
+    ///
+    /// Backend failures.
+    async fn pending(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError>;
 
     /// The run row.
     ///

@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{OutboxRow, RunInfo, Store};
 use crate::error::{Error, StoreError};
+use crate::events::ChainHead;
 use crate::keys::{OrderKey, PathId, hex, idempotency_key_of_sorted, sha256_parts};
 use crate::state::Reducer;
 
@@ -94,6 +95,9 @@ pub struct Checkpoint {
     pub idempotency_key: String,
     /// The fingerprint of the graph running the run (shared with the graph in memory).
     pub graph_fingerprint: Arc<str>,
+    /// The run's event-log head this checkpoint was committed on: the last event before the ones written
+    /// with it (`None` when they start the log). Verification resumes from here (see [`crate::events`]).
+    pub event_head: Option<ChainHead>,
     /// The format version.
     pub schema_version: u32,
 }
@@ -106,6 +110,9 @@ impl Checkpoint {
             idempotency_key: self.idempotency_key.clone(),
             timestamp_ms: self.timestamp_ms,
             label: self.label.clone(),
+            state_hash: self.state_hash.clone(),
+            next: self.frontier.iter().map(|w| w.node.to_string()).collect(),
+            event_head: self.event_head.clone(),
         }
     }
 }
@@ -159,6 +166,12 @@ pub struct CheckpointMeta {
     pub timestamp_ms: u64,
     /// The label.
     pub label: Option<String>,
+    /// The SHA-256 of the state.
+    pub state_hash: String,
+    /// The nodes of its frontier, in order: what the next step runs (empty once the run is complete).
+    pub next: Vec<String>,
+    /// The event-log head it was committed on.
+    pub event_head: Option<ChainHead>,
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -221,6 +234,8 @@ pub(crate) struct Draft<'a, S> {
     pub(crate) not_before_ms: u64,
     /// The time to record instead of the clock's (a replay records the original times).
     pub(crate) at_ms: Option<u64>,
+    /// The event-log head the checkpoint is committed on.
+    pub(crate) event_head: Option<ChainHead>,
 }
 
 /// The bytes a step's deltas are stored as: a canonical JSON array (maps sorted by key), in the order
@@ -262,6 +277,7 @@ pub(crate) fn draft<S: Reducer>(draft: Draft<'_, S>, chain: &mut Chain) -> Resul
         fingerprint,
         not_before_ms,
         at_ms,
+        event_head,
     } = draft;
     let state_json = state_bytes(run_id, state)?;
     // The frontier is sorted by order key, and order keys are unique within a step.
@@ -291,6 +307,7 @@ pub(crate) fn draft<S: Reducer>(draft: Draft<'_, S>, chain: &mut Chain) -> Resul
         outbox,
         idempotency_key,
         graph_fingerprint: fingerprint.clone(),
+        event_head,
         schema_version: SCHEMA_VERSION,
     })
 }
@@ -398,6 +415,132 @@ fn replay_chain<S: Reducer>(
     Ok((state, Chain { base, delta_bytes }))
 }
 
+// ---------------------------------------------------------------------------------------------------
+// Forks
+// ---------------------------------------------------------------------------------------------------
+
+/// Copies of the consecutive checkpoints `cps` (from a snapshot on) for a new run `run_id`: the same
+/// states, frontiers, seeds and times, re-keyed for the new run (an idempotency key names its run), with
+/// no outbox rows (the parent delivered them) and no event head (the fork's log starts with them).
+/// Every state is rebuilt on the way and checked against its hash.
+///
+/// # Errors
+///
+/// `Corrupted` for a damaged or missing link; `UnsupportedSchemaVersion`.
+pub(crate) fn fork_copies<S: Reducer>(
+    cps: &[Checkpoint],
+    run_id: &Arc<str>,
+) -> Result<Vec<Checkpoint>, Error> {
+    let mut state: Option<S> = None;
+    let mut out = Vec::with_capacity(cps.len());
+    for cp in cps {
+        check_version(cp)?;
+        let corrupted =
+            |detail: String| Error::Store(StoreError::corrupted_record(&*cp.run_id, cp.step, detail));
+        let next: S = match (&cp.state, state.take()) {
+            (StateRepr::Full(bytes), _) => serde_json::from_slice(bytes)
+                .map_err(|e| corrupted(format!("the state does not decode: {e}")))?,
+            (StateRepr::Delta { deltas, .. }, Some(mut s))
+                if out.last().is_some_and(|p: &Checkpoint| p.step + 1 == cp.step) =>
+            {
+                let items: Vec<S::Delta> = serde_json::from_slice(deltas)
+                    .map_err(|e| corrupted(format!("the deltas do not decode: {e}")))?;
+                for d in items {
+                    s.apply(d).map_err(|e| corrupted(format!("a stored delta does not apply: {e}")))?;
+                }
+                s
+            }
+            (StateRepr::Delta { .. }, _) => {
+                return Err(corrupted("a link of its delta chain is missing".into()));
+            }
+        };
+        let state_json = state_bytes(run_id, &next)?;
+        if hex(&sha256_parts(&[&state_json])) != cp.state_hash {
+            return Err(corrupted("the state does not match its hash".into()));
+        }
+        let mut copy = cp.clone();
+        copy.run_id = run_id.clone();
+        copy.outbox = Vec::new();
+        copy.event_head = None;
+        copy.idempotency_key = idempotency_key_of_sorted(
+            run_id,
+            cp.step,
+            cp.frontier.iter().map(|w| (&*w.node, w.order_key.0)),
+            cp.waiting.iter().map(|w| (&*w.node, w.arrived.iter().map(|a| &**a))),
+            &state_json,
+        );
+        out.push(copy);
+        state = Some(next);
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Pending steps
+// ---------------------------------------------------------------------------------------------------
+
+/// A step an interrupt stopped before its barrier: what its finished items produced and the inputs
+/// given so far to its interrupted ones. Stored with the `Interrupted` status (`Store::set_status`'s
+/// `pending`), read back when the run resumes, cleared by the step's commit.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct PendingStep {
+    /// The checkpoint whose frontier the step runs.
+    pub(crate) step: u64,
+    /// Its items that finished or took input, by path.
+    pub(crate) items: Vec<PendingItem>,
+}
+
+/// One item of a [`PendingStep`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct PendingItem {
+    /// The item's path identity.
+    pub(crate) path: String,
+    /// What it produced, once finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) done: Option<DoneItem>,
+    /// The inputs given to its `interrupt` calls so far, by call index.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) inputs: Vec<serde_json::Value>,
+}
+
+/// A finished item's output, as stored in a pending step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct DoneItem {
+    /// Its delta, as JSON.
+    pub(crate) delta: serde_json::Value,
+    /// Its route.
+    pub(crate) route: StoredRoute,
+    /// What it emitted, for the outbox.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) emits: Vec<(String, serde_json::Value)>,
+    /// The effects it used, for the event log.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) effects: Vec<crate::effect::EffectNote>,
+}
+
+/// A [`crate::node::Route`], as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) enum StoredRoute {
+    Declared,
+    Goto(u32),
+    Fork(Vec<(u32, Option<serde_json::Value>)>),
+    End,
+}
+
+const PENDING_MAGIC: &[u8; 4] = b"GRPS";
+
+impl PendingStep {
+    /// Its stored bytes.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        seal(PENDING_MAGIC, &serde_json::to_vec(self).expect("a pending step is plain data"))
+    }
+
+    /// Reads [`PendingStep::encode`]'s bytes.
+    pub(crate) fn decode(bytes: &[u8]) -> Result<PendingStep, StoreError> {
+        unseal(PENDING_MAGIC, bytes, "a pending step")
+    }
+}
+
 fn check_version(cp: &Checkpoint) -> Result<(), Error> {
     if cp.schema_version == SCHEMA_VERSION {
         Ok(())
@@ -435,6 +578,8 @@ struct Meta {
     outbox: Vec<OutboxRow>,
     idempotency_key: String,
     graph_fingerprint: Arc<str>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    event_head: Option<ChainHead>,
 }
 
 /// The bytes a checkpoint is stored as: magic `GRCK`, `u32_be(schema_version)`, SHA-256 of the version
@@ -467,6 +612,7 @@ pub fn encode(cp: &Checkpoint) -> Vec<u8> {
         outbox: cp.outbox.clone(),
         idempotency_key: cp.idempotency_key.clone(),
         graph_fingerprint: cp.graph_fingerprint.clone(),
+        event_head: cp.event_head.clone(),
     };
     let meta = serde_json::to_vec(&meta).expect("checkpoint metadata is plain data");
     let mut body = Vec::with_capacity(4 + meta.len() + payload.len());
@@ -514,6 +660,7 @@ pub fn decode(run: &str, step: u64, bytes: &[u8]) -> Result<Checkpoint, StoreErr
         outbox: m.outbox,
         idempotency_key: m.idempotency_key,
         graph_fingerprint: m.graph_fingerprint,
+        event_head: m.event_head,
         schema_version: version,
     })
 }
@@ -620,6 +767,7 @@ mod tests {
                 arrived: vec!["b".into()],
                 path: PathId::entry("b"),
             }],
+            event_head: Some(ChainHead { seq: 4, hash: "ab".into() }),
             outbox: vec![OutboxRow {
                 key: "o".into(),
                 run_id: "r".into(),
@@ -660,6 +808,7 @@ mod tests {
             latest_step: 4,
             version: 5,
             graph_fingerprint: "fp".into(),
+            event_head: Some(ChainHead { seq: 2, hash: "cd".into() }),
         };
         assert_eq!(decode_run(&encode_run(&info)).unwrap(), info);
         assert_eq!(decode_run(&serde_json::to_vec(&info).unwrap()).unwrap(), info);

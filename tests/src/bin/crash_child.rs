@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use graph_runtime::events::Event;
 use graph_runtime::store::{
     Checkpoint, CheckpointMeta, EffectOutcome, EffectRecord, EffectState, OutboxRow, RunFilter, RunInfo,
     SledStore,
@@ -30,6 +31,7 @@ impl Store for Crashing {
     async fn save_checkpoint(
         &self,
         cp: &Checkpoint,
+        events: &[Event],
         status: &RunStatus,
         v: u64,
     ) -> Result<CommitOutcome, StoreError> {
@@ -45,7 +47,7 @@ impl Store for Crashing {
                 std::process::abort();
             });
         }
-        let out = self.inner.save_checkpoint(cp, status, v).await?;
+        let out = self.inner.save_checkpoint(cp, events, status, v).await?;
         if matches!(out, CommitOutcome::Committed { .. } | CommitOutcome::AlreadyCommitted { .. }) {
             println!("ack {}", cp.step); // stdout is line-buffered: this line is out before the next commit
         }
@@ -54,8 +56,21 @@ impl Store for Crashing {
         }
         Ok(out)
     }
-    async fn set_status(&self, run: &str, s: &RunStatus, v: u64) -> Result<CommitOutcome, StoreError> {
-        self.inner.set_status(run, s, v).await
+    async fn set_status(
+        &self,
+        run: &str,
+        s: &RunStatus,
+        events: &[Event],
+        pending: Option<&[u8]>,
+        v: u64,
+    ) -> Result<CommitOutcome, StoreError> {
+        self.inner.set_status(run, s, events, pending, v).await
+    }
+    async fn events(&self, run: &str, from: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
+        self.inner.events(run, from, limit).await
+    }
+    async fn pending(&self, run: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.inner.pending(run).await
     }
     async fn run_info(&self, run: &str) -> Result<Option<RunInfo>, StoreError> {
         self.inner.run_info(run).await

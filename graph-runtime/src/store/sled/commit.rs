@@ -25,6 +25,7 @@ use tokio::sync::oneshot;
 use super::redo::{RedoWriter, TreeId};
 use super::{Inner, cp_key, effect_tree_key, outbox_key};
 use crate::error::StoreError;
+use crate::events::{ChainHead, Event};
 use crate::store::commit_log::{CommitLog, Manifest};
 use crate::store::journal::{decode_effect, encode_effect, encode_outbox};
 use crate::store::memory::effect_cas;
@@ -42,12 +43,19 @@ pub(super) enum Request {
         key: String,
         record: Vec<u8>,
         outbox: Vec<OutboxRow>,
+        events: Vec<EncodedEvent>,
         fingerprint: Arc<str>,
         status: RunStatus,
         expected_version: u64,
     },
     /// `Store::set_status`.
-    Status { run_id: String, status: RunStatus, expected_version: u64 },
+    Status {
+        run_id: String,
+        status: RunStatus,
+        events: Vec<EncodedEvent>,
+        pending: Option<Vec<u8>>,
+        expected_version: u64,
+    },
     /// Removes keys of a tree (`Store::prune`, `Store::ack_outbox`).
     Remove { tree: TreeId, keys: Vec<Vec<u8>> },
     /// `Store::put_effect`.
@@ -57,18 +65,35 @@ pub(super) enum Request {
 }
 
 impl Request {
-    pub(super) fn save(cp: &Checkpoint, status: &RunStatus, expected_version: u64) -> Self {
+    pub(super) fn save(cp: &Checkpoint, events: &[Event], status: &RunStatus, expected_version: u64) -> Self {
         Request::Save {
             run_id: cp.run_id.clone(),
             step: cp.step,
             key: cp.idempotency_key.clone(),
             record: encode(cp),
             outbox: cp.outbox.clone(),
+            events: encode_events(events),
             fingerprint: cp.graph_fingerprint.clone(),
             status: status.clone(),
             expected_version,
         }
     }
+}
+
+/// An event as the commit thread writes it: its head and its bytes.
+pub(super) struct EncodedEvent {
+    head: ChainHead,
+    bytes: Vec<u8>,
+}
+
+pub(super) fn encode_events(events: &[Event]) -> Vec<EncodedEvent> {
+    events
+        .iter()
+        .map(|e| EncodedEvent {
+            head: ChainHead { seq: e.seq, hash: e.hash.clone() },
+            bytes: crate::events::encode(e),
+        })
+        .collect()
 }
 
 /// What a request did.
@@ -264,21 +289,32 @@ impl Overlay<'_> {
 
     fn request(&mut self, request: &Request) -> Result<Reply, StoreError> {
         Ok(match request {
-            Request::Save { run_id, step, key, record, outbox, fingerprint, status, expected_version } => {
+            Request::Save {
+                run_id,
+                step,
+                key,
+                record,
+                outbox,
+                events,
+                fingerprint,
+                status,
+                expected_version,
+            } => {
                 let save = Save {
                     run_id,
                     step: *step,
                     key,
                     record,
                     outbox,
+                    events,
                     fingerprint,
                     status,
                     expected_version: *expected_version,
                 };
                 Reply::Outcome(self.save(save)?)
             }
-            Request::Status { run_id, status, expected_version } => {
-                Reply::Outcome(self.status(run_id, status, *expected_version)?)
+            Request::Status { run_id, status, events, pending, expected_version } => {
+                Reply::Outcome(self.status(run_id, status, events, pending.as_deref(), *expected_version)?)
             }
             Request::Remove { tree, keys } => {
                 let mut removed = 0;
@@ -324,14 +360,23 @@ impl Overlay<'_> {
         for (i, row) in s.outbox.iter().enumerate() {
             self.put(TreeId::Outbox, &outbox_key(s.run_id, s.step, i), &encode_outbox(row));
         }
+        self.append_events(s.run_id, s.events);
+        if self.get(TreeId::Pending, s.run_id.as_bytes())?.is_some() {
+            self.remove(TreeId::Pending, s.run_id.as_bytes());
+        }
         wrote(2)?;
-        let info = RunInfo::new(
+        let (fingerprint, head) = match row.as_ref() {
+            Some(r) => (r.graph_fingerprint.clone(), r.event_head.clone()),
+            None => (s.fingerprint.to_string(), None),
+        };
+        let mut info = RunInfo::new(
             &**s.run_id,
             s.status.clone(),
             row.as_ref().map_or(s.step, |r| r.latest_step.max(s.step)),
             version + 1,
-            row.map_or_else(|| s.fingerprint.to_string(), |r| r.graph_fingerprint),
+            fingerprint,
         );
+        info.event_head = head_after(head, s.events);
         self.put(TreeId::Runs, s.run_id.as_bytes(), &encode_run(&info));
         wrote(3)?;
         Ok(CommitOutcome::Committed { version: version + 1 })
@@ -361,6 +406,8 @@ impl Overlay<'_> {
         &mut self,
         run_id: &str,
         status: &RunStatus,
+        events: &[EncodedEvent],
+        pending: Option<&[u8]>,
         expected_version: u64,
     ) -> Result<CommitOutcome, StoreError> {
         let Some(mut info) = self.row(run_id)? else {
@@ -371,9 +418,25 @@ impl Overlay<'_> {
         }
         info.version += 1;
         info.status = status.clone();
+        info.event_head = head_after(info.event_head.take(), events);
+        self.append_events(run_id, events);
+        if let Some(p) = pending {
+            self.put(TreeId::Pending, run_id.as_bytes(), p);
+        }
         self.put(TreeId::Runs, run_id.as_bytes(), &encode_run(&info));
         Ok(CommitOutcome::Committed { version: info.version })
     }
+
+    fn append_events(&mut self, run_id: &str, events: &[EncodedEvent]) {
+        for e in events {
+            self.put(TreeId::Events, &cp_key(run_id, e.head.seq), &e.bytes);
+        }
+    }
+}
+
+/// The head after `events`, or `before` when there are none.
+fn head_after(before: Option<ChainHead>, events: &[EncodedEvent]) -> Option<ChainHead> {
+    events.last().map_or(before, |e| Some(e.head.clone()))
 }
 
 /// A `Request::Save`, borrowed.
@@ -383,6 +446,7 @@ struct Save<'a> {
     key: &'a str,
     record: &'a [u8],
     outbox: &'a [OutboxRow],
+    events: &'a [EncodedEvent],
     fingerprint: &'a Arc<str>,
     status: &'a RunStatus,
     expected_version: u64,

@@ -30,7 +30,9 @@
 //! # Layout
 //!
 //! `graph-runtime.lock` (one process at a time), `wal/` (log segments, spares, `manifest`), `db/` (sled:
-//! trees `runs`, `checkpoints` keyed `u32_be(len(run)) ‖ run ‖ u64_be(step)`, `keys`, `meta`).
+//! trees `runs`, `checkpoints` keyed `u32_be(len(run)) ‖ run ‖ u64_be(step)`, `keys`, `meta`, the
+//! effect journal's `effects` and `effect_keys`, `outbox`, `events` keyed like checkpoints by `seq`,
+//! and `pending`, by run).
 //! Checkpoints and run rows are stored in the envelope of [`super::record`].
 
 mod commit;
@@ -52,6 +54,7 @@ use super::{
     OutboxRow, RunFilter, RunInfo, RunStatus, Store,
 };
 use crate::error::StoreError;
+use crate::events::Event;
 use commit::{Reply, Request, Writer};
 use redo::{Op, TreeId};
 
@@ -134,6 +137,8 @@ struct Inner {
     effects: sled::Tree,
     effect_keys: sled::Tree,
     outbox: sled::Tree,
+    events: sled::Tree,
+    pending: sled::Tree,
     /// sled's log file, for the `fdatasync` its own flush leaves out (see [`Inner::flush_index`]).
     sled_log: File,
     options: SledOptions,
@@ -197,6 +202,7 @@ impl SledStore {
         let (runs, checkpoints, keys, meta) =
             (tree("runs")?, tree("checkpoints")?, tree("keys")?, tree("meta")?);
         let (effects, effect_keys, outbox) = (tree("effects")?, tree("effect_keys")?, tree("outbox")?);
+        let (events, pending) = (tree("events")?, tree("pending")?);
         let log_options = LogOptions { segment_size: options.log_segment_size, ..LogOptions::default() };
         let (log, records) = CommitLog::open(&wal_dir, log_options).map_err(log_error)?;
         let sled_log = open_sled_log(&path)?;
@@ -211,6 +217,8 @@ impl SledStore {
             effects,
             effect_keys,
             outbox,
+            events,
+            pending,
             sled_log,
             options,
             queue: Mutex::default(),
@@ -388,6 +396,8 @@ impl Inner {
             TreeId::Effects => &self.effects,
             TreeId::EffectKeys => &self.effect_keys,
             TreeId::Outbox => &self.outbox,
+            TreeId::Events => &self.events,
+            TreeId::Pending => &self.pending,
         }
     }
 
@@ -599,10 +609,11 @@ impl Store for SledStore {
     async fn save_checkpoint(
         &self,
         cp: &Checkpoint,
+        events: &[Event],
         status: &RunStatus,
         expected_version: u64,
     ) -> Result<CommitOutcome, StoreError> {
-        let request = Request::save(cp, status, expected_version);
+        let request = Request::save(cp, events, status, expected_version);
         match self.request(request).await? {
             Reply::Outcome(o) => Ok(o),
             other => unreachable!("a commit replies an outcome, not {other:?}"),
@@ -613,13 +624,33 @@ impl Store for SledStore {
         &self,
         run_id: &str,
         status: &RunStatus,
+        events: &[Event],
+        pending: Option<&[u8]>,
         expected_version: u64,
     ) -> Result<CommitOutcome, StoreError> {
-        let request = Request::Status { run_id: run_id.to_owned(), status: status.clone(), expected_version };
+        let request = Request::Status {
+            run_id: run_id.to_owned(),
+            status: status.clone(),
+            events: commit::encode_events(events),
+            pending: pending.map(<[u8]>::to_vec),
+            expected_version,
+        };
         match self.request(request).await? {
             Reply::Outcome(o) => Ok(o),
             other => unreachable!("a status update replies an outcome, not {other:?}"),
         }
+    }
+
+    async fn events(&self, run_id: &str, from: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
+        let range = cp_key(run_id, from)..=cp_key(run_id, u64::MAX);
+        let rows = self
+            .inner
+            .read(|| self.inner.events.range(range).take(limit).collect::<sled::Result<Vec<_>>>())?;
+        rows.iter().map(|(k, v)| crate::events::decode(run_id, step_of(k), v)).collect()
+    }
+
+    async fn pending(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.inner.read(|| self.inner.pending.get(run_id.as_bytes()))?.map(|v| v.to_vec()))
     }
 
     async fn run_info(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {

@@ -18,6 +18,10 @@ pub(super) enum TreeId {
     EffectKeys = 4,
     /// Pending outbox rows by (run, step, emit order).
     Outbox = 5,
+    /// Event logs by (run, seq).
+    Events = 6,
+    /// Pending steps by run.
+    Pending = 7,
 }
 
 impl TreeId {
@@ -29,6 +33,8 @@ impl TreeId {
             3 => TreeId::Effects,
             4 => TreeId::EffectKeys,
             5 => TreeId::Outbox,
+            6 => TreeId::Events,
+            7 => TreeId::Pending,
             _ => return None,
         })
     }

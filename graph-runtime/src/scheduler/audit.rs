@@ -1,0 +1,356 @@
+//! The audit side of an engine: the event log written with every commit and status change, its
+//! verification (incremental on resume, whole on demand), a run's history, and forks.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::advance::Driven;
+use super::{Engine, RunOutcome};
+use crate::error::{Error, Result, StoreError};
+use crate::events::{self, Appender, ChainHead, Event, EventType};
+use crate::state::Reducer;
+use crate::store::record::{self, Chain, Draft};
+use crate::store::{Checkpoint, CommitOutcome, RunInfo, RunStatus};
+
+/// Events read per store call when a whole log is verified.
+const PAGE: usize = 4096;
+
+/// A run's event log, verified by [`Engine::verify`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ChainReport {
+    /// The run.
+    pub run_id: String,
+    /// How many events the log holds (all verified).
+    pub events: u64,
+    /// Its last event.
+    pub head: Option<ChainHead>,
+    /// How many stored checkpoints were matched with the event that records their commit (state hash
+    /// compared). Checkpoints written without an event (a fork's copies of its parent's steps, runs
+    /// written before the event log existed) are not counted.
+    pub checkpoints_matched: u64,
+}
+
+/// One stored checkpoint of a run, as [`Engine::history`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HistoryEntry {
+    /// The step.
+    pub step: u64,
+    /// When it was committed, ms since the Unix epoch.
+    pub timestamp_ms: u64,
+    /// Its label.
+    pub label: Option<String>,
+    /// The nodes whose step produced it, in order (`None` for step 0 and when the previous checkpoint
+    /// was pruned).
+    pub ran: Option<Vec<String>>,
+    /// The nodes the next step runs (empty once the run is complete).
+    pub next: Vec<String>,
+    /// The SHA-256 of its state.
+    pub state_hash: String,
+}
+
+/// Wall-clock ms since the Unix epoch.
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+impl<S: Reducer> Engine<S> {
+    /// Chains `events` after `head`, all stamped `time_ms`; returns them and the head after them.
+    pub(super) fn chain(
+        &self,
+        head: Option<&ChainHead>,
+        events: impl IntoIterator<Item = (EventType, serde_json::Value)>,
+        time_ms: u64,
+    ) -> (Vec<Event>, Option<ChainHead>) {
+        let mut a = Appender::new(head.cloned(), self.inner.chain_key.as_ref());
+        let events: Vec<Event> = events.into_iter().map(|(t, p)| a.next(t, time_ms, p)).collect();
+        let head = a.head().cloned();
+        (events, head)
+    }
+
+    /// Writes `status` with the run's queued events and `event`, and `pending` when given; on success
+    /// the driver's version and head follow.
+    pub(super) async fn write_status(
+        &self,
+        run: &mut Driven<S>,
+        status: &RunStatus,
+        event: (EventType, serde_json::Value),
+        pending: Option<&[u8]>,
+    ) -> std::result::Result<CommitOutcome, StoreError> {
+        let mut queued = run.queued.clone();
+        queued.push(event);
+        let (events, head) = self.chain(run.head.as_ref(), queued, now_ms().max(run.time_ms));
+        let outcome = self.inner.store.set_status(&run.run_id, status, &events, pending, run.version).await?;
+        if let CommitOutcome::Committed { version } = outcome {
+            run.version = version;
+            run.head = head;
+            run.queued.clear();
+        }
+        Ok(outcome)
+    }
+
+    /// Verifies the events written since checkpoint `cp` was committed on (its own and the status
+    /// changes after it) against the head the run row records, and that they record `cp`'s state: what
+    /// resuming from `cp` relies on, at a cost that does not grow with the run's history.
+    pub(super) async fn verify_tail(&self, info: &RunInfo, cp: &Checkpoint) -> Result<()> {
+        let Some(head) = &info.event_head else {
+            return Ok(()); // a run written before the event log existed
+        };
+        let from = cp.event_head.as_ref();
+        let start = from.map_or(0, |h| h.seq + 1);
+        let run = &info.run_id;
+        let tail = self.read_events(run, start, head.seq.saturating_add(1)).await?;
+        let last = events::verify_segment(run, from, &tail, self.inner.chain_key.as_ref())?;
+        events::check_head(run, from, last.as_ref(), Some(head))?;
+        match tail.iter().find(|e| commit_step(e) == Some(cp.step)) {
+            Some(e) if e.payload.get("state_hash").and_then(|h| h.as_str()) == Some(&cp.state_hash) => Ok(()),
+            Some(e) => Err(Error::ExecutionCorrupted { run: run.clone(), seq: e.seq }),
+            None => Err(Error::ExecutionCorrupted { run: run.clone(), seq: start }),
+        }
+    }
+
+    /// The events of a run's log with `from <= seq < to`, read page by page; a damaged one is
+    /// `ExecutionCorrupted` at its seq.
+    async fn read_events(&self, run: &str, from: u64, to: u64) -> Result<Vec<Event>> {
+        let mut out = Vec::new();
+        let mut next = from;
+        while next < to {
+            let want = usize::try_from(to - next).unwrap_or(usize::MAX).min(PAGE);
+            let page = self.inner.store.events(run, next, want).await.map_err(corrupted_event)?;
+            let Some(last) = page.last() else { break };
+            next = last.seq.saturating_add(1).max(next + 1);
+            let short = page.len() < want;
+            out.extend(page);
+            if short {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Verifies a run's whole event log: every event's hash from genesis (with the engine's key in keyed
+    /// mode), no gap, no reordering, the run row's head at its end, and every stored checkpoint against
+    /// the event that recorded its commit. Reads the log page by page.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ExecutionCorrupted`] naming the first event that does not verify (or the first missing
+    /// one); `UnsupportedSchemaVersion` for an event of an unknown format (an edited version number reads
+    /// as one); [`Error::RunNotFound`]; store errors.
+    pub async fn verify(&self, run_id: &str) -> Result<ChainReport> {
+        let store = &*self.inner.store;
+        let info =
+            store.run_info(run_id).await?.ok_or_else(|| Error::RunNotFound { run: run_id.to_owned() })?;
+        let key = self.inner.chain_key.as_ref();
+        let mut prev: Option<ChainHead> = None;
+        let mut count = 0u64;
+        // The state hash each commit event records, by step (the last commit of a step wins: a step is
+        // committed once).
+        let mut recorded: BTreeMap<u64, (u64, String)> = BTreeMap::new();
+        loop {
+            let from = prev.as_ref().map_or(0, |p| p.seq + 1);
+            let page = store.events(run_id, from, PAGE).await.map_err(corrupted_event)?;
+            let n = page.len();
+            if let Some(last) = events::verify_segment(run_id, prev.as_ref(), &page, key)? {
+                prev = Some(last);
+            }
+            for e in &page {
+                if let (Some(step), Some(hash)) =
+                    (commit_step(e), e.payload.get("state_hash").and_then(|h| h.as_str()))
+                {
+                    recorded.insert(step, (e.seq, hash.to_owned()));
+                }
+            }
+            count += n as u64;
+            if n < PAGE {
+                break;
+            }
+        }
+        events::check_head(run_id, None, prev.as_ref(), info.event_head.as_ref())?;
+        let mut matched = 0;
+        for meta in store.history(run_id).await? {
+            if let Some((seq, hash)) = recorded.get(&meta.step) {
+                if *hash != meta.state_hash {
+                    return Err(Error::ExecutionCorrupted { run: run_id.to_owned(), seq: *seq });
+                }
+                matched += 1;
+            }
+        }
+        Ok(ChainReport { run_id: run_id.to_owned(), events: count, head: prev, checkpoints_matched: matched })
+    }
+
+    /// Up to `limit` events of a run's log from `seq` on, as stored (not verified: see
+    /// [`Engine::verify`]).
+    ///
+    /// # Errors
+    ///
+    /// Store errors; `CorruptedEvent` for an event that does not decode.
+    pub async fn events(&self, run_id: &str, from: u64, limit: usize) -> Result<Vec<Event>> {
+        Ok(self.inner.store.events(run_id, from, limit).await?)
+    }
+
+    /// Every stored checkpoint of a run, oldest first: step, time, label, the nodes whose step produced
+    /// it and those the next step runs, and its state hash. Read [`Engine::state_at`] for a state, and
+    /// [`Engine::fork`] to go on from one.
+    ///
+    /// # Errors
+    ///
+    /// Store errors.
+    pub async fn history(&self, run_id: &str) -> Result<Vec<HistoryEntry>> {
+        let metas = self.inner.store.history(run_id).await?;
+        let mut out: Vec<HistoryEntry> = Vec::with_capacity(metas.len());
+        for m in metas {
+            let ran = out.last().filter(|p| p.step + 1 == m.step).map(|p| p.next.clone());
+            out.push(HistoryEntry {
+                step: m.step,
+                timestamp_ms: m.timestamp_ms,
+                label: m.label,
+                ran,
+                next: m.next,
+                state_hash: m.state_hash,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Starts run `new_run_id` from checkpoint `step` of run `run_id` (time travel): the new run's
+    /// history is a copy of the parent's checkpoints up to `step` (same states, frontiers, seed and
+    /// times), its event log starts with a `FORKED` event naming the parent, its step and the parent's
+    /// event head there, and [`Engine::resume`] continues it from `step`. The parent is not changed.
+    /// Nodes are deterministic, so a fork that is not edited goes the way its parent went (effects are
+    /// the fork's own: its effect keys name the new run).
+    ///
+    /// The parent's event log is verified first. The fork is written `step` first, then the earlier
+    /// copies: once it returns, the fork is complete.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::RunExists`] for a used `new_run_id`; [`Error::StepNotFound`]; [`Error::RunNotFound`];
+    /// [`Error::GraphChanged`]; [`Error::ExecutionCorrupted`] for a parent whose log does not verify;
+    /// store errors.
+    pub async fn fork(&self, run_id: &str, step: u64, new_run_id: &str) -> Result<RunOutcome<S>> {
+        self.fork_inner(run_id, step, new_run_id, None).await
+    }
+
+    /// [`Engine::fork`] with `update` applied to the state at `step` through the reducer, as if a node
+    /// of that step had returned it (LangGraph's `update_state` on a past checkpoint): the fork's
+    /// checkpoint `step` holds the edited state, and the next step reads it. The parent is not changed.
+    ///
+    /// # Errors
+    ///
+    /// As [`Engine::fork`]; [`Error::Merge`] when `update` does not apply.
+    pub async fn fork_with(
+        &self,
+        run_id: &str,
+        step: u64,
+        new_run_id: &str,
+        update: S::Delta,
+    ) -> Result<RunOutcome<S>> {
+        self.fork_inner(run_id, step, new_run_id, Some(update)).await
+    }
+
+    async fn fork_inner(
+        &self,
+        run_id: &str,
+        step: u64,
+        new_run_id: &str,
+        update: Option<S::Delta>,
+    ) -> Result<RunOutcome<S>> {
+        let store = &*self.inner.store;
+        let graph = &self.inner.graph;
+        if store.run_info(new_run_id).await?.is_some() {
+            return Err(Error::RunExists { run: new_run_id.to_owned() });
+        }
+        let info =
+            store.run_info(run_id).await?.ok_or_else(|| Error::RunNotFound { run: run_id.to_owned() })?;
+        if info.graph_fingerprint != graph.fingerprint() {
+            return Err(Error::GraphChanged {
+                run: run_id.to_owned(),
+                stored: info.graph_fingerprint,
+                current: graph.fingerprint().to_owned(),
+            });
+        }
+        self.verify(run_id).await?;
+        let parent = store.checkpoints(run_id, 0, step).await?;
+        let not_found = || Error::StepNotFound { run: run_id.to_owned(), step };
+        let at = parent.last().filter(|c| c.step == step).ok_or_else(not_found)?.clone();
+        // The stored checkpoints before `step` are consecutive from a snapshot (prune keeps every step
+        // from the snapshot of the oldest kept one on).
+        let new_run: Arc<str> = new_run_id.into();
+        let copies = record::fork_copies::<S>(&parent[..parent.len() - 1], &new_run)?;
+        let (mut state, _) = record::load_state::<S>(store, &at).await?;
+        let edited = update.is_some();
+        if let Some(update) = update {
+            state.apply(update).map_err(|source| Error::Merge {
+                run: new_run_id.to_owned(),
+                step,
+                node: "fork_with".into(),
+                source,
+            })?;
+        }
+        // Checkpoint `step` is written in full (it is the fork's root: it must load before its chain is
+        // copied) and, when edited, holds the edited state under a new key and hash.
+        let root = record::draft(
+            Draft {
+                run_id: &new_run,
+                step,
+                state: &state,
+                deltas: None,
+                frontier: at.frontier.clone(),
+                waiting: at.waiting.clone(),
+                outbox: Vec::new(),
+                seed: at.rng_seed,
+                label: at.label.clone(),
+                fingerprint: graph.fingerprint_arc(),
+                not_before_ms: at.timestamp_ms,
+                at_ms: Some(at.timestamp_ms),
+                event_head: None,
+            },
+            &mut Chain::default(),
+        )?;
+        let forked = serde_json::json!({
+            "step": step,
+            "parent": run_id,
+            "parent_step": step,
+            "parent_state_hash": at.state_hash,
+            "parent_event_head": at.event_head,
+            "edited": edited,
+            "state_hash": root.state_hash,
+            "idempotency_key": root.idempotency_key,
+        });
+        let (events, _) = self.chain(None, [(EventType::Forked, forked)], now_ms());
+        let status = if root.frontier.is_empty() { RunStatus::Completed } else { RunStatus::Running };
+        let mut version = match store.save_checkpoint(&root, &events, &status, 0).await? {
+            CommitOutcome::Committed { version } => version,
+            _ => return Err(Error::RunExists { run: new_run_id.to_owned() }),
+        };
+        for copy in &copies {
+            version = match store.save_checkpoint(copy, &[], &status, version).await? {
+                CommitOutcome::Committed { version } => version,
+                other => return Err(Error::version_conflict(new_run_id, version, &other)),
+            };
+        }
+        tracing::info!(run = new_run_id, parent = run_id, step, edited, "run forked");
+        Ok(RunOutcome { run_id: new_run_id.to_owned(), state, status, steps: step })
+    }
+}
+
+/// The step an event records the commit of (`RUN_STARTED`, `STEP_COMMITTED`, `FORKED`).
+fn commit_step(e: &Event) -> Option<u64> {
+    match e.event_type {
+        EventType::RunStarted | EventType::StepCommitted | EventType::Forked => {
+            e.payload.get("step").and_then(serde_json::Value::as_u64)
+        }
+        _ => None,
+    }
+}
+
+/// A damaged stored event is a broken log at its seq.
+fn corrupted_event(e: StoreError) -> Error {
+    match e {
+        StoreError::CorruptedEvent { run, seq, .. } => Error::ExecutionCorrupted { run, seq },
+        other => other.into(),
+    }
+}
