@@ -222,7 +222,7 @@ fn apply(
     seq: Option<u64>,
     requests: &[Request],
 ) -> Result<Vec<Reply>, StoreError> {
-    let trees = (&inner.runs, &inner.checkpoints, &inner.keys, &inner.meta);
+    let trees = (&*inner.runs, &*inner.checkpoints, &*inner.keys, &*inner.meta);
     let result = guard(&inner.path, || {
         trees.transaction(|(runs, cps, keys, meta)| {
             let mut redo = redo.borrow_mut();
@@ -240,7 +240,7 @@ fn apply(
     })?;
     result.map_err(|e| match e {
         TransactionError::Abort(e) => e,
-        TransactionError::Storage(e) => inner.fail_stop(format!("writing sled: {e}")),
+        TransactionError::Storage(e) => inner.fail_stop(format!("writing sled: {}", super::sled_cause(&e))),
     })
 }
 

@@ -122,11 +122,11 @@ pub struct SledStore {
 
 struct Inner {
     path: PathBuf,
-    db: sled::Db,
-    runs: sled::Tree,
-    checkpoints: sled::Tree,
-    keys: sled::Tree,
-    meta: sled::Tree,
+    db: Quiet<sled::Db>,
+    runs: Quiet<sled::Tree>,
+    checkpoints: Quiet<sled::Tree>,
+    keys: Quiet<sled::Tree>,
+    meta: Quiet<sled::Tree>,
     /// sled's log file, for the `fdatasync` its own flush leaves out (see [`Inner::flush_index`]).
     sled_log: File,
     options: SledOptions,
@@ -182,9 +182,10 @@ impl SledStore {
         let lock = lock(&path)?;
         let wal_dir = path.join("wal");
         let manifest = Manifest::load(&wal_dir).map_err(log_error)?.unwrap_or_default();
-        let db = open_sled(&path.join("db"))?;
+        let db = Quiet::new(open_sled(&path.join("db"))?);
         let tree = |name: &str| {
             guard(&path, || db.open_tree(name))?
+                .map(Quiet::new)
                 .map_err(|e| StoreError::backend(format!("cannot open the sled tree `{name}`"), e))
         };
         let (runs, checkpoints, keys, meta) =
@@ -354,17 +355,21 @@ impl Inner {
         }
         let applied = guard(&self.path, || {
             use sled::Transactional;
-            (&self.runs, &self.checkpoints, &self.keys, &self.meta).transaction(|(runs, cps, keys, meta)| {
-                for (tx, batch) in [runs, cps, keys].into_iter().zip(&batches) {
-                    tx.apply_batch(batch)?;
-                }
-                meta.insert(APPLIED, &record.seq.to_be_bytes())?;
-                Ok::<_, sled::transaction::ConflictableTransactionError<()>>(())
-            })
+            (&*self.runs, &*self.checkpoints, &*self.keys, &*self.meta).transaction(
+                |(runs, cps, keys, meta)| {
+                    for (tx, batch) in [runs, cps, keys].into_iter().zip(&batches) {
+                        tx.apply_batch(batch)?;
+                    }
+                    meta.insert(APPLIED, &record.seq.to_be_bytes())?;
+                    Ok::<_, sled::transaction::ConflictableTransactionError<()>>(())
+                },
+            )
         });
         match applied {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(self.fail_stop(format!("replaying commit group {}: {e:?}", record.seq))),
+            Ok(Err(e)) => {
+                Err(self.fail_stop(format!("replaying commit group {}: {}", record.seq, tx_cause(&e))))
+            }
             Err(e) => Err(e),
         }
     }
@@ -403,7 +408,8 @@ impl Inner {
     /// but neither writes the file's metadata (its length grows as the log does) nor flushes the
     /// device's write cache. The `fdatasync` (`File::sync_data`) after it, on the same file, does both.
     fn flush_index(&self) -> Result<(), StoreError> {
-        guard(&self.path, || self.db.flush())?.map_err(|e| self.fail_stop(format!("flushing sled: {e}")))?;
+        guard(&self.path, || self.db.flush())?
+            .map_err(|e| self.fail_stop(format!("flushing sled: {}", sled_cause(&e))))?;
         self.sled_log.sync_data().map_err(|e| self.fail_stop(format!("fdatasync of the sled log: {e}")))
     }
 
@@ -426,7 +432,7 @@ impl Inner {
     /// A read of sled: fail-stopped stores refuse it, sled errors fail-stop the store, panics are caught.
     fn read<T>(&self, f: impl FnOnce() -> sled::Result<T>) -> Result<T, StoreError> {
         self.check()?;
-        guard(&self.path, f)?.map_err(|e| self.fail_stop(format!("reading sled: {e}")))
+        guard(&self.path, f)?.map_err(|e| self.fail_stop(format!("reading sled: {}", sled_cause(&e))))
     }
 }
 
@@ -439,6 +445,58 @@ impl Drop for Inner {
         let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         if let Err(e) = self.checkpoint(&mut w) {
             tracing::warn!(store = %self.path.display(), error = %e, "checkpoint at close failed");
+        }
+    }
+}
+
+/// A sled error as a message. sled shows an I/O error with `Debug` (`IO error: Os { code: 28, .. }`);
+/// this shows the operating system's message, as every other I/O error of the store does.
+fn sled_cause(e: &sled::Error) -> String {
+    match e {
+        sled::Error::Io(io) => io.to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// [`sled_cause`] of a failed transaction.
+fn tx_cause<E: std::fmt::Debug>(e: &sled::transaction::TransactionError<E>) -> String {
+    match e {
+        sled::transaction::TransactionError::Storage(e) => sled_cause(e),
+        sled::transaction::TransactionError::Abort(e) => format!("aborted: {e:?}"),
+    }
+}
+
+/// A sled handle whose drop cannot panic out of the store.
+///
+/// sled's log, dropped with the last handle, `fsync`s its file and unwraps the result
+/// (`pagecache/logger.rs`, `impl Drop for Log`): on a file system that failed (full, read-only after
+/// an I/O error) dropping the store, or a failed `open`, panicked the caller's thread instead of
+/// returning the error. Every handle is wrapped, so whichever one is dropped last catches it. (The
+/// panic hook still prints the panic.)
+struct Quiet<T>(Option<T>);
+
+impl<T> Quiet<T> {
+    fn new(handle: T) -> Self {
+        Quiet(Some(handle))
+    }
+}
+
+impl<T> std::ops::Deref for Quiet<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        self.0.as_ref().expect("a handle is present until it is dropped")
+    }
+}
+
+impl<T> Drop for Quiet<T> {
+    fn drop(&mut self) {
+        if let Some(handle) = self.0.take()
+            && catch_unwind(AssertUnwindSafe(|| drop(handle))).is_err()
+        {
+            tracing::error!(
+                "sled panicked while closing its files (an I/O error); nothing is lost: the commit log holds every acknowledged commit"
+            );
         }
     }
 }
@@ -659,5 +717,31 @@ impl Store for SledStore {
             Reply::Removed(n) => Ok(n),
             other => unreachable!("a removal replies a count, not {other:?}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// sled's log `fsync`s and unwraps in its `Drop`; on a failed file system that panicked out of
+    /// dropping the store (seen with ext4 turned read-only by a write error: `faults_device.rs`).
+    #[test]
+    fn a_handle_whose_drop_panics_is_dropped_without_unwinding() {
+        struct PanicsOnDrop;
+        impl Drop for PanicsOnDrop {
+            fn drop(&mut self) {
+                panic!("Read-only file system (os error 30)");
+            }
+        }
+        let dropped = catch_unwind(|| drop(Quiet::new(PanicsOnDrop)));
+        assert!(dropped.is_ok(), "the panic escaped the handle's drop");
+    }
+
+    #[test]
+    fn sled_io_errors_read_as_the_operating_system_says() {
+        let e = sled::Error::Io(std::io::Error::from_raw_os_error(28));
+        assert_eq!(sled_cause(&e), std::io::Error::from_raw_os_error(28).to_string());
+        assert!(sled_cause(&e).contains("(os error 28)"), "{}", sled_cause(&e));
     }
 }
