@@ -208,7 +208,16 @@ impl SledStore {
             fail: FailPoint::default(),
             _lock: lock,
         };
-        inner.recover(&manifest, records)?;
+        if let Err(e) = inner.recover(&manifest, records) {
+            // A store that did not open must not checkpoint when it is dropped: its writer was never
+            // positioned (`next_seq` 0: the checkpoint's `next_seq - 1` overflowed, or in a release
+            // build wrote `checkpoint_seq = u64::MAX` into the manifest), and a store reported damaged
+            // must be left as it was found.
+            let mut failed = inner.failed.lock().unwrap_or_else(|e| e.into_inner());
+            failed.get_or_insert_with(|| format!("the store did not open: {e}"));
+            drop(failed);
+            return Err(e);
+        }
         Ok(SledStore { inner: Arc::new(inner) })
     }
 
@@ -736,6 +745,35 @@ mod tests {
         }
         let dropped = catch_unwind(|| drop(Quiet::new(PanicsOnDrop)));
         assert!(dropped.is_ok(), "the panic escaped the handle's drop");
+    }
+
+    /// Found by `faults_damage.rs`: when `open` failed after the store was assembled (here a log record
+    /// that does not parse), dropping it checkpointed with an unpositioned writer: `next_seq - 1`
+    /// overflowed (a panic in a debug build; `checkpoint_seq = u64::MAX` written to the manifest in a
+    /// release build).
+    #[test]
+    fn a_store_that_fails_to_open_changes_nothing_when_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = SledOptions::default().log_segment_size(64 << 10);
+        drop(SledStore::open_with(dir.path(), options.clone()).unwrap());
+        let manifest = std::fs::read(dir.path().join("wal").join("manifest")).unwrap();
+        {
+            let log_options = LogOptions { segment_size: 64 << 10, ..LogOptions::default() };
+            let (mut log, records) = CommitLog::open(dir.path().join("wal"), log_options).unwrap();
+            assert!(records.is_empty());
+            // A valid record (its checksums hold) whose operations name a tree that does not exist.
+            log.append(1, &[0x7f, 0, 0, 0, 0]).unwrap();
+            log.commit().unwrap();
+        }
+        for _ in 0..2 {
+            match SledStore::open_with(dir.path(), options.clone()) {
+                Err(StoreError::Corrupted { detail, .. }) => {
+                    assert!(detail.contains("does not parse"), "{detail}")
+                }
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(std::fs::read(dir.path().join("wal").join("manifest")).unwrap(), manifest);
+        }
     }
 
     #[test]
