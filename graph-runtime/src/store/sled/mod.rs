@@ -563,6 +563,7 @@ fn lock(path: &Path) -> Result<File, StoreError> {
 /// reopen. (sled reports its lock only as an `Io` error of kind `Other`.)
 fn open_sled(path: &Path) -> Result<sled::Db, StoreError> {
     let store = path.parent().unwrap_or(path);
+    check_sled_conf(path)?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
         let opened = guard(store, || sled::Config::new().path(path).mode(sled::Mode::HighThroughput).open())?;
@@ -586,6 +587,44 @@ fn open_sled(path: &Path) -> Result<sled::Db, StoreError> {
             }
         }
     }
+}
+
+/// Checks the checksum of sled's `conf` file, which sled itself only warns about: a damaged `conf` that
+/// still parses would open the database with other parameters (a different segment size reads its log
+/// wrongly), and one that does not parse is reported as an unsupported old version. The file is
+/// `key: value` lines followed by the little-endian CRC-32 (IEEE) of the lines. Like sled, a file of 8
+/// bytes or fewer counts as absent (sled writes a new one).
+fn check_sled_conf(db: &Path) -> Result<(), StoreError> {
+    let path = db.join("conf");
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(StoreError::backend(format!("cannot read {}", path.display()), e)),
+    };
+    if bytes.len() <= 8 {
+        return Ok(());
+    }
+    let (body, crc) = bytes.split_at(bytes.len() - 4);
+    if crc32_ieee(body).to_le_bytes() != crc {
+        return Err(StoreError::corrupted_file(
+            path,
+            "sled's configuration does not match its checksum",
+            REMEDY_FILE,
+        ));
+    }
+    Ok(())
+}
+
+/// CRC-32 (IEEE 802.3, as `crc32fast` computes it for sled), bit by bit: it checks one small file.
+fn crc32_ieee(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+        }
+    }
+    !crc
 }
 
 /// Opens sled's log file (`<store>/db/db`) for [`Inner::flush_index`], and makes the store's folders
@@ -745,6 +784,33 @@ mod tests {
         }
         let dropped = catch_unwind(|| drop(Quiet::new(PanicsOnDrop)));
         assert!(dropped.is_ok(), "the panic escaped the handle's drop");
+    }
+
+    #[test]
+    fn crc32_is_the_ieee_one_sled_uses() {
+        assert_eq!(crc32_ieee(b"123456789"), 0xCBF4_3926);
+    }
+
+    /// Found by `faults_damage.rs`: sled only warns about a bad checksum of its `conf`, then failed with
+    /// "unsupported: created using a sled version earlier than 0.29" (flipped bytes that are not UTF-8),
+    /// a `Backend` error instead of `Corrupted`.
+    #[test]
+    fn a_damaged_sled_conf_is_corrupted() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(SledStore::open(dir.path()).unwrap());
+        let conf = dir.path().join("db").join("conf");
+        let good = std::fs::read(&conf).unwrap();
+        for at in [0, 5, good.len() / 2, good.len() - 5, good.len() - 1] {
+            let mut bad = good.clone();
+            bad[at] ^= 0x80;
+            std::fs::write(&conf, &bad).unwrap();
+            match SledStore::open(dir.path()) {
+                Err(StoreError::Corrupted { file: Some(f), .. }) => assert_eq!(f, conf),
+                other => panic!("flip at {at}: {other:?}"),
+            }
+        }
+        std::fs::write(&conf, &good).unwrap();
+        drop(SledStore::open(dir.path()).unwrap());
     }
 
     /// Found by `faults_damage.rs`: when `open` failed after the store was assembled (here a log record
