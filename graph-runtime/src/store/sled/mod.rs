@@ -573,6 +573,7 @@ fn open_sled(path: &Path) -> Result<sled::Db, StoreError> {
             {
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
+            Err(sled::Error::Corruption { .. }) if remove_unfinished_snapshots(path)? => {}
             Err(sled::Error::Corruption { .. }) | Err(sled::Error::ReportableBug(_)) => {
                 let detail = format!(
                     "sled cannot read its files: {}",
@@ -587,6 +588,35 @@ fn open_sled(path: &Path) -> Result<sled::Db, StoreError> {
             }
         }
     }
+}
+
+/// Removes the snapshot files sled left unfinished; true when there were any (the open is worth trying
+/// again).
+///
+/// sled writes a snapshot as `snap.<lsn>.generating`, syncs it, renames it `snap.<lsn>` and only then
+/// deletes the older ones; but `open` reads the last `snap.*` file in name order, a `.generating` one
+/// included. So a crash during the write (a SIGKILL while the store was opening was enough: `crash.rs`,
+/// on a loaded machine) left a store that failed every open with "Read corrupted data" (sled issue
+/// #1527). An unfinished file is never the snapshot in force and the previous one is still there:
+/// removing it puts sled back where it was before the write began. Done only after sled refused to
+/// open, so the files of a previous instance of this process that sled is still finishing are never
+/// touched.
+fn remove_unfinished_snapshots(db: &Path) -> Result<bool, StoreError> {
+    let err = |e| StoreError::backend(format!("cannot list {}", db.display()), e);
+    let mut removed = false;
+    for entry in std::fs::read_dir(db).map_err(err)? {
+        let entry = entry.map_err(err)?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("snap.") && name.ends_with(".generating") {
+            std::fs::remove_file(entry.path()).map_err(|e| {
+                StoreError::backend(format!("cannot remove sled's unfinished snapshot {name}"), e)
+            })?;
+            tracing::warn!(file = %entry.path().display(), "removed sled's unfinished snapshot (a crash interrupted it)");
+            removed = true;
+        }
+    }
+    Ok(removed)
 }
 
 /// Checks the checksum of sled's `conf` file, which sled itself only warns about: a damaged `conf` that
@@ -839,6 +869,23 @@ mod tests {
                 other => panic!("{other:?}"),
             }
             assert_eq!(std::fs::read(dir.path().join("wal").join("manifest")).unwrap(), manifest);
+        }
+    }
+
+    /// Found by `crash.rs` on a loaded machine: a SIGKILL while sled wrote a snapshot left an empty
+    /// `snap.<lsn>.generating`, which sled then read as its latest snapshot: every open failed.
+    #[test]
+    fn an_unfinished_sled_snapshot_left_by_a_crash_does_not_stop_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = SledStore::open(dir.path()).unwrap();
+            store.inner.keys.insert(b"survives", b"yes").unwrap();
+            store.inner.db.flush().unwrap();
+        }
+        for content in [&b""[..], &[0xAB; 40][..]] {
+            std::fs::write(dir.path().join("db").join("snap.FFFFFFFFFFFFFFF0.generating"), content).unwrap();
+            let store = SledStore::open(dir.path()).unwrap();
+            assert_eq!(store.inner.keys.get(b"survives").unwrap().as_deref(), Some(&b"yes"[..]));
         }
     }
 
