@@ -2,7 +2,9 @@
 //! the hand-built graphs the engine tests and their macro twins share ([`graphs`]), and hashes of a
 //! run's committed history.
 
+pub mod faults;
 pub mod graphs;
+pub mod hooked;
 
 use std::collections::BTreeSet;
 use std::hash::{BuildHasher, RandomState};

@@ -5,8 +5,12 @@ use std::ops::Range;
 
 /// Magic of a segment header.
 pub(super) const SEGMENT_MAGIC: &[u8; 4] = b"GRWL";
-/// The segment format this build writes and reads.
-pub(super) const FORMAT_VERSION: u32 = 1;
+/// The segment format this build writes (and reads, with [`FORMAT_V1`]).
+pub(super) const FORMAT_VERSION: u32 = 2;
+/// The first segment format, still read: its header has no capacity (bytes 24..28 are zero).
+pub(super) const FORMAT_V1: u32 = 1;
+/// The largest segment a header can describe (its capacity is stored as `u32` units of [`ALIGN`]).
+pub(super) const MAX_CAPACITY: u64 = u32::MAX as u64 * ALIGN as u64;
 /// Bytes of a segment header; a multiple of [`ALIGN`], so the first group is aligned.
 pub(super) const SEGMENT_HEADER: usize = 32;
 /// Bytes of a group header.
@@ -24,6 +28,9 @@ pub(super) struct SegmentHeader {
     pub(super) first_seq: u64,
     /// Chosen at random each time the file is (re)initialised as a segment; seeds every checksum in it.
     pub(super) salt: u64,
+    /// The file's size in bytes when it became a segment (a multiple of [`ALIGN`]); a commit never
+    /// changes it. `None` in a version-1 header.
+    pub(super) capacity: Option<u64>,
 }
 
 /// Why a segment header was refused.
@@ -46,7 +53,10 @@ pub(super) fn encode_segment_header(h: SegmentHeader) -> [u8; SEGMENT_HEADER] {
     b[4..8].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
     b[8..16].copy_from_slice(&h.first_seq.to_le_bytes());
     b[16..24].copy_from_slice(&h.salt.to_le_bytes());
-    // 24..28 reserved, zero.
+    let capacity = h.capacity.expect("this build writes the capacity");
+    debug_assert!(capacity.is_multiple_of(ALIGN as u64) && capacity <= MAX_CAPACITY);
+    let units = u32::try_from(capacity / ALIGN as u64).expect("the caller checked MAX_CAPACITY");
+    b[24..28].copy_from_slice(&units.to_le_bytes());
     let crc = crc32c::crc32c(&b[0..28]);
     b[28..32].copy_from_slice(&crc.to_le_bytes());
     b
@@ -65,13 +75,19 @@ pub(super) fn decode_segment_header(bytes: &[u8]) -> Result<SegmentHeader, Heade
     // The version is trusted only once the checksum vouches for it: a flipped bit must read as damage,
     // not as a future format.
     let version = u32_at(b, 4);
-    if version != FORMAT_VERSION {
-        return Err(HeaderError::Version(version));
-    }
-    if u32_at(b, 24) != 0 {
-        return Err(HeaderError::Damaged("the segment header's reserved field is not zero"));
-    }
-    Ok(SegmentHeader { first_seq: u64_at(b, 8), salt: u64_at(b, 16) })
+    let units = u64::from(u32_at(b, 24));
+    let capacity = match version {
+        FORMAT_VERSION if units == 0 => {
+            return Err(HeaderError::Damaged("the segment header's capacity is zero"));
+        }
+        FORMAT_VERSION => Some(units * ALIGN as u64),
+        FORMAT_V1 if units != 0 => {
+            return Err(HeaderError::Damaged("the segment header's reserved field is not zero"));
+        }
+        FORMAT_V1 => None,
+        other => return Err(HeaderError::Version(other)),
+    };
+    Ok(SegmentHeader { first_seq: u64_at(b, 8), salt: u64_at(b, 16), capacity })
 }
 
 /// Builds group frames in one reused buffer: `begin`, then `push` each record, then `finish`.

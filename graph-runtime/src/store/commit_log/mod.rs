@@ -27,10 +27,10 @@
 //! | bytes | field |
 //! |---|---|
 //! | 0..4 | magic `GRWL` |
-//! | 4..8 | `u32` format version (1) |
+//! | 4..8 | `u32` format version (2; version 1 is still read) |
 //! | 8..16 | `u64` first seq (must match the file name) |
 //! | 16..24 | `u64` salt, random, new each time the file becomes a segment |
-//! | 24..28 | reserved, zero |
+//! | 24..28 | `u32` capacity: the file's size / 8 when it became a segment (zero in version 1) |
 //! | 28..32 | `u32` crc32c of bytes 0..28 |
 //!
 //! then record groups, each starting at a multiple of 8 (zero padding between):
@@ -75,6 +75,12 @@
 //!   the page cache: without the undo it could return the failed group (the write reached the cache,
 //!   the sync failed), replay it, and append after it while the device may never get it, so a later
 //!   power cut would leave acknowledged groups behind a hole.
+//! - **A segment's size is in its header.** Segments are preallocated, and a commit never changes a
+//!   file's size, so no crash can shorten a segment: one whose size is not its header's capacity was
+//!   cut (or grown) by something else, and `open` reports it as damage. Without the capacity, a cut
+//!   through the last segment read as the end of the log and silently dropped every group after it,
+//!   not only a torn last one (found by `tests/tests/faults_damage.rs`). Version-1 segments, written
+//!   before the field, are read without this check.
 //! - **Rotation.** When a group does not fit, the next segment is a spare: its header and the group are
 //!   written in one `pwrite`, `fdatasync`ed, the file is renamed `wal-<seq>.log` and the folder
 //!   fsynced; then the commit is acknowledged. A group larger than a segment gets a segment of its own,
@@ -110,8 +116,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use format::{
-    ALIGN, GROUP_HEADER, GroupBuilder, HeaderError, RECORD_HEADER, SEGMENT_HEADER, SegmentHeader,
-    decode_segment_header, encode_segment_header, find_valid_group, parse_group, salt_seed,
+    ALIGN, GROUP_HEADER, GroupBuilder, HeaderError, MAX_CAPACITY, RECORD_HEADER, SEGMENT_HEADER,
+    SegmentHeader, decode_segment_header, encode_segment_header, find_valid_group, parse_group, salt_seed,
 };
 use io::{Io, Site};
 pub(crate) use manifest::Manifest;
@@ -316,10 +322,13 @@ impl CommitLog {
     ) -> Result<(CommitLog, Vec<Record>), LogError> {
         let dir = dir.as_ref().to_path_buf();
         let min = (SEGMENT_HEADER + GROUP_HEADER + ALIGN) as u64;
-        if options.segment_size < min || !options.segment_size.is_multiple_of(ALIGN as u64) {
+        if options.segment_size < min
+            || !options.segment_size.is_multiple_of(ALIGN as u64)
+            || options.segment_size > MAX_CAPACITY
+        {
             return Err(LogError::Refused {
                 detail: format!(
-                    "segment_size {} must be a multiple of {ALIGN} and at least {min}",
+                    "segment_size {} must be a multiple of {ALIGN}, at least {min} and at most {MAX_CAPACITY}",
                     options.segment_size
                 ),
             });
@@ -395,6 +404,18 @@ impl CommitLog {
                     supported: format::FORMAT_VERSION,
                 },
             })?;
+            if let Some(capacity) = header.capacity
+                && capacity != bytes.len() as u64
+            {
+                return Err(corrupted(
+                    bytes.len().min(capacity as usize),
+                    format!(
+                        "the segment is {} bytes, but was {capacity} when it became a segment: it was cut \
+                         short or extended, and the commits it held past this byte may be lost",
+                        bytes.len()
+                    ),
+                ));
+            }
             if header.first_seq != *name_seq {
                 return Err(corrupted(
                     0,
@@ -650,7 +671,8 @@ impl CommitLog {
         };
         let salt = new_salt();
         let mut buf = Vec::with_capacity(need as usize);
-        buf.extend_from_slice(&encode_segment_header(SegmentHeader { first_seq: first, salt }));
+        let header = SegmentHeader { first_seq: first, salt, capacity: Some(capacity) };
+        buf.extend_from_slice(&encode_segment_header(header));
         buf.extend_from_slice(self.group.finish(salt));
         let started = (|| {
             self.io.write_at(Site::Rotate, &file, &buf, 0)?;

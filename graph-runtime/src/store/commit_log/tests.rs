@@ -420,8 +420,11 @@ fn five_groups(dir: &Path) -> (Vec<Record>, PathBuf) {
     (model, seg)
 }
 
+/// A torn write of the last group (any prefix of it reached the device, the rest reads as zeros) is the
+/// end of the log. A cut through the file, at the same bytes, is not: no crash shortens a preallocated
+/// segment, so it is damage, and the records after the cut are not silently dropped.
 #[test]
-fn a_torn_last_group_is_the_tail_at_every_byte() {
+fn a_torn_last_group_is_the_tail_at_every_byte_and_a_cut_is_damage() {
     let base = tempfile::tempdir().unwrap();
     let pristine = base.path().join("pristine");
     let (model, seg) = five_groups(&pristine);
@@ -437,9 +440,13 @@ fn a_torn_last_group_is_the_tail_at_every_byte() {
             let path = dir.join(name);
             if truncate {
                 std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(cut as u64).unwrap();
-            } else {
-                zero(&path, cut..last.end);
+                let e = open_err(&dir, options(4096));
+                assert_eq!(corrupted_at(&e), (path.clone(), cut as u64), "cut at {cut}");
+                assert!(e.to_string().contains("cut short"), "{e}");
+                std::fs::remove_dir_all(&dir).unwrap();
+                continue;
             }
+            zero(&path, cut..last.end);
             let (mut log, records) = open(&dir, options(4096));
             assert_eq!(records, before, "cut at {cut}, truncate = {truncate}");
             assert_eq!(log.next_seq(), Some(last.first_seq));
@@ -583,16 +590,66 @@ fn a_newer_segment_format_is_unsupported_and_spares_are_never_read() {
 
     let seg = segment_files(&dir)[0].clone();
     let mut bytes = std::fs::read(&seg).unwrap();
-    bytes[4..8].copy_from_slice(&2u32.to_le_bytes());
+    bytes[4..8].copy_from_slice(&3u32.to_le_bytes());
     let crc = crc32c::crc32c(&bytes[0..28]);
     bytes[28..32].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&seg, bytes).unwrap();
     let e = open_err(&dir, options(512));
     assert!(
-        matches!(&e, LogError::UnsupportedVersion { file, found: 2, supported: 1 } if *file == seg),
+        matches!(&e, LogError::UnsupportedVersion { file, found: 3, supported: 2 } if *file == seg),
         "{e:?}"
     );
-    assert!(e.to_string().contains("format version 2"), "{e}");
+    assert!(e.to_string().contains("format version 3"), "{e}");
+}
+
+/// Rewrites a segment's header as version 1 wrote it: no capacity (bytes 24..28 zero).
+fn as_version_1(path: &Path) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[4..8].copy_from_slice(&format::FORMAT_V1.to_le_bytes());
+    bytes[24..28].fill(0);
+    let crc = crc32c::crc32c(&bytes[0..28]);
+    bytes[28..32].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn version_1_segments_are_read_and_continued() {
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("log");
+    let mut model = several_segments(&dir, 3);
+    for seg in segment_files(&dir) {
+        as_version_1(&seg);
+        assert_eq!(format::decode_segment_header(&std::fs::read(&seg).unwrap()).unwrap().capacity, None);
+    }
+    let (mut log, records) = open(&dir, options(512));
+    assert_eq!(records, model);
+    let mut rng = Rng(9);
+    fill(&mut log, &mut model, &mut rng, 12, 40, 1);
+    drop(log);
+    assert_eq!(open(&dir, options(512)).1, model);
+    // Version 1 has no capacity to check a size against: a cut through its last group reads as the end.
+    let segs = segment_files(&dir);
+    let last = segs.last().unwrap();
+    as_version_1(last);
+    let spans = group_spans(last);
+    let cut = spans.last().unwrap().start + 3;
+    std::fs::OpenOptions::new().write(true).open(last).unwrap().set_len(cut as u64).unwrap();
+    let lost = spans.last().unwrap().first_seq;
+    let (_, records) = open(&dir, options(512));
+    assert_eq!(records, model.into_iter().filter(|r| r.seq < lost).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_segment_longer_than_its_capacity_is_damage() {
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("log");
+    several_segments(&dir, 2);
+    let first = segment_files(&dir)[0].clone();
+    let mut bytes = std::fs::read(&first).unwrap();
+    bytes.extend_from_slice(&[0; 8]);
+    std::fs::write(&first, bytes).unwrap();
+    let e = open_err(&dir, options(512));
+    assert_eq!(corrupted_at(&e), (first, 512), "{e}");
 }
 
 /// Runs commits until one fails under an armed fault, then checks fail-stop and that a reopen returns
@@ -767,16 +824,22 @@ fn a_torn_or_failed_manifest_write_leaves_the_old_one() {
     assert_eq!(Manifest::load(dir.path()).unwrap(), Some(new));
 }
 
-/// What `open` must return after the file of segment `seg` was cut to `cut` bytes.
+/// What `open` must return after segment `seg` lost its bytes from `cut` on: zeroed (`truncate` false:
+/// a crash while they were written; the device never got them) or cut off the file (`truncate`).
 fn expected_after_cut(
     dir: &Path,
     model: &[Record],
     seg: usize,
     cut: usize,
+    truncate: bool,
 ) -> Result<Vec<Record>, (PathBuf, u64)> {
     let segs = segment_files(dir);
     if cut < SEGMENT_HEADER {
         return Err((segs[seg].clone(), 0));
+    }
+    if truncate {
+        // No crash shortens a preallocated segment: the header's capacity shows the cut, wherever it is.
+        return Err((segs[seg].clone(), cut as u64));
     }
     let spans = group_spans(&segs[seg]);
     let kept = spans.iter().take_while(|s| s.end <= cut).count();
@@ -799,6 +862,7 @@ proptest! {
         groups in prop::collection::vec(prop::collection::vec(0usize..300, 1..5), 1..25),
         which in 0.0f64..1.0,
         where_ in 0.0f64..1.0,
+        truncate in any::<bool>(),
     ) {
         let dir = tempfile::tempdir().unwrap();
         let (mut log, _) = open(dir.path(), options(segment_size));
@@ -814,8 +878,12 @@ proptest! {
         let seg = ((which * segs.len() as f64) as usize).min(segs.len() - 1);
         let len = std::fs::metadata(&segs[seg]).unwrap().len() as usize;
         let cut = (where_ * len as f64) as usize;
-        let expected = expected_after_cut(dir.path(), &model, seg, cut);
-        std::fs::OpenOptions::new().write(true).open(&segs[seg]).unwrap().set_len(cut as u64).unwrap();
+        let expected = expected_after_cut(dir.path(), &model, seg, cut, truncate);
+        if truncate {
+            std::fs::OpenOptions::new().write(true).open(&segs[seg]).unwrap().set_len(cut as u64).unwrap();
+        } else {
+            zero(&segs[seg], cut..len);
+        }
         match (CommitLog::open(dir.path(), options(segment_size)), expected) {
             (Ok((mut log, records)), Ok(expected)) => {
                 prop_assert_eq!(&records, &expected);

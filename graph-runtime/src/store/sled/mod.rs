@@ -129,16 +129,16 @@ pub struct SledStore {
 
 struct Inner {
     path: PathBuf,
-    db: sled::Db,
-    runs: sled::Tree,
-    checkpoints: sled::Tree,
-    keys: sled::Tree,
-    meta: sled::Tree,
-    effects: sled::Tree,
-    effect_keys: sled::Tree,
-    outbox: sled::Tree,
-    events: sled::Tree,
-    pending: sled::Tree,
+    db: Quiet<sled::Db>,
+    runs: Quiet<sled::Tree>,
+    checkpoints: Quiet<sled::Tree>,
+    keys: Quiet<sled::Tree>,
+    meta: Quiet<sled::Tree>,
+    effects: Quiet<sled::Tree>,
+    effect_keys: Quiet<sled::Tree>,
+    outbox: Quiet<sled::Tree>,
+    events: Quiet<sled::Tree>,
+    pending: Quiet<sled::Tree>,
     /// sled's log file, for the `fdatasync` its own flush leaves out (see [`Inner::flush_index`]).
     sled_log: File,
     options: SledOptions,
@@ -194,9 +194,10 @@ impl SledStore {
         let lock = lock(&path)?;
         let wal_dir = path.join("wal");
         let manifest = Manifest::load(&wal_dir).map_err(log_error)?.unwrap_or_default();
-        let db = open_sled(&path.join("db"))?;
+        let db = Quiet::new(open_sled(&path.join("db"))?);
         let tree = |name: &str| {
             guard(&path, || db.open_tree(name))?
+                .map(Quiet::new)
                 .map_err(|e| StoreError::backend(format!("cannot open the sled tree `{name}`"), e))
         };
         let (runs, checkpoints, keys, meta) =
@@ -226,7 +227,16 @@ impl SledStore {
             fail: FailPoint::default(),
             _lock: lock,
         };
-        inner.recover(&manifest, records)?;
+        if let Err(e) = inner.recover(&manifest, records) {
+            // A store that did not open must not checkpoint when it is dropped: its writer was never
+            // positioned (`next_seq` 0: the checkpoint's `next_seq - 1` overflowed, or in a release
+            // build wrote `checkpoint_seq = u64::MAX` into the manifest), and a store reported damaged
+            // must be left as it was found.
+            let mut failed = inner.failed.lock().unwrap_or_else(|e| e.into_inner());
+            failed.get_or_insert_with(|| format!("the store did not open: {e}"));
+            drop(failed);
+            return Err(e);
+        }
         Ok(SledStore { inner: Arc::new(inner) })
     }
 
@@ -384,7 +394,7 @@ impl Inner {
             }
             Ok(())
         })?;
-        applied.map_err(|e| self.fail_stop(format!("writing sled: {e}")))
+        applied.map_err(|e| self.fail_stop(format!("writing sled: {}", sled_cause(&e))))
     }
 
     /// The sled tree of `t`.
@@ -435,7 +445,8 @@ impl Inner {
     /// but neither writes the file's metadata (its length grows as the log does) nor flushes the
     /// device's write cache. The `fdatasync` (`File::sync_data`) after it, on the same file, does both.
     fn flush_index(&self) -> Result<(), StoreError> {
-        guard(&self.path, || self.db.flush())?.map_err(|e| self.fail_stop(format!("flushing sled: {e}")))?;
+        guard(&self.path, || self.db.flush())?
+            .map_err(|e| self.fail_stop(format!("flushing sled: {}", sled_cause(&e))))?;
         self.sled_log.sync_data().map_err(|e| self.fail_stop(format!("fdatasync of the sled log: {e}")))
     }
 
@@ -458,7 +469,7 @@ impl Inner {
     /// A read of sled: fail-stopped stores refuse it, sled errors fail-stop the store, panics are caught.
     fn read<T>(&self, f: impl FnOnce() -> sled::Result<T>) -> Result<T, StoreError> {
         self.check()?;
-        guard(&self.path, f)?.map_err(|e| self.fail_stop(format!("reading sled: {e}")))
+        guard(&self.path, f)?.map_err(|e| self.fail_stop(format!("reading sled: {}", sled_cause(&e))))
     }
 }
 
@@ -471,6 +482,50 @@ impl Drop for Inner {
         let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         if let Err(e) = self.checkpoint(&mut w) {
             tracing::warn!(store = %self.path.display(), error = %e, "checkpoint at close failed");
+        }
+    }
+}
+
+/// A sled error as a message. sled shows an I/O error with `Debug` (`IO error: Os { code: 28, .. }`);
+/// this shows the operating system's message, as every other I/O error of the store does.
+fn sled_cause(e: &sled::Error) -> String {
+    match e {
+        sled::Error::Io(io) => io.to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// A sled handle whose drop cannot panic out of the store.
+///
+/// sled's log, dropped with the last handle, `fsync`s its file and unwraps the result
+/// (`pagecache/logger.rs`, `impl Drop for Log`): on a file system that failed (full, read-only after
+/// an I/O error) dropping the store, or a failed `open`, panicked the caller's thread instead of
+/// returning the error. Every handle is wrapped, so whichever one is dropped last catches it. (The
+/// panic hook still prints the panic.)
+struct Quiet<T>(Option<T>);
+
+impl<T> Quiet<T> {
+    fn new(handle: T) -> Self {
+        Quiet(Some(handle))
+    }
+}
+
+impl<T> std::ops::Deref for Quiet<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        self.0.as_ref().expect("a handle is present until it is dropped")
+    }
+}
+
+impl<T> Drop for Quiet<T> {
+    fn drop(&mut self) {
+        if let Some(handle) = self.0.take()
+            && catch_unwind(AssertUnwindSafe(|| drop(handle))).is_err()
+        {
+            tracing::error!(
+                "sled panicked while closing its files (an I/O error); nothing is lost: the commit log holds every acknowledged commit"
+            );
         }
     }
 }
@@ -528,6 +583,7 @@ fn lock(path: &Path) -> Result<File, StoreError> {
 /// reopen. (sled reports its lock only as an `Io` error of kind `Other`.)
 fn open_sled(path: &Path) -> Result<sled::Db, StoreError> {
     let store = path.parent().unwrap_or(path);
+    check_sled_conf(path)?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
         let opened = guard(store, || sled::Config::new().path(path).mode(sled::Mode::HighThroughput).open())?;
@@ -537,6 +593,7 @@ fn open_sled(path: &Path) -> Result<sled::Db, StoreError> {
             {
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
+            Err(sled::Error::Corruption { .. }) if remove_unfinished_snapshots(path)? => {}
             Err(sled::Error::Corruption { .. }) | Err(sled::Error::ReportableBug(_)) => {
                 let detail = format!(
                     "sled cannot read its files: {}",
@@ -551,6 +608,73 @@ fn open_sled(path: &Path) -> Result<sled::Db, StoreError> {
             }
         }
     }
+}
+
+/// Removes the snapshot files sled left unfinished; true when there were any (the open is worth trying
+/// again).
+///
+/// sled writes a snapshot as `snap.<lsn>.generating`, syncs it, renames it `snap.<lsn>` and only then
+/// deletes the older ones; but `open` reads the last `snap.*` file in name order, a `.generating` one
+/// included. So a crash during the write (a SIGKILL while the store was opening was enough: `crash.rs`,
+/// on a loaded machine) left a store that failed every open with "Read corrupted data" (sled issue
+/// #1527). An unfinished file is never the snapshot in force and the previous one is still there:
+/// removing it puts sled back where it was before the write began. Done only after sled refused to
+/// open, so the files of a previous instance of this process that sled is still finishing are never
+/// touched.
+fn remove_unfinished_snapshots(db: &Path) -> Result<bool, StoreError> {
+    let err = |e| StoreError::backend(format!("cannot list {}", db.display()), e);
+    let mut removed = false;
+    for entry in std::fs::read_dir(db).map_err(err)? {
+        let entry = entry.map_err(err)?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("snap.") && name.ends_with(".generating") {
+            std::fs::remove_file(entry.path()).map_err(|e| {
+                StoreError::backend(format!("cannot remove sled's unfinished snapshot {name}"), e)
+            })?;
+            tracing::warn!(file = %entry.path().display(), "removed sled's unfinished snapshot (a crash interrupted it)");
+            removed = true;
+        }
+    }
+    Ok(removed)
+}
+
+/// Checks the checksum of sled's `conf` file, which sled itself only warns about: a damaged `conf` that
+/// still parses would open the database with other parameters (a different segment size reads its log
+/// wrongly), and one that does not parse is reported as an unsupported old version. The file is
+/// `key: value` lines followed by the little-endian CRC-32 (IEEE) of the lines. Like sled, a file of 8
+/// bytes or fewer counts as absent (sled writes a new one).
+fn check_sled_conf(db: &Path) -> Result<(), StoreError> {
+    let path = db.join("conf");
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(StoreError::backend(format!("cannot read {}", path.display()), e)),
+    };
+    if bytes.len() <= 8 {
+        return Ok(());
+    }
+    let (body, crc) = bytes.split_at(bytes.len() - 4);
+    if crc32_ieee(body).to_le_bytes() != crc {
+        return Err(StoreError::corrupted_file(
+            path,
+            "sled's configuration does not match its checksum",
+            REMEDY_FILE,
+        ));
+    }
+    Ok(())
+}
+
+/// CRC-32 (IEEE 802.3, as `crc32fast` computes it for sled), bit by bit: it checks one small file.
+fn crc32_ieee(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+        }
+    }
+    !crc
 }
 
 /// Opens sled's log file (`<store>/db/db`) for [`Inner::flush_index`], and makes the store's folders
@@ -786,5 +910,104 @@ impl Store for SledStore {
             Reply::Removed(n) => Ok(n),
             other => unreachable!("a removal replies a count, not {other:?}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// sled's log `fsync`s and unwraps in its `Drop`; on a failed file system that panicked out of
+    /// dropping the store (seen with ext4 turned read-only by a write error: `faults_device.rs`).
+    #[test]
+    fn a_handle_whose_drop_panics_is_dropped_without_unwinding() {
+        struct PanicsOnDrop;
+        impl Drop for PanicsOnDrop {
+            fn drop(&mut self) {
+                panic!("Read-only file system (os error 30)");
+            }
+        }
+        let dropped = catch_unwind(|| drop(Quiet::new(PanicsOnDrop)));
+        assert!(dropped.is_ok(), "the panic escaped the handle's drop");
+    }
+
+    #[test]
+    fn crc32_is_the_ieee_one_sled_uses() {
+        assert_eq!(crc32_ieee(b"123456789"), 0xCBF4_3926);
+    }
+
+    /// Found by `faults_damage.rs`: sled only warns about a bad checksum of its `conf`, then failed with
+    /// "unsupported: created using a sled version earlier than 0.29" (flipped bytes that are not UTF-8),
+    /// a `Backend` error instead of `Corrupted`.
+    #[test]
+    fn a_damaged_sled_conf_is_corrupted() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(SledStore::open(dir.path()).unwrap());
+        let conf = dir.path().join("db").join("conf");
+        let good = std::fs::read(&conf).unwrap();
+        for at in [0, 5, good.len() / 2, good.len() - 5, good.len() - 1] {
+            let mut bad = good.clone();
+            bad[at] ^= 0x80;
+            std::fs::write(&conf, &bad).unwrap();
+            match SledStore::open(dir.path()) {
+                Err(StoreError::Corrupted { file: Some(f), .. }) => assert_eq!(f, conf),
+                other => panic!("flip at {at}: {other:?}"),
+            }
+        }
+        std::fs::write(&conf, &good).unwrap();
+        drop(SledStore::open(dir.path()).unwrap());
+    }
+
+    /// Found by `faults_damage.rs`: when `open` failed after the store was assembled (here a log record
+    /// that does not parse), dropping it checkpointed with an unpositioned writer: `next_seq - 1`
+    /// overflowed (a panic in a debug build; `checkpoint_seq = u64::MAX` written to the manifest in a
+    /// release build).
+    #[test]
+    fn a_store_that_fails_to_open_changes_nothing_when_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = SledOptions::default().log_segment_size(64 << 10);
+        drop(SledStore::open_with(dir.path(), options.clone()).unwrap());
+        let manifest = std::fs::read(dir.path().join("wal").join("manifest")).unwrap();
+        {
+            let log_options = LogOptions { segment_size: 64 << 10, ..LogOptions::default() };
+            let (mut log, records) = CommitLog::open(dir.path().join("wal"), log_options).unwrap();
+            assert!(records.is_empty());
+            // A valid record (its checksums hold) whose operations name a tree that does not exist.
+            log.append(1, &[0x7f, 0, 0, 0, 0]).unwrap();
+            log.commit().unwrap();
+        }
+        for _ in 0..2 {
+            match SledStore::open_with(dir.path(), options.clone()) {
+                Err(StoreError::Corrupted { detail, .. }) => {
+                    assert!(detail.contains("does not parse"), "{detail}")
+                }
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(std::fs::read(dir.path().join("wal").join("manifest")).unwrap(), manifest);
+        }
+    }
+
+    /// Found by `crash.rs` on a loaded machine: a SIGKILL while sled wrote a snapshot left an empty
+    /// `snap.<lsn>.generating`, which sled then read as its latest snapshot: every open failed.
+    #[test]
+    fn an_unfinished_sled_snapshot_left_by_a_crash_does_not_stop_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = SledStore::open(dir.path()).unwrap();
+            store.inner.keys.insert(b"survives", b"yes").unwrap();
+            store.inner.db.flush().unwrap();
+        }
+        for content in [&b""[..], &[0xAB; 40][..]] {
+            std::fs::write(dir.path().join("db").join("snap.FFFFFFFFFFFFFFF0.generating"), content).unwrap();
+            let store = SledStore::open(dir.path()).unwrap();
+            assert_eq!(store.inner.keys.get(b"survives").unwrap().as_deref(), Some(&b"yes"[..]));
+        }
+    }
+
+    #[test]
+    fn sled_io_errors_read_as_the_operating_system_says() {
+        let e = sled::Error::Io(std::io::Error::from_raw_os_error(28));
+        assert_eq!(sled_cause(&e), std::io::Error::from_raw_os_error(28).to_string());
+        assert!(sled_cause(&e).contains("(os error 28)"), "{}", sled_cause(&e));
     }
 }

@@ -1,0 +1,191 @@
+//! Shared pieces of the fault tests (`faults_device`, `faults_damage`, `faults_engine`) and their child
+//! processes (`fault_child`, `damage_verify`): the store options that make the commit log rotate and
+//! checkpoint often, a store wrapper that reports acknowledgements the moment they happen, the
+//! reference histories an uninterrupted run commits, and a reader of commit-log segments that finds
+//! the last commit group (to recognise damage a store cannot tell from a torn write).
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use graph_runtime::node::BoxFuture;
+use graph_runtime::store::{Checkpoint, SledOptions, SledStore};
+use graph_runtime::{CommitOutcome, Engine, MemoryStore, Store, StoreError};
+
+use crate::hooked::{Hooked, Hooks};
+use crate::{Trace, crash_graph, state_hash};
+
+/// Bytes of a commit-log segment in the fault tests: small, so a few hundred commits rotate through
+/// several segments and spares.
+pub const SEGMENT_SIZE: u64 = 64 << 10;
+/// Bytes of log between two checkpoints in the fault tests: small, so checkpoints (sled flushed, the
+/// manifest rewritten, segments retired or recycled) happen many times per run.
+pub const CHECKPOINT_BYTES: u64 = 32 << 10;
+
+/// The sled options of every fault test: [`SEGMENT_SIZE`] and [`CHECKPOINT_BYTES`].
+pub fn small_options() -> SledOptions {
+    SledOptions::default().log_segment_size(SEGMENT_SIZE).checkpoint_bytes(CHECKPOINT_BYTES)
+}
+
+/// The id of the `i`-th of several concurrent runs.
+pub fn run_id(i: usize) -> String {
+    format!("r{i}")
+}
+
+/// What [`Acking`] saw, shared by its clones.
+#[derive(Debug, Default)]
+pub struct AckLog {
+    /// The Display of the first store error any operation returned.
+    pub first_error: Mutex<Option<String>>,
+    /// Set once any operation returned an error.
+    pub failed: AtomicBool,
+}
+
+/// Hooks that print `ack <run> <step>` on stdout for every commit the store acknowledged (`Committed`
+/// or `AlreadyCommitted`), before returning it to the engine, so a parent process that kills this one
+/// knows which commits it must find again.
+///
+/// They also check the fail-stop rule from outside: a commit *submitted* after the store returned its
+/// first error must not be acknowledged; if one is, they print `late-ack <run> <step>` instead. (A
+/// commit submitted before the error may still be acknowledged after it: it belonged to an earlier
+/// group.)
+#[derive(Debug, Clone, Default)]
+pub struct AckHooks {
+    /// What they saw.
+    pub log: Arc<AckLog>,
+}
+
+/// A sled store reporting its acknowledgements ([`AckHooks`]).
+pub type Acking = Hooked<SledStore, AckHooks>;
+
+/// Wraps `inner` in [`AckHooks`].
+pub fn acking(inner: SledStore) -> Acking {
+    Hooked { inner, hooks: AckHooks::default() }
+}
+
+/// Prints one line and flushes it at once (stdout may be a pipe, which Rust line-buffers anyway; the
+/// flush makes the ordering explicit).
+pub fn say(line: impl std::fmt::Display) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+impl Hooks for AckHooks {
+    fn save<'a>(
+        &'a self,
+        cp: &'a Checkpoint,
+        call: BoxFuture<'a, Result<CommitOutcome, StoreError>>,
+    ) -> BoxFuture<'a, Result<CommitOutcome, StoreError>> {
+        Box::pin(async move {
+            let after_failure = self.log.failed.load(Ordering::SeqCst);
+            let out = call.await?;
+            if matches!(out, CommitOutcome::Committed { .. } | CommitOutcome::AlreadyCommitted { .. }) {
+                if after_failure {
+                    say(format_args!("late-ack {} {}", cp.run_id, cp.step));
+                } else {
+                    say(format_args!("ack {} {}", cp.run_id, cp.step));
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    fn on_error(&self, e: &StoreError) {
+        let mut first = self.log.first_error.lock().unwrap_or_else(|e| e.into_inner());
+        first.get_or_insert_with(|| e.to_string());
+        self.log.failed.store(true, Ordering::SeqCst);
+    }
+}
+
+/// The `ack <run> <step>` lines of a child's stdout: the highest acknowledged step of each run.
+pub fn parse_acks(stdout: &str) -> BTreeMap<String, u64> {
+    let mut acked = BTreeMap::new();
+    for line in stdout.lines() {
+        let Some(rest) = line.strip_prefix("ack ") else { continue };
+        let Some((run, step)) = rest.split_once(' ') else { continue };
+        let Ok(step) = step.parse::<u64>() else { continue };
+        let e = acked.entry(run.to_owned()).or_insert(step);
+        *e = (*e).max(step);
+    }
+    acked
+}
+
+/// What an uninterrupted run of [`crash_graph`] commits, step by step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reference {
+    /// The idempotency key of each step, from 0.
+    pub keys: Vec<String>,
+    /// [`state_hash`] of the state at each step, from 0.
+    pub states: Vec<String>,
+}
+
+impl Reference {
+    /// The last step (the run completes there).
+    pub fn last_step(&self) -> u64 {
+        self.keys.len() as u64 - 1
+    }
+}
+
+/// The reference history of run `run` of `crash_graph(iterations)`, on a [`MemoryStore`].
+pub async fn reference(run: &str, iterations: u64) -> Reference {
+    let store = MemoryStore::new();
+    let engine = Engine::builder(crash_graph(iterations)).store(store.clone()).build();
+    let out = engine.run(run, Trace::default()).await.expect("the reference run completes");
+    let keys: Vec<String> =
+        store.history(run).await.expect("history").into_iter().map(|m| m.idempotency_key).collect();
+    assert_eq!(keys.len() as u64, out.steps + 1);
+    let mut states = Vec::with_capacity(keys.len());
+    for step in 0..=out.steps {
+        let s = engine.state_at(run, step).await.expect("state").expect("every step is stored");
+        states.push(state_hash(&s));
+    }
+    Reference { keys, states }
+}
+
+/// Bytes of a commit-log segment header.
+pub const WAL_SEGMENT_HEADER: usize = 32;
+/// Bytes of a commit-group header.
+pub const WAL_GROUP_HEADER: usize = 24;
+
+/// The commit groups of a segment file's bytes, as `(start, end, first_seq, count)` with `end` past the
+/// group's padding, in file order. It follows the layout (32-byte header; 8-aligned groups whose header
+/// starts with `u32` body length, `u32` count, `u64` first seq) without checking checksums: meant for
+/// undamaged files. It stops at the first all-zero group header, at a group that would run past the
+/// file, or at a group whose seq does not follow the previous one (a recycled segment keeps groups of
+/// its previous life after its current end; their seqs are older).
+pub fn wal_groups(bytes: &[u8]) -> Vec<(usize, usize, u64, u32)> {
+    let mut groups = Vec::new();
+    let mut at = WAL_SEGMENT_HEADER;
+    let mut expected: Option<u64> = None;
+    while let Some(h) = bytes.get(at..at + WAL_GROUP_HEADER) {
+        if h.iter().all(|&b| b == 0) {
+            break;
+        }
+        let body_len = u32::from_le_bytes(h[0..4].try_into().expect("4 bytes")) as usize;
+        let count = u32::from_le_bytes(h[4..8].try_into().expect("4 bytes"));
+        let first_seq = u64::from_le_bytes(h[8..16].try_into().expect("8 bytes"));
+        let end = (at + WAL_GROUP_HEADER + body_len).div_ceil(8) * 8;
+        if count == 0 || end > bytes.len() || expected.is_some_and(|e| e != first_seq) {
+            break;
+        }
+        groups.push((at, end, first_seq, count));
+        expected = Some(first_seq + u64::from(count));
+        at = end;
+    }
+    groups
+}
+
+/// The segment files of a store's commit log (`<store>/wal/wal-*.log`), in seq order.
+pub fn wal_segments(store: &Path) -> Vec<std::path::PathBuf> {
+    let mut segs: Vec<_> = std::fs::read_dir(store.join("wal"))
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    segs.retain(|p| {
+        p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("wal-") && n.ends_with(".log"))
+    });
+    segs.sort();
+    segs
+}
