@@ -50,13 +50,19 @@ pub use macro_support as __private;
 pub use ctx::{Ctx, DrawRange};
 pub use effect::{Divergence, Effect, ReplayMode};
 pub use error::{ConflictError, Error, GraphError, MergeError, NodeError, Result, StoreError};
+pub use events::{ChainKey, Event, EventType};
 pub use graph::{END, Graph, GraphBuilder};
 pub use graph_macros::{graph, node, reduce, reducer};
 pub use node::{Branch, Node, NodeResult, Route, Routing, Static};
 pub use policy::{Backoff, EngineOptions, NodePolicy, RetryPolicy};
-pub use scheduler::{Engine, EngineBuilder, ReplayOutcome, RunOptions, RunOutcome};
+pub use scheduler::{
+    ChainReport, Engine, EngineBuilder, HistoryEntry, ReplayOutcome, RunOptions, RunOutcome,
+};
 pub use state::{ConflictPolicy, Delta, Reducer};
-pub use store::{Checkpoint, CommitOutcome, MemoryStore, PauseReason, Resolution, RunStatus, Store};
+pub use store::{
+    Checkpoint, CommitOutcome, Interrupt, InterruptKind, MemoryStore, PauseReason, Resolution, RunStatus,
+    Store,
+};
 
 pub use rand_chacha;
 pub use rand_core;
@@ -84,8 +90,8 @@ pub mod prelude {
     pub use crate::store::{Durability, SledOptions, SledStore};
     pub use crate::{
         Backoff, Branch, CancellationToken, ConflictPolicy, Ctx, Delta, END, Engine, EngineOptions, Graph,
-        MemoryStore, NodeError, NodePolicy, NodeResult, PauseReason, Reducer, ReplayMode, Resolution,
-        RetryPolicy, Route, RunOptions, RunOutcome, RunStatus, Static,
+        Interrupt, InterruptKind, MemoryStore, NodeError, NodePolicy, NodeResult, PauseReason, Reducer,
+        ReplayMode, Resolution, RetryPolicy, Route, RunOptions, RunOutcome, RunStatus, Static,
     };
     pub use graph_macros::{graph, node, reduce, reducer};
     pub use rand_core::Rng as _;

@@ -424,3 +424,78 @@ pub fn ledger_graph(iterations: u64, ledger: std::path::PathBuf, crash: Option<L
 pub fn ledger_receipt(key: &str) -> String {
     format!("rcpt-{}", &key[..8])
 }
+
+/// Appends `line` to the file `ledger` (one `write`: a kill cannot tear it).
+pub fn ledger_line(ledger: &std::path::Path, line: &str) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(ledger).expect("ledger opens");
+    f.write_all(format!("{line}\n").as_bytes()).expect("ledger write");
+}
+
+/// How many lines of the file `ledger` are `line`.
+pub fn ledger_count(ledger: &std::path::Path, line: &str) -> usize {
+    std::fs::read_to_string(ledger).unwrap_or_default().lines().filter(|l| *l == line).count()
+}
+
+/// plan → `check` and `approver0`..`approver{n-1}` (one step, a static fan-out) → `join` → END.
+///
+/// Each approver first notifies its reviewer (a journaled effect), then asks for a decision with
+/// `ctx.interrupt` (a `bool`), unless `upfront` gives the decisions (the run that had its input from the
+/// start, to compare with). `check` does plain work. Every execution of `check` and of an approver past
+/// its interrupt, and every real notification, appends a line to the file `ledger` (`check`,
+/// `approver<i>`, `notify<i>`): what ran, as the tests count it, across processes.
+pub fn approval(approvers: usize, ledger: std::path::PathBuf, upfront: Option<Vec<bool>>) -> Graph<Trace> {
+    let ledger = Arc::new(ledger);
+    let check_ledger = ledger.clone();
+    let mut b = Graph::<Trace>::builder("approval")
+        .node("plan", |_s, _c| Box::pin(async { Ok((TraceDelta::default().log("plan"), Route::Declared)) }))
+        .node("check", move |_s, _c| {
+            let ledger = check_ledger.clone();
+            Box::pin(async move {
+                ledger_line(&ledger, "check");
+                Ok((TraceDelta::default().log("checked").count(1), Route::Declared))
+            })
+        })
+        .edge("plan", "check")
+        .edge("check", "join");
+    for i in 0..approvers {
+        let name = format!("approver{i}");
+        let (ledger, upfront) = (ledger.clone(), upfront.clone());
+        b = b
+            .node(name.clone(), move |_s, ctx| {
+                let (ledger, upfront) = (ledger.clone(), upfront.clone());
+                Box::pin(async move {
+                    let sent: String = ctx
+                        .effect("notify", &i)
+                        .run(|key| {
+                            let ledger = ledger.clone();
+                            async move {
+                                ledger_line(&ledger, &format!("notify{i}"));
+                                Ok::<_, NodeError>(format!("notified {}", &key[..6]))
+                            }
+                        })
+                        .await?;
+                    let approved: bool = match &upfront {
+                        Some(answers) => answers[i],
+                        None => ctx.interrupt(
+                            &serde_json::json!({ "approver": i, "question": "ship it?", "sent": sent }),
+                        )?,
+                    };
+                    ledger_line(&ledger, &format!("approver{i}"));
+                    Ok((
+                        TraceDelta::default().log(format!("approver{i}:{approved}")).count(1),
+                        Route::Declared,
+                    ))
+                })
+            })
+            .edge("plan", name.clone())
+            .edge(name, "join");
+    }
+    b.node("join", |s, _c| {
+        Box::pin(async move { Ok((TraceDelta::default().log(format!("join:{}", s.count)), Route::Declared)) })
+    })
+    .edge("join", END)
+    .entry("plan")
+    .build()
+    .expect("valid graph")
+}

@@ -124,3 +124,20 @@ impl<St: Store, H: Hooks> Store for Hooked<St, H> {
         self.saw(self.inner.ack_outbox(keys).await)
     }
 }
+
+/// Shared hooks: a test keeps one handle to look at what they saw, the store the other.
+impl<H: Hooks> Hooks for std::sync::Arc<H> {
+    fn save<'a>(
+        &'a self,
+        cp: &'a Checkpoint,
+        call: BoxFuture<'a, Result<CommitOutcome, StoreError>>,
+    ) -> BoxFuture<'a, Result<CommitOutcome, StoreError>> {
+        (**self).save(cp, call)
+    }
+    fn on_error(&self, e: &StoreError) {
+        (**self).on_error(e)
+    }
+    fn events(&self, run_id: &str, events: Vec<Event>) -> Result<Vec<Event>, StoreError> {
+        (**self).events(run_id, events)
+    }
+}

@@ -71,6 +71,7 @@ conformance!(
     restarts_between_operations,
     effect_journal_is_compare_and_set,
     outbox_rows_come_with_their_commit,
+    events_and_pending_steps_go_with_their_writes,
 );
 
 fn op() -> impl Strategy<Value = Op> {

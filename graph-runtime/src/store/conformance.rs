@@ -18,8 +18,9 @@ use std::sync::Arc;
 
 use super::{
     Checkpoint, CommitOutcome, EffectClass, EffectOutcome, EffectRecord, EffectState, FailPoint, MemoryStore,
-    OutboxRow, RunFilter, RunStatus, SCHEMA_VERSION, StateRepr, Store, WorkItem,
+    OutboxRow, PauseReason, RunFilter, RunStatus, SCHEMA_VERSION, StateRepr, Store, WorkItem,
 };
+use crate::events::{ChainHead, Event, EventType};
 use crate::keys::{KeyItem, OrderKey, PathId, hex, idempotency_key, sha256_parts};
 
 /// How the suite opens a backend.
@@ -350,6 +351,77 @@ pub async fn outbox_rows_come_with_their_commit<B: Backend>(b: &B) {
     store = b.reopen(store);
     assert_eq!(store.outbox(10).await.unwrap(), [row("o", 1, 0), row("o", 2, 0)]);
     assert_eq!(store.ack_outbox(&[pending[1].key.clone()]).await.unwrap(), 0, "acknowledged once");
+}
+
+/// Events chained after `head`, one per payload (`{"n": i}`), stamped `seq`.
+pub fn events(head: Option<&ChainHead>, n: usize, first: u64) -> Vec<Event> {
+    let mut a = crate::events::Appender::new(head.cloned(), None);
+    (0..n)
+        .map(|i| {
+            a.next(EventType::StepCommitted, first + i as u64, serde_json::json!({ "n": first + i as u64 }))
+        })
+        .collect()
+}
+
+fn head_of(events: &[Event]) -> Option<ChainHead> {
+    events.last().map(|e| ChainHead { seq: e.seq, hash: e.hash.clone() })
+}
+
+/// Events are appended with the write they come with and never without it (an injected failure, a
+/// step taken, a version conflict, an `AlreadyCommitted`); the run row's head follows the last one
+/// written; `events` pages in `seq` order; the pending step is set by a status change that gives one,
+/// kept by one that does not, cleared by the next commit; all of it survives a restart.
+pub async fn events_and_pending_steps_go_with_their_writes<B: Backend>(b: &B) {
+    let mut store = b.open();
+    let first = events(None, 2, 0);
+    store.save_checkpoint(&checkpoint("e", 0, 0), &first, &RunStatus::Running, 0).await.unwrap();
+    assert_eq!(store.run_info("e").await.unwrap().unwrap().event_head, head_of(&first));
+    // Not committed: no events, the head unchanged.
+    let lost = events(head_of(&first).as_ref(), 1, 2);
+    B::fail_point(&store).fail_after(2);
+    assert!(store.save_checkpoint(&checkpoint("e", 1, 1), &lost, &RunStatus::Running, 1).await.is_err());
+    for (cp, version) in [(checkpoint("e", 1, 1), 7), (checkpoint("e", 0, 5), 1), (checkpoint("e", 0, 0), 1)]
+    {
+        let outcome = store.save_checkpoint(&cp, &lost, &RunStatus::Running, version).await.unwrap();
+        assert!(!matches!(outcome, CommitOutcome::Committed { .. }), "{outcome:?}");
+    }
+    assert!(matches!(
+        store.set_status("e", &RunStatus::Cancelled, &lost, Some(b"p"), 9).await.unwrap(),
+        CommitOutcome::VersionConflict { .. }
+    ));
+    store = b.reopen(store);
+    assert_eq!(store.events("e", 0, 100).await.unwrap(), first);
+    assert_eq!(store.run_info("e").await.unwrap().unwrap().event_head, head_of(&first));
+    assert_eq!(store.pending("e").await.unwrap(), None);
+    // A status change appends, sets the pending step; another keeps it.
+    let paused = events(head_of(&first).as_ref(), 1, 2);
+    let status = RunStatus::Paused(PauseReason::Backpressure);
+    store.set_status("e", &status, &paused, Some(b"pending-1"), 1).await.unwrap();
+    let resumed = events(head_of(&paused).as_ref(), 1, 3);
+    store.set_status("e", &RunStatus::Running, &resumed, None, 2).await.unwrap();
+    store = b.reopen(store);
+    assert_eq!(store.pending("e").await.unwrap().as_deref(), Some(&b"pending-1"[..]));
+    assert_eq!(store.run_info("e").await.unwrap().unwrap().event_head, head_of(&resumed));
+    // The next commit clears it; a commit without events keeps the head.
+    let committed = events(head_of(&resumed).as_ref(), 3, 4);
+    store.save_checkpoint(&checkpoint("e", 1, 1), &committed, &RunStatus::Running, 3).await.unwrap();
+    store.save_checkpoint(&checkpoint("e", 2, 2), &[], &RunStatus::Running, 4).await.unwrap();
+    // Another run's log is its own.
+    let theirs = events(None, 2, 0);
+    store.save_checkpoint(&checkpoint("e2", 0, 0), &theirs, &RunStatus::Running, 0).await.unwrap();
+    store = b.reopen(store);
+    assert_eq!(store.pending("e").await.unwrap(), None);
+    let info = store.run_info("e").await.unwrap().unwrap();
+    assert_eq!(info.event_head, head_of(&committed));
+    let all: Vec<Event> = [first, paused, resumed, committed].concat();
+    assert_eq!(store.events("e", 0, 100).await.unwrap(), all);
+    assert_eq!(store.events("e", 2, 3).await.unwrap(), all[2..5]);
+    assert_eq!(store.events("e", 6, 100).await.unwrap(), all[6..]);
+    assert_eq!(store.events("e", 7, 100).await.unwrap(), []);
+    assert_eq!(store.events("e2", 0, 100).await.unwrap(), theirs);
+    assert_eq!(store.events("none", 0, 100).await.unwrap(), []);
+    crate::events::verify("e", None, &all, info.event_head.as_ref(), None)
+        .expect("the stored chain verifies");
 }
 
 /// One operation of the model test (`run`, `step`, `value` pick small ids so operations collide).
