@@ -384,6 +384,8 @@ async fn resume_workload(a: &Args, long: u64) {
         let err = build.run("long", Count::default()).await.unwrap_err();
         assert!(matches!(err, Error::MaxStepsExceeded { .. }));
         store.flush().await.unwrap();
+        // One event per committed step and per status change: what an unbounded verification would read.
+        let events = store.run_info("long").await.unwrap().unwrap().event_head.map_or(0, |h| h.seq + 1);
         drop(build);
         drop(store);
         // Each repetition opens the store (timed apart: sled reads its page table on open, which grows
@@ -407,8 +409,8 @@ async fn resume_workload(a: &Args, long: u64) {
         emit(json!({"workload": "resume", "mode": "sled-sync", "n": history, "repeat": resumes.len(),
             "seconds_median": m, "seconds_all": resumes, "ms_median": m * 1e3,
             "open_ms_median": open * 1e3, "open_seconds_all": opens,
-            "store_bytes_on_disk": dir_size(dir.path()),
-            "note": "resume: load and rebuild the latest state, execute and durably commit one step; open: SledStore::open"}));
+            "store_bytes_on_disk": dir_size(dir.path()), "events": events,
+            "note": "resume: verify the event log from the latest checkpoint on, load and rebuild the latest state, execute and durably commit one step; open: SledStore::open"}));
     }
 }
 

@@ -79,6 +79,16 @@ pub struct ReadmeDoctests;
 #[cfg(doctest)]
 pub struct EffectsDoctests;
 
+/// The human-in-the-loop guide, its examples compiled and run as doctests.
+#[doc = include_str!("../../docs/interrupts.md")]
+#[cfg(doctest)]
+pub struct InterruptsDoctests;
+
+/// The audit-trail guide, its examples compiled and run as doctests.
+#[doc = include_str!("../../docs/audit.md")]
+#[cfg(doctest)]
+pub struct AuditDoctests;
+
 /// The guide for LangGraph users, its examples compiled and run as doctests.
 #[doc = include_str!("../../docs/from-langgraph.md")]
 #[cfg(doctest)]
