@@ -185,16 +185,85 @@ impl<S: Reducer> Graph<S> {
         &self.inner.fingerprint
     }
 
+    /// The graph's structure as plain data: what a run's `RUN_STARTED` event records, so a tool that
+    /// does not have the graph's code (graphctl) can still draw it.
+    pub fn shape(&self) -> GraphShape {
+        GraphShape {
+            name: self.inner.name.clone(),
+            fingerprint: self.inner.fingerprint.to_string(),
+            entry: self.entry().to_owned(),
+            nodes: self
+                .inner
+                .nodes
+                .iter()
+                .map(|n| NodeShape {
+                    name: n.name.to_string(),
+                    edges: n.edges.iter().map(|t| self.target_name(*t).to_owned()).collect(),
+                    routed: n.router.is_some(),
+                    wait_for: n.wait_for.iter().map(|w| self.inner.nodes[*w].name.to_string()).collect(),
+                })
+                .collect(),
+        }
+    }
+
+    /// A Mermaid flowchart; edges are labelled with their index.
+    pub fn mermaid(&self) -> String {
+        self.shape().mermaid()
+    }
+
+    /// A Graphviz DOT digraph; edges are labelled with their index.
+    pub fn dot(&self) -> String {
+        self.shape().dot()
+    }
+
+    fn target_name(&self, t: Target) -> &str {
+        match t {
+            Target::Node(j) => &self.inner.nodes[j].name,
+            Target::End => END,
+        }
+    }
+}
+
+/// A graph's structure as plain data ([`Graph::shape`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct GraphShape {
+    /// The graph's name.
+    pub name: String,
+    /// Its fingerprint.
+    pub fingerprint: String,
+    /// The entry node.
+    pub entry: String,
+    /// Its nodes, in declaration order.
+    pub nodes: Vec<NodeShape>,
+}
+
+/// One node of a [`GraphShape`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct NodeShape {
+    /// The node's name.
+    pub name: String,
+    /// Its declared edges' targets, by edge index ([`END`] for the end).
+    pub edges: Vec<String>,
+    /// A router chooses its edge.
+    #[serde(default)]
+    pub routed: bool,
+    /// The predecessors it waits for, all of them (empty: none).
+    #[serde(default)]
+    pub wait_for: Vec<String>,
+}
+
+impl GraphShape {
     /// A Mermaid flowchart; edges are labelled with their index.
     pub fn mermaid(&self) -> String {
         let mut s = String::from("flowchart TD\n    __start__([START])\n    __end__([END])\n");
-        for n in &self.inner.nodes {
+        for n in &self.nodes {
             let _ = writeln!(s, "    {0}[{0}]", n.name);
         }
-        let _ = writeln!(s, "    __start__ --> {}", self.entry());
-        for n in &self.inner.nodes {
-            for (i, t) in n.edges.iter().enumerate() {
-                let to = self.target_name(*t);
+        let _ = writeln!(s, "    __start__ --> {}", self.entry);
+        for n in &self.nodes {
+            for (i, to) in n.edges.iter().enumerate() {
                 let _ = writeln!(s, "    {} -->|{i}| {to}", n.name);
             }
         }
@@ -205,23 +274,16 @@ impl<S: Reducer> Graph<S> {
     pub fn dot(&self) -> String {
         let mut s = format!(
             "digraph \"{}\" {{\n    \"__start__\" [shape=circle];\n    \"__end__\" [shape=doublecircle];\n",
-            self.inner.name
+            self.name
         );
-        let _ = writeln!(s, "    \"__start__\" -> \"{}\";", self.entry());
-        for n in &self.inner.nodes {
-            for (i, t) in n.edges.iter().enumerate() {
-                let _ = writeln!(s, "    \"{}\" -> \"{}\" [label=\"{i}\"];", n.name, self.target_name(*t));
+        let _ = writeln!(s, "    \"__start__\" -> \"{}\";", self.entry);
+        for n in &self.nodes {
+            for (i, to) in n.edges.iter().enumerate() {
+                let _ = writeln!(s, "    \"{}\" -> \"{to}\" [label=\"{i}\"];", n.name);
             }
         }
         s.push_str("}\n");
         s
-    }
-
-    fn target_name(&self, t: Target) -> &str {
-        match t {
-            Target::Node(j) => &self.inner.nodes[j].name,
-            Target::End => END,
-        }
     }
 }
 

@@ -51,7 +51,7 @@ pub use ctx::{Ctx, DrawRange};
 pub use effect::{Divergence, Effect, ReplayMode};
 pub use error::{ConflictError, Error, GraphError, MergeError, NodeError, Result, StoreError};
 pub use events::{ChainKey, Event, EventType};
-pub use graph::{END, Graph, GraphBuilder};
+pub use graph::{END, Graph, GraphBuilder, GraphShape, NodeShape};
 pub use graph_macros::{graph, node, reduce, reducer};
 pub use node::{Branch, Node, NodeResult, Route, Routing, Static};
 pub use policy::{Backoff, EngineOptions, NodePolicy, RetryPolicy};

@@ -8,10 +8,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use super::advance::Driven;
 use super::{Engine, RunOutcome};
 use crate::error::{Error, Result, StoreError};
-use crate::events::{self, Appender, ChainHead, Event, EventType};
+use crate::events::{self, Appender, ChainHead, ChainKey, Event, EventType};
 use crate::state::Reducer;
 use crate::store::record::{self, Chain, Draft};
-use crate::store::{Checkpoint, CommitOutcome, RunInfo, RunStatus};
+use crate::store::{Checkpoint, CommitOutcome, RunInfo, RunStatus, Store};
 
 /// Events read per store call when a whole log is verified.
 const PAGE: usize = 4096;
@@ -140,45 +140,7 @@ impl<S: Reducer> Engine<S> {
     /// one); `UnsupportedSchemaVersion` for an event of an unknown format (an edited version number reads
     /// as one); [`Error::RunNotFound`]; store errors.
     pub async fn verify(&self, run_id: &str) -> Result<ChainReport> {
-        let store = &*self.inner.store;
-        let info =
-            store.run_info(run_id).await?.ok_or_else(|| Error::RunNotFound { run: run_id.to_owned() })?;
-        let key = self.inner.chain_key.as_ref();
-        let mut prev: Option<ChainHead> = None;
-        let mut count = 0u64;
-        // The state hash each commit event records, by step (the last commit of a step wins: a step is
-        // committed once).
-        let mut recorded: BTreeMap<u64, (u64, String)> = BTreeMap::new();
-        loop {
-            let from = prev.as_ref().map_or(0, |p| p.seq + 1);
-            let page = store.events(run_id, from, PAGE).await.map_err(corrupted_event)?;
-            let n = page.len();
-            if let Some(last) = events::verify_segment(run_id, prev.as_ref(), &page, key)? {
-                prev = Some(last);
-            }
-            for e in &page {
-                if let (Some(step), Some(hash)) =
-                    (commit_step(e), e.payload.get("state_hash").and_then(|h| h.as_str()))
-                {
-                    recorded.insert(step, (e.seq, hash.to_owned()));
-                }
-            }
-            count += n as u64;
-            if n < PAGE {
-                break;
-            }
-        }
-        events::check_head(run_id, None, prev.as_ref(), info.event_head.as_ref())?;
-        let mut matched = 0;
-        for meta in store.history(run_id).await? {
-            if let Some((seq, hash)) = recorded.get(&meta.step) {
-                if *hash != meta.state_hash {
-                    return Err(Error::ExecutionCorrupted { run: run_id.to_owned(), seq: *seq });
-                }
-                matched += 1;
-            }
-        }
-        Ok(ChainReport { run_id: run_id.to_owned(), events: count, head: prev, checkpoints_matched: matched })
+        verify_run(&*self.inner.store, run_id, self.inner.chain_key.as_ref()).await
     }
 
     /// Up to `limit` events of a run's log from `seq` on, as stored (not verified: see
@@ -199,20 +161,7 @@ impl<S: Reducer> Engine<S> {
     ///
     /// Store errors.
     pub async fn history(&self, run_id: &str) -> Result<Vec<HistoryEntry>> {
-        let metas = self.inner.store.history(run_id).await?;
-        let mut out: Vec<HistoryEntry> = Vec::with_capacity(metas.len());
-        for m in metas {
-            let ran = out.last().filter(|p| p.step + 1 == m.step).map(|p| p.next.clone());
-            out.push(HistoryEntry {
-                step: m.step,
-                timestamp_ms: m.timestamp_ms,
-                label: m.label,
-                ran,
-                next: m.next,
-                state_hash: m.state_hash,
-            });
-        }
-        Ok(out)
+        run_history(&*self.inner.store, run_id).await
     }
 
     /// Starts run `new_run_id` from checkpoint `step` of run `run_id` (time travel): the new run's
@@ -319,6 +268,7 @@ impl<S: Reducer> Engine<S> {
             "edited": edited,
             "state_hash": root.state_hash,
             "idempotency_key": root.idempotency_key,
+            "shape": graph.shape(),
         });
         let (events, _) = self.chain(None, [(EventType::Forked, forked)], now_ms());
         let status = if root.frontier.is_empty() { RunStatus::Completed } else { RunStatus::Running };
@@ -335,6 +285,72 @@ impl<S: Reducer> Engine<S> {
         tracing::info!(run = new_run_id, parent = run_id, step, edited, "run forked");
         Ok(RunOutcome { run_id: new_run_id.to_owned(), state, status, steps: step })
     }
+}
+
+/// [`Engine::verify`] on any store, without a graph: what tools that do not have the graph's code use.
+///
+/// # Errors
+///
+/// As [`Engine::verify`].
+pub async fn verify_run(store: &dyn Store, run_id: &str, key: Option<&ChainKey>) -> Result<ChainReport> {
+    let info = store.run_info(run_id).await?.ok_or_else(|| Error::RunNotFound { run: run_id.to_owned() })?;
+    let mut prev: Option<ChainHead> = None;
+    let mut count = 0u64;
+    // The state hash each commit event records, by step (the last commit of a step wins: a step is
+    // committed once).
+    let mut recorded: BTreeMap<u64, (u64, String)> = BTreeMap::new();
+    loop {
+        let from = prev.as_ref().map_or(0, |p| p.seq + 1);
+        let page = store.events(run_id, from, PAGE).await.map_err(corrupted_event)?;
+        let n = page.len();
+        if let Some(last) = events::verify_segment(run_id, prev.as_ref(), &page, key)? {
+            prev = Some(last);
+        }
+        for e in &page {
+            if let (Some(step), Some(hash)) =
+                (commit_step(e), e.payload.get("state_hash").and_then(|h| h.as_str()))
+            {
+                recorded.insert(step, (e.seq, hash.to_owned()));
+            }
+        }
+        count += n as u64;
+        if n < PAGE {
+            break;
+        }
+    }
+    events::check_head(run_id, None, prev.as_ref(), info.event_head.as_ref())?;
+    let mut matched = 0;
+    for meta in store.history(run_id).await? {
+        if let Some((seq, hash)) = recorded.get(&meta.step) {
+            if *hash != meta.state_hash {
+                return Err(Error::ExecutionCorrupted { run: run_id.to_owned(), seq: *seq });
+            }
+            matched += 1;
+        }
+    }
+    Ok(ChainReport { run_id: run_id.to_owned(), events: count, head: prev, checkpoints_matched: matched })
+}
+
+/// [`Engine::history`] on any store, without a graph.
+///
+/// # Errors
+///
+/// Store errors.
+pub async fn run_history(store: &dyn Store, run_id: &str) -> Result<Vec<HistoryEntry>> {
+    let metas = store.history(run_id).await?;
+    let mut out: Vec<HistoryEntry> = Vec::with_capacity(metas.len());
+    for m in metas {
+        let ran = out.last().filter(|p| p.step + 1 == m.step).map(|p| p.next.clone());
+        out.push(HistoryEntry {
+            step: m.step,
+            timestamp_ms: m.timestamp_ms,
+            label: m.label,
+            ran,
+            next: m.next,
+            state_hash: m.state_hash,
+        });
+    }
+    Ok(out)
 }
 
 /// The step an event records the commit of (`RUN_STARTED`, `STEP_COMMITTED`, `FORKED`).

@@ -37,7 +37,7 @@ use crate::state::Reducer;
 use crate::store::record::{self, Chain, Draft};
 use crate::store::{CommitOutcome, InterruptKind, MemoryStore, RunStatus, Store, WorkItem};
 use advance::{Driven, Stop};
-pub use audit::{ChainReport, HistoryEntry};
+pub use audit::{ChainReport, HistoryEntry, run_history, verify_run};
 pub use replay::ReplayOutcome;
 
 /// Runs one graph against one store. Cheap to clone; clones share the store, the admission queue and
@@ -256,6 +256,7 @@ impl<S: Reducer> Engine<S> {
             "idempotency_key": cp.idempotency_key,
             "seed": seed,
             "label": cp.label,
+            "shape": graph.shape(),
         });
         let (events, head) = self.chain(None, [(EventType::RunStarted, started)], cp.timestamp_ms);
         let CommitOutcome::Committed { version } =
