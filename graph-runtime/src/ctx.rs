@@ -13,6 +13,7 @@ use uuid::Uuid;
 use crate::effect::{Divergence, Effect, EffectNote, RunEnv};
 use crate::error::NodeError;
 use crate::keys::{OrderKey, PathId, item_rng_seed};
+use crate::stream::CustomSink;
 
 /// What one attempt of one work item knows about itself.
 ///
@@ -81,6 +82,8 @@ pub(crate) struct ItemId {
     pub(crate) env: Option<Arc<RunEnv>>,
     /// The inputs given to the item's `interrupt` calls, by call index.
     pub(crate) resume_inputs: Option<Arc<Vec<serde_json::Value>>>,
+    /// Where `stream` sends, when the run is streamed.
+    pub(crate) sink: Option<Arc<dyn CustomSink>>,
 }
 
 impl Ctx {
@@ -120,6 +123,7 @@ impl Ctx {
             input: None,
             env: None,
             resume_inputs: None,
+            sink: None,
         };
         Ctx::new(item, 1, CancellationToken::new(), None)
     }
@@ -291,6 +295,30 @@ impl Ctx {
 
     pub(crate) fn stop(&mut self, stop: CtxStop) {
         self.stop.get_or_insert(stop);
+    }
+
+    /// Sends `payload` to the run's stream (a token of a model's answer, a progress note), when the run
+    /// is streamed with [`StreamModes::CUSTOM`](crate::StreamModes::CUSTOM); otherwise does nothing.
+    /// Payloads are not part of the state: they are not checkpointed, a step that runs again sends them
+    /// again, and a replay sends nothing. A slow consumer makes this wait (or drops the payload, as the
+    /// stream was opened).
+    ///
+    /// # Errors
+    ///
+    /// The payload does not serialize to JSON.
+    pub async fn stream(&self, payload: &impl serde::Serialize) -> Result<(), NodeError> {
+        let Some(sink) = &self.item.sink else { return Ok(()) };
+        if self.item.env.as_ref().is_some_and(|e| e.replay.is_some()) {
+            return Ok(());
+        }
+        let value = serde_json::to_value(payload).map_err(|e| {
+            NodeError::fatal(format!(
+                "a payload streamed by node `{}` does not serialize: {e}",
+                self.item.node
+            ))
+        })?;
+        sink.custom(self.item.step, &self.item.node, self.item.path.as_str(), value).await;
+        Ok(())
     }
 
     /// Records an effect whose response the attempt used.

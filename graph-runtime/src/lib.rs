@@ -43,6 +43,7 @@ pub mod policy;
 pub mod scheduler;
 pub mod state;
 pub mod store;
+pub mod stream;
 
 #[doc(hidden)]
 pub use macro_support as __private;
@@ -63,6 +64,7 @@ pub use store::{
     Checkpoint, CommitOutcome, Interrupt, InterruptKind, MemoryStore, PauseReason, Resolution, RunStatus,
     Store,
 };
+pub use stream::{NodeOutcome, Overflow, RunStream, StreamEvent, StreamModes, StreamOptions};
 
 pub use rand_chacha;
 pub use rand_core;

@@ -21,9 +21,10 @@ use crate::store::journal::outbox_key;
 use crate::store::record::PendingStep;
 use crate::store::record::{self, Chain, Draft};
 use crate::store::{Checkpoint, CommitOutcome, PauseReason, RunStatus, WaitingJoin, WorkItem};
+use crate::stream::{Observer, StreamEvent, StreamModes};
 
 /// A run being driven: checkpoint `step` as committed, and what driving it needs.
-pub(super) struct Driven<S> {
+pub(super) struct Driven<S: Reducer> {
     pub(super) run_id: Arc<str>,
     pub(super) step: u64,
     pub(super) state: Arc<S>,
@@ -47,9 +48,13 @@ pub(super) struct Driven<S> {
     pub(super) resumption: Option<PendingStep>,
     /// Step `step`'s breakpoints were passed (the run was resumed from them).
     pub(super) past_breakpoint: bool,
+    /// Where the run's events go when it is streamed.
+    pub(super) observer: Option<Arc<Observer<S>>>,
+    /// The driver continues a stored run.
+    pub(super) resumed: bool,
 }
 
-impl<S: Clone> Driven<S> {
+impl<S: Reducer> Driven<S> {
     /// The outcome of a run that stops here with `status`.
     pub(super) fn outcome(self, status: RunStatus) -> RunOutcome<S> {
         let state = Arc::try_unwrap(self.state).unwrap_or_else(|s| (*s).clone());
@@ -84,6 +89,11 @@ impl<S: Reducer> Engine<S> {
     /// Executes step `run.step`, merges, and commits step `run.step + 1`; on success `run` is at the
     /// new step, as committed.
     pub(super) async fn advance(&self, run: &mut Driven<S>) -> Result<(), Stop> {
+        if let Some(o) = &run.observer {
+            let graph = &self.inner.graph;
+            let nodes = run.nodes.iter().map(|n| graph.node(*n).name().to_string()).collect();
+            o.emit(StreamModes::DEBUG, StreamEvent::StepStarted { step: run.step, nodes }).await;
+        }
         let done = self.execute(run).await?;
         if !done.interrupts.is_empty() {
             return Err(self.interrupted(run, done).await);
@@ -145,6 +155,19 @@ impl<S: Reducer> Engine<S> {
             events.push((EventType::RunCompleted, completed));
         }
         let (events, head) = self.chain(run.head.as_ref(), events, cp.timestamp_ms);
+        let observed = run.observer.as_ref().filter(|o| o.wants(StreamModes::DEBUG)).map(|_| {
+            let effects: Vec<StreamEvent<S>> = events
+                .iter()
+                .filter(|e| e.event_type == EventType::EffectRecorded)
+                .map(|e| StreamEvent::Effect {
+                    step,
+                    node: e.payload["node"].as_str().unwrap_or_default().to_owned(),
+                    key: e.payload["key"].as_str().unwrap_or_default().to_owned(),
+                    name: e.payload["name"].as_str().unwrap_or_default().to_owned(),
+                })
+                .collect();
+            (effects, cp.idempotency_key.clone(), cp.state_hash.clone())
+        });
         let outcome = self.inner.store.save_checkpoint(&cp, &events, &status, run.version).await?;
         if matches!(outcome, CommitOutcome::Committed { .. }) {
             run.head = head;
@@ -155,6 +178,22 @@ impl<S: Reducer> Engine<S> {
         run.resumption = None;
         run.past_breakpoint = false;
         self.adopt(run, cp, next_nodes, chain, outcome).await?;
+        if let Some(o) = &run.observer {
+            if let Some((effects, idempotency_key, state_hash)) = observed {
+                for e in effects {
+                    o.emit(StreamModes::DEBUG, e).await;
+                }
+                let committed = StreamEvent::StepCommitted { step: run.step, idempotency_key, state_hash };
+                o.emit(StreamModes::DEBUG, committed).await;
+            }
+            if o.wants(StreamModes::VALUES) {
+                o.emit(
+                    StreamModes::VALUES,
+                    StreamEvent::Values { step: run.step, state: (*run.state).clone() },
+                )
+                .await;
+            }
+        }
         tracing::debug!(run = %run.run_id, step = run.step, items = run.frontier.len(), "step committed");
         Ok(())
     }
@@ -177,6 +216,7 @@ impl<S: Reducer> Engine<S> {
             run_deadline: run.deadline,
             env: &self.inner.env,
             resume_inputs: &resume_inputs,
+            observer: run.observer.as_ref(),
         };
         execute_step(input, done).await.map_err(|stop| self.step_stop(run, stop))
     }

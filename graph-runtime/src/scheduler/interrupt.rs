@@ -86,6 +86,16 @@ impl<S: Reducer> Engine<S> {
         run_id: &str,
         inputs: impl IntoIterator<Item = (String, serde_json::Value)>,
     ) -> Result<RunOutcome<S>> {
+        self.resume_with_inputs_opts(run_id, inputs, RunOptions::default()).await
+    }
+
+    /// [`Engine::resume_with_inputs`] with options (the seed is the stored one).
+    pub(super) async fn resume_with_inputs_opts(
+        &self,
+        run_id: &str,
+        inputs: impl IntoIterator<Item = (String, serde_json::Value)>,
+        opts: RunOptions,
+    ) -> Result<RunOutcome<S>> {
         let store = &*self.inner.store;
         let reject = |interrupt: Option<&str>, detail: String| Error::ResumeInput {
             run: run_id.to_owned(),
@@ -162,7 +172,7 @@ impl<S: Reducer> Engine<S> {
             waiting: cp.waiting,
             seed: cp.rng_seed,
             version: info.version,
-            cancel: RunOptions::default().cancel.unwrap_or_default(),
+            cancel: opts.cancel.clone().unwrap_or_default(),
             deadline: tokio::time::Instant::now() + self.inner.options.run_wall_clock_budget,
             chain,
             time_ms: cp.timestamp_ms,
@@ -171,6 +181,8 @@ impl<S: Reducer> Engine<S> {
             resumption: Some(pending),
             // The step had started: its breakpoints before were passed.
             past_breakpoint: true,
+            observer: opts.observer.get(),
+            resumed: true,
         };
         tracing::info!(run = run_id, step = cp.step, inputs = answered.len(), "run resumed with input");
         self.drive(run).await

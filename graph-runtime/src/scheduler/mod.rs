@@ -17,6 +17,7 @@ mod frontier;
 mod interrupt;
 mod replay;
 mod step;
+mod streaming;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -36,6 +37,7 @@ use crate::policy::EngineOptions;
 use crate::state::Reducer;
 use crate::store::record::{self, Chain, Draft};
 use crate::store::{CommitOutcome, InterruptKind, MemoryStore, RunStatus, Store, WorkItem};
+use crate::stream::{StreamEvent, StreamModes};
 use advance::{Driven, Stop};
 pub use audit::{ChainReport, HistoryEntry, run_history, verify_run};
 pub use replay::ReplayOutcome;
@@ -129,6 +131,8 @@ pub struct RunOptions {
     pub cancel: Option<CancellationToken>,
     /// A label stored with the run's first checkpoint.
     pub label: Option<String>,
+    /// Where the run's events go when it is streamed.
+    pub(crate) observer: crate::stream::ObserverSlot,
 }
 
 impl RunOptions {
@@ -282,6 +286,8 @@ impl<S: Reducer> Engine<S> {
             queued: Vec::new(),
             resumption: None,
             past_breakpoint: false,
+            observer: opts.observer.get(),
+            resumed: false,
         };
         self.drive(run).await
     }
@@ -358,6 +364,8 @@ impl<S: Reducer> Engine<S> {
             queued: Vec::new(),
             resumption,
             past_breakpoint,
+            observer: opts.observer.get(),
+            resumed: true,
         };
         if info.status != RunStatus::Running {
             let resumed = serde_json::json!({ "step": cp.step, "from": status_name(&info.status) });
@@ -497,6 +505,21 @@ impl<S: Reducer> Engine<S> {
     /// an error.
     async fn drive_here(&self, mut run: Driven<S>) -> Result<RunOutcome<S>> {
         let _registration = Registration::new(&self.inner.active, &run)?;
+        if let Some(o) = &run.observer {
+            let started = StreamEvent::RunStarted {
+                run_id: run.run_id.to_string(),
+                step: run.step,
+                resumed: run.resumed,
+            };
+            o.emit(StreamModes::DEBUG, started).await;
+            if o.wants(StreamModes::VALUES) {
+                o.emit(
+                    StreamModes::VALUES,
+                    StreamEvent::Values { step: run.step, state: (*run.state).clone() },
+                )
+                .await;
+            }
+        }
         loop {
             if run.frontier.is_empty() {
                 tracing::info!(run = %run.run_id, steps = run.step, "run completed");
@@ -524,6 +547,10 @@ impl<S: Reducer> Engine<S> {
                 Ok(()) => {}
                 Err(Stop::Interrupted(list)) => {
                     tracing::info!(run = %run.run_id, step = run.step, interrupts = list.len(), "run interrupted");
+                    if let Some(o) = &run.observer {
+                        o.emit(StreamModes::DEBUG, StreamEvent::Interrupted { interrupts: list.clone() })
+                            .await;
+                    }
                     return Ok(run.outcome(RunStatus::Interrupted(list)));
                 }
                 Err(Stop::Rejected(err)) => return Err(err),
@@ -589,7 +616,10 @@ struct Registration<'a> {
 }
 
 impl<'a> Registration<'a> {
-    fn new<S>(active: &'a Mutex<HashMap<String, CancellationToken>>, run: &Driven<S>) -> Result<Self> {
+    fn new<S: Reducer>(
+        active: &'a Mutex<HashMap<String, CancellationToken>>,
+        run: &Driven<S>,
+    ) -> Result<Self> {
         let mut map = active.lock().unwrap_or_else(|e| e.into_inner());
         if map.contains_key(&*run.run_id) {
             return Err(Error::AlreadyRunning { run: run.run_id.to_string() });

@@ -29,6 +29,7 @@ use crate::node::{Node, Route};
 use crate::policy::{EngineOptions, RetryPolicy};
 use crate::state::Reducer;
 use crate::store::WorkItem;
+use crate::stream::{CustomSink, NodeOutcome, Observer, StreamEvent, StreamModes};
 
 /// What one finished item produced: its delta, its route, the messages it emitted and the effects it
 /// used.
@@ -73,6 +74,8 @@ pub(crate) struct StepInput<'a, S: Reducer> {
     pub(crate) env: &'a Arc<crate::effect::RunEnv>,
     /// The inputs given to each item's `interrupt` calls, by rank (empty: none).
     pub(crate) resume_inputs: &'a [Option<Arc<Vec<serde_json::Value>>>],
+    /// Where the items' events go when the run is streamed.
+    pub(crate) observer: Option<&'a Arc<Observer<S>>>,
 }
 
 type Acquire = Pin<Box<dyn Future<Output = Result<OwnedSemaphorePermit, AcquireError>> + Send>>;
@@ -366,7 +369,9 @@ fn attempts_for<S: Reducer>(
             input: item.input.clone().map(Arc::new),
             env: Some(input.env.clone()),
             resume_inputs: input.resume_inputs.get(rank).cloned().flatten(),
+            sink: input.observer.map(|o| o.clone() as Arc<dyn CustomSink>),
         },
+        observer: input.observer.cloned(),
         timeout: node.policy().timeout.unwrap_or(options.default_node_timeout),
         retry: node.policy().retry.clone().unwrap_or_else(|| options.default_retry.clone()),
         token: step_token.clone(),
@@ -383,15 +388,32 @@ struct Attempts<S: Reducer> {
     retry: RetryPolicy,
     token: CancellationToken,
     run_deadline: Instant,
+    observer: Option<Arc<Observer<S>>>,
 }
 
 impl<S: Reducer> Attempts<S> {
+    /// Sends a lifecycle event of this item when the run is streamed.
+    async fn debug(&self, event: impl FnOnce(&ItemId) -> StreamEvent<S>) {
+        if let Some(o) = self.observer.as_ref().filter(|o| o.wants(StreamModes::DEBUG)) {
+            o.emit(StreamModes::DEBUG, event(&self.item)).await;
+        }
+    }
+
     /// Runs attempts until one succeeds or the retry policy gives up; `Err((attempts, last error))`.
     async fn run(self) -> Attempted<S> {
         let mut attempt = 1u32;
         loop {
             let node_deadline = Instant::now() + self.timeout;
             let deadline = node_deadline.min(self.run_deadline);
+            let started = std::time::Instant::now();
+            self.debug(|i| StreamEvent::NodeStarted {
+                step: i.step,
+                node: i.node.to_string(),
+                path: i.path.as_str().to_owned(),
+                order_key: i.order_key,
+                attempt,
+            })
+            .await;
             let mut ctx = Ctx::new(self.item.clone(), attempt, self.token.clone(), Some(deadline));
             // The node first: one that finishes without waiting never arms the timeout's timer.
             let result = tokio::select! {
@@ -402,6 +424,21 @@ impl<S: Reducer> Attempts<S> {
             // The attempt is over: whatever it spawned with its token stops now.
             let AttemptOutcome { emits, effects, stop } = ctx.take_outcome();
             drop(ctx);
+            let outcome = match (&result, &stop) {
+                (_, Some(_)) => NodeOutcome::Stopped,
+                (Ok(_), None) => NodeOutcome::Finished,
+                (Err(e), None) => NodeOutcome::Failed(e.to_string()),
+            };
+            let duration = started.elapsed();
+            self.debug(|i| StreamEvent::NodeFinished {
+                step: i.step,
+                node: i.node.to_string(),
+                path: i.path.as_str().to_owned(),
+                attempt,
+                duration,
+                outcome,
+            })
+            .await;
             if let Some(stop) = stop {
                 // An effect call or an interrupt stops the item, whatever the node made of its error.
                 let mut error = match result {
@@ -412,10 +449,32 @@ impl<S: Reducer> Attempts<S> {
                 return Err((attempt, error));
             }
             match result {
-                Ok((delta, route)) => return Ok(ItemOutput { delta, route, emits, effects }),
+                Ok((delta, route)) => {
+                    if let Some(o) = self.observer.as_ref().filter(|o| o.wants(StreamModes::UPDATES)) {
+                        let i = &self.item;
+                        let update = StreamEvent::Updated {
+                            step: i.step,
+                            node: i.node.to_string(),
+                            path: i.path.as_str().to_owned(),
+                            delta: delta.clone(),
+                        };
+                        o.emit(StreamModes::UPDATES, update).await;
+                    }
+                    return Ok(ItemOutput { delta, route, emits, effects });
+                }
                 Err(error) if self.retry.should_retry(&error, attempt) => {
                     tracing::debug!(node = %self.item.node, attempt, error = %error, "retrying");
                     let delay = self.retry.delay(&self.item.path, attempt);
+                    let message = error.to_string();
+                    self.debug(|i| StreamEvent::Retrying {
+                        step: i.step,
+                        node: i.node.to_string(),
+                        path: i.path.as_str().to_owned(),
+                        attempt,
+                        error: message,
+                        delay,
+                    })
+                    .await;
                     if !delay.is_zero() {
                         tokio::select! {
                             _ = tokio::time::sleep(delay) => {}
