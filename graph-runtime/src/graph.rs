@@ -85,7 +85,7 @@ pub struct Graph<S: Reducer> {
 }
 
 struct GraphInner<S: Reducer> {
-    name: String,
+    name: Arc<str>,
     nodes: Vec<NodeEntry<S>>,
     index: BTreeMap<Arc<str>, usize>,
     entry: usize,
@@ -180,6 +180,11 @@ impl<S: Reducer> Graph<S> {
         self.inner.reaches[a][b]
     }
 
+    /// The graph's name, shared (metrics labels).
+    pub(crate) fn name_arc(&self) -> &Arc<str> {
+        &self.inner.name
+    }
+
     /// The fingerprint, shared with the checkpoints that record it.
     pub(crate) fn fingerprint_arc(&self) -> &Arc<str> {
         &self.inner.fingerprint
@@ -189,7 +194,7 @@ impl<S: Reducer> Graph<S> {
     /// does not have the graph's code (graphctl) can still draw it.
     pub fn shape(&self) -> GraphShape {
         GraphShape {
-            name: self.inner.name.clone(),
+            name: self.inner.name.to_string(),
             fingerprint: self.inner.fingerprint.to_string(),
             entry: self.entry().to_owned(),
             nodes: self
@@ -541,7 +546,7 @@ impl<S: Reducer> GraphBuilder<S> {
         }
         Ok(Graph {
             inner: Arc::new(GraphInner {
-                name: self.name,
+                name: self.name.into(),
                 nodes,
                 index,
                 entry,

@@ -44,6 +44,7 @@ pub mod scheduler;
 pub mod state;
 pub mod store;
 pub mod stream;
+pub mod telemetry;
 
 #[doc(hidden)]
 pub use macro_support as __private;

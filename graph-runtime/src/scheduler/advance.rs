@@ -22,6 +22,7 @@ use crate::store::record::PendingStep;
 use crate::store::record::{self, Chain, Draft};
 use crate::store::{Checkpoint, CommitOutcome, PauseReason, RunStatus, WaitingJoin, WorkItem};
 use crate::stream::{Observer, StreamEvent, StreamModes};
+use crate::telemetry;
 
 /// A run being driven: checkpoint `step` as committed, and what driving it needs.
 pub(super) struct Driven<S: Reducer> {
@@ -89,6 +90,7 @@ impl<S: Reducer> Engine<S> {
     /// Executes step `run.step`, merges, and commits step `run.step + 1`; on success `run` is at the
     /// new step, as committed.
     pub(super) async fn advance(&self, run: &mut Driven<S>) -> Result<(), Stop> {
+        let started = std::time::Instant::now();
         if let Some(o) = &run.observer {
             let graph = &self.inner.graph;
             let nodes = run.nodes.iter().map(|n| graph.node(*n).name().to_string()).collect();
@@ -168,7 +170,11 @@ impl<S: Reducer> Engine<S> {
                 .collect();
             (effects, cp.idempotency_key.clone(), cp.state_hash.clone())
         });
-        let outcome = self.inner.store.save_checkpoint(&cp, &events, &status, run.version).await?;
+        let graph_name = self.inner.graph.name();
+        let committing = std::time::Instant::now();
+        let outcome = self.inner.store.save_checkpoint(&cp, &events, &status, run.version).await;
+        telemetry::commit(graph_name, committing.elapsed(), outcome.as_ref().ok());
+        let outcome = outcome?;
         if matches!(outcome, CommitOutcome::Committed { .. }) {
             run.head = head;
         } else {
@@ -178,6 +184,7 @@ impl<S: Reducer> Engine<S> {
         run.resumption = None;
         run.past_breakpoint = false;
         self.adopt(run, cp, next_nodes, chain, outcome).await?;
+        telemetry::step_latency(graph_name, started.elapsed());
         if let Some(o) = &run.observer {
             if let Some((effects, idempotency_key, state_hash)) = observed {
                 for e in effects {
@@ -276,8 +283,14 @@ impl<S: Reducer> Engine<S> {
             .map(|(item, node)| Writer { node: graph.node(*node).name(), order_key: item.order_key });
         let deltas: Vec<_> = writers.zip(deltas).collect();
         let state = Arc::make_mut(&mut run.state);
-        merge_step(state, run.step, deltas, self.inner.options.conflict_policy)
-            .map_err(|f| Error::from_merge(&run.run_id, run.step, f))?;
+        merge_step(state, run.step, deltas, self.inner.options.conflict_policy).map_err(|f| {
+            let err = Error::from_merge(&run.run_id, run.step, f);
+            if matches!(err, Error::Conflict { .. }) {
+                tracing::warn!(run = %run.run_id, step = run.step, error = %err, "merge conflict");
+                telemetry::merge_conflict(graph.name());
+            }
+            err
+        })?;
         Ok(())
     }
 
@@ -428,7 +441,11 @@ impl<S: Reducer> Engine<S> {
         let node = |rank: usize| graph.node(run.nodes[rank]).name().to_string();
         match stop {
             StepStop::Cancelled => Stop::Cancelled,
-            StepStop::Backpressure => Stop::Paused(PauseReason::Backpressure),
+            StepStop::Backpressure => {
+                tracing::info!(run = %run_id, step, "admission timed out: the run pauses (backpressure)");
+                telemetry::backpressure(graph.name());
+                Stop::Paused(PauseReason::Backpressure)
+            }
             StepStop::Budget => {
                 let budget = self.inner.options.run_wall_clock_budget;
                 Stop::Error(Error::BudgetExceeded { run: run_id, step, budget })

@@ -263,9 +263,10 @@ impl<S: Reducer> Engine<S> {
             "shape": graph.shape(),
         });
         let (events, head) = self.chain(None, [(EventType::RunStarted, started)], cp.timestamp_ms);
-        let CommitOutcome::Committed { version } =
-            store.save_checkpoint(&cp, &events, &RunStatus::Running, 0).await?
-        else {
+        let committing = std::time::Instant::now();
+        let outcome = store.save_checkpoint(&cp, &events, &RunStatus::Running, 0).await;
+        crate::telemetry::commit(graph.name(), committing.elapsed(), outcome.as_ref().ok());
+        let CommitOutcome::Committed { version } = outcome? else {
             return Err(Error::RunExists { run: run_id.to_owned() });
         };
         tracing::info!(run = run_id, graph = graph.name(), "run started");
@@ -488,7 +489,14 @@ impl<S: Reducer> Engine<S> {
     /// the caller.
     async fn drive(&self, run: Driven<S>) -> Result<RunOutcome<S>> {
         let (run_id, step) = (run.run_id.clone(), run.step);
-        let span = tracing::info_span!("run", run = &*run_id);
+        let span = tracing::info_span!(
+            "run",
+            run = &*run_id,
+            graph = self.inner.graph.name(),
+            otel.name = tracing::field::Empty,
+        );
+        #[cfg(feature = "otel")]
+        span.record("otel.name", format!("run {}", self.inner.graph.name()));
         let engine = self.clone();
         let task = AbortOnDropHandle::new(tokio::spawn(
             async move { engine.drive_here(run).await }.instrument(span),
@@ -538,7 +546,8 @@ impl<S: Reducer> Engine<S> {
                 return self.stop_at_breakpoint(run, before).await;
             }
             let after = self.breakpoints(&run, InterruptKind::After);
-            match self.advance(&mut run).await {
+            let span = step_span(&run.run_id, run.step);
+            match self.advance(&mut run).instrument(span).await {
                 Ok(()) if !after.is_empty() && !run.frontier.is_empty() => {
                     let step = run.step;
                     let after = after.into_iter().map(|i| crate::store::Interrupt { step, ..i }).collect();
@@ -595,6 +604,14 @@ impl<S: Reducer> Engine<S> {
             Err(e) => tracing::warn!(run = %run.run_id, error = %e, "run status not updated"),
         }
     }
+}
+
+/// The span of one step of a run.
+fn step_span(run: &str, step: u64) -> tracing::Span {
+    let span = tracing::debug_span!("step", run, step, otel.name = tracing::field::Empty);
+    #[cfg(feature = "otel")]
+    span.record("otel.name", format!("step {step}"));
+    span
 }
 
 /// The name of a status's variant, for the event log.

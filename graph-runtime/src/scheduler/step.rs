@@ -30,6 +30,7 @@ use crate::policy::{EngineOptions, RetryPolicy};
 use crate::state::Reducer;
 use crate::store::WorkItem;
 use crate::stream::{CustomSink, NodeOutcome, Observer, StreamEvent, StreamModes};
+use crate::telemetry::{self, Admitted, Inflight};
 
 /// What one finished item produced: its delta, its route, the messages it emitted and the effects it
 /// used.
@@ -211,10 +212,11 @@ impl<'i, 'a, S: Reducer> Dispatch<'i, 'a, S> {
             self.waiting_since = None;
             let (rank, node) = (self.next, self.input.nodes[self.next]);
             let attempts = attempts_for(self.input, rank, &self.step_token);
-            let span = tracing::debug_span!("node", node = %attempts.item.node, step = self.input.step, order_key = %attempts.item.order_key);
+            let span = node_span(&attempts.item);
+            let admitted = Admitted::start(self.input.graph.name_arc());
             let handle = self.set.spawn(
                 async move {
-                    let _permit = permit; // admission is released when the item finishes
+                    let _permit = (permit, admitted); // admission is released when the item finishes
                     attempts.run().await
                 }
                 .instrument(span),
@@ -291,9 +293,11 @@ async fn execute_alone<S: Reducer>(input: StepInput<'_, S>) -> Result<StepDone<S
             _ = tokio::time::sleep(options.backpressure_timeout) => return Err(StepStop::Backpressure),
         },
     };
+    let admitted = Admitted::start(input.graph.name_arc());
     // The item observes the run's token directly: a step of one has no siblings to stop.
     let attempts = attempts_for(&input, 0, input.cancel);
-    let mut work = std::pin::pin!(attempts.run());
+    let span = node_span(&attempts.item);
+    let mut work = std::pin::pin!(attempts.run().instrument(span));
     // One poll first: an item that finishes without waiting never arms the budget's timer or registers
     // with the token (both checked above). On a multi-threaded runtime arming a timer wakes the thread
     // parked on the timer, once per step. Only a waiting item needs the race, where cancellation wins.
@@ -317,8 +321,25 @@ async fn execute_alone<S: Reducer>(input: StepInput<'_, S>) -> Result<StepDone<S
         Ok(Err((attempts, error))) => Err(StepStop::Failed { rank: 0, attempts, error }),
         Err(payload) => Err(StepStop::Panicked { rank: 0, message: panic_message(payload) }),
     };
-    drop(permit);
+    drop((permit, admitted));
     result
+}
+
+/// The span of an item's attempts: run, step, node, order key, and the attempt once it starts.
+fn node_span(item: &ItemId) -> tracing::Span {
+    let span = tracing::debug_span!(
+        "node",
+        run = %item.run_id,
+        step = item.step,
+        node = %item.node,
+        order_key = %item.order_key,
+        attempt = tracing::field::Empty,
+        otel.name = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    );
+    #[cfg(feature = "otel")]
+    span.record("otel.name", format!("node {}", item.node));
+    span
 }
 
 /// Polls a future, turning a panic into an error value (what a spawned task's `JoinError` gives).
@@ -372,6 +393,7 @@ fn attempts_for<S: Reducer>(
             sink: input.observer.map(|o| o.clone() as Arc<dyn CustomSink>),
         },
         observer: input.observer.cloned(),
+        graph: input.graph.name_arc().clone(),
         timeout: node.policy().timeout.unwrap_or(options.default_node_timeout),
         retry: node.policy().retry.clone().unwrap_or_else(|| options.default_retry.clone()),
         token: step_token.clone(),
@@ -389,6 +411,8 @@ struct Attempts<S: Reducer> {
     token: CancellationToken,
     run_deadline: Instant,
     observer: Option<Arc<Observer<S>>>,
+    /// The graph's name (metrics labels).
+    graph: Arc<str>,
 }
 
 impl<S: Reducer> Attempts<S> {
@@ -406,6 +430,8 @@ impl<S: Reducer> Attempts<S> {
             let node_deadline = Instant::now() + self.timeout;
             let deadline = node_deadline.min(self.run_deadline);
             let started = std::time::Instant::now();
+            tracing::Span::current().record("attempt", attempt);
+            let inflight = Inflight::start(&self.graph);
             self.debug(|i| StreamEvent::NodeStarted {
                 step: i.step,
                 node: i.node.to_string(),
@@ -424,6 +450,12 @@ impl<S: Reducer> Attempts<S> {
             // The attempt is over: whatever it spawned with its token stops now.
             let AttemptOutcome { emits, effects, stop } = ctx.take_outcome();
             drop(ctx);
+            drop(inflight);
+            telemetry::node_latency(&self.graph, &self.item.node, started.elapsed());
+            #[cfg(feature = "otel")]
+            if result.is_err() && stop.is_none() {
+                tracing::Span::current().record("otel.status_code", "ERROR");
+            }
             let outcome = match (&result, &stop) {
                 (_, Some(_)) => NodeOutcome::Stopped,
                 (Ok(_), None) => NodeOutcome::Finished,
@@ -464,6 +496,7 @@ impl<S: Reducer> Attempts<S> {
                 }
                 Err(error) if self.retry.should_retry(&error, attempt) => {
                     tracing::debug!(node = %self.item.node, attempt, error = %error, "retrying");
+                    telemetry::retry(&self.graph, &self.item.node);
                     let delay = self.retry.delay(&self.item.path, attempt);
                     let message = error.to_string();
                     self.debug(|i| StreamEvent::Retrying {
