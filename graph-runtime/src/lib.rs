@@ -92,6 +92,11 @@ pub struct InterruptsDoctests;
 #[cfg(doctest)]
 pub struct AuditDoctests;
 
+/// The observability guide, its examples compiled and run as doctests.
+#[doc = include_str!("../../docs/observability.md")]
+#[cfg(doctest)]
+pub struct ObservabilityDoctests;
+
 /// The guide for LangGraph users, its examples compiled and run as doctests.
 #[doc = include_str!("../../docs/from-langgraph.md")]
 #[cfg(doctest)]
