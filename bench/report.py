@@ -66,11 +66,13 @@ def main():
 
     # 1. loop
     o_mem, o_sled = pick(ours, "loop", "memory"), pick(ours, "loop", "sled-async")
+    o_met = pick(ours, "loop", "memory+metrics")
     t_none, t_mem = pick(theirs, "loop", "none"), pick(theirs, "loop", "memory")
     w("## 1. Loop: one node routing to itself 10,000 times (per-step overhead)\n")
     w("| implementation | store | µs per step | LangGraph (no checkpointer) ÷ this |")
     w("|---|---|---:|---:|")
     for name, store, r in [("graph-runtime", "MemoryStore (every step committed)", o_mem),
+                           ("graph-runtime", "MemoryStore, metrics recorded (Prometheus recorder)", o_met),
                            ("graph-runtime", "SledStore, Durability::Async", o_sled),
                            ("LangGraph", "no checkpointer", t_none), ("LangGraph", "InMemorySaver", t_mem)]:
         if r:
@@ -84,11 +86,14 @@ def main():
 
     # 2. fan-out
     o_mem, o_sled = pick(ours, "fanout", "memory"), pick(ours, "fanout", "sled-sync")
+    o_met = pick(ours, "fanout", "memory+metrics")
     t_none, t_mem = pick(theirs, "fanout", "none"), pick(theirs, "fanout", "memory")
     w("## 2. Fan-out: 1,000 forked branches and one join (per-activation overhead)\n")
     w("| implementation | store | µs per activation | LangGraph (no checkpointer) ÷ this |")
     w("|---|---|---:|---:|")
-    for name, store, r in [("graph-runtime", "MemoryStore", o_mem), ("graph-runtime", "SledStore, Durability::Sync", o_sled),
+    for name, store, r in [("graph-runtime", "MemoryStore", o_mem),
+                           ("graph-runtime", "MemoryStore, metrics recorded (Prometheus recorder)", o_met),
+                           ("graph-runtime", "SledStore, Durability::Sync", o_sled),
                            ("LangGraph", "no checkpointer", t_none), ("LangGraph", "InMemorySaver", t_mem)]:
         if r:
             ratio = t_none["us_per_activation"] / r["us_per_activation"] if t_none else None

@@ -30,6 +30,8 @@ struct Args {
     quick: bool,
     workloads: Vec<String>,
     dir: PathBuf,
+    /// A Prometheus recorder is installed: the engine's metrics are recorded (`metrics` workload).
+    metrics_recorder: bool,
 }
 
 impl Args {
@@ -44,16 +46,28 @@ fn args() -> Args {
     let mut a = Args {
         repeat: 5,
         quick: false,
-        workloads: ["loop", "fanout", "durable", "effects", "concurrent", "growth", "resume", "memory"]
-            .map(String::from)
-            .to_vec(),
+        workloads: [
+            "loop",
+            "fanout",
+            "metrics",
+            "durable",
+            "effects",
+            "concurrent",
+            "growth",
+            "resume",
+            "memory",
+        ]
+        .map(String::from)
+        .to_vec(),
         dir: std::env::temp_dir(),
+        metrics_recorder: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--repeat" => a.repeat = it.next().and_then(|v| v.parse().ok()).expect("--repeat K"),
             "--quick" => a.quick = true,
+            "--metrics-recorder" => a.metrics_recorder = true,
             "--workloads" => {
                 a.workloads = it.next().expect("--workloads a,b").split(',').map(String::from).collect()
             }
@@ -64,8 +78,16 @@ fn args() -> Args {
     a
 }
 
+/// Set when a metrics recorder is installed: records say so in their mode.
+static RECORDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 fn main() {
     let a = args();
+    if a.metrics_recorder {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        metrics::set_global_recorder(recorder).expect("the first recorder");
+        RECORDING.store(true, Ordering::SeqCst);
+    }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let scale = |n: u64| if a.quick { (n / 10).max(1) } else { n };
     for w in &a.workloads {
@@ -79,6 +101,23 @@ fn main() {
             "concurrent" => rt.block_on(concurrent_workload(&a, if a.quick { 10 } else { 100 })),
             "growth" => rt.block_on(growth_workload(&a, scale(1_000) as usize)),
             "resume" => rt.block_on(resume_workload(&a, scale(100_000))),
+            // The loop and the fan-out on the memory store again, in a process with a Prometheus recorder
+            // installed (a recorder is global to a process: the other workloads run without one).
+            "metrics" => {
+                let mut child = std::process::Command::new(std::env::current_exe().expect("own path"));
+                child.args([
+                    "--metrics-recorder",
+                    "--workloads",
+                    "loop,fanout",
+                    "--repeat",
+                    &a.repeat.to_string(),
+                ]);
+                child.env("GRAPH_BENCH_MODE", "memory");
+                if a.quick {
+                    child.arg("--quick");
+                }
+                assert!(child.status().expect("runs itself").success(), "the metrics workload failed");
+            }
             // Resident memory is only meaningful in a process whose heap the other workloads did not grow.
             "memory" if a.workloads.len() > 1 => {
                 let mut child = std::process::Command::new(std::env::current_exe().expect("own path"));
@@ -96,6 +135,10 @@ fn main() {
 }
 
 fn emit(mut record: Value) {
+    if RECORDING.load(Ordering::SeqCst) {
+        let mode = format!("{}+metrics", record["mode"].as_str().unwrap_or_default());
+        record["mode"] = json!(mode);
+    }
     record["impl"] = json!("graph-runtime");
     record["version"] = json!(env!("CARGO_PKG_VERSION"));
     let mut out = std::io::stdout().lock();
@@ -166,6 +209,9 @@ async fn loop_workload(a: &Args, n: u64) {
 
 async fn fanout_workload(a: &Args, width: u64) {
     for mode in ["memory", "sled-sync"] {
+        if std::env::var("GRAPH_BENCH_MODE").is_ok_and(|m| m != mode) {
+            continue;
+        }
         let dir = fresh_dir(a);
         let opts = EngineOptions::default().max_concurrent_nodes(64).queue_depth(4096);
         let engine = match mode {
