@@ -1,1 +1,9 @@
 //! Runnable example workflows; see `examples/`.
+//!
+//! The examples' graphs and drivers live here, in one module each, so that `examples/tests/` can run
+//! them and check their outcomes; the files in `examples/` parse arguments and print.
+
+pub mod approval;
+pub mod map_reduce;
+pub mod payments;
+pub mod research;
