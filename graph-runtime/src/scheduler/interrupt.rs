@@ -26,6 +26,8 @@ pub(crate) fn interrupt_id(path: &str, index: u32) -> String {
 }
 
 type Inputs = Vec<Option<Arc<Vec<serde_json::Value>>>>;
+/// Each item's stored output, and the inputs given to each.
+type Resumed<S> = (Vec<Option<ItemOutput<S>>>, Inputs);
 
 impl<S: Reducer> Engine<S> {
     /// Answers the one interrupt a run waits for with `input` and continues the run: the interrupted
@@ -200,10 +202,7 @@ impl<S: Reducer> Engine<S> {
 
     /// For each item of the current step: its output when a resumption holds one, and the inputs given
     /// to its interrupts (by a resumption, or in a replay by the recorded run).
-    pub(super) fn resumed_items(
-        &self,
-        run: &Driven<S>,
-    ) -> std::result::Result<(Vec<Option<ItemOutput<S>>>, Inputs), Stop> {
+    pub(super) fn resumed_items(&self, run: &Driven<S>) -> std::result::Result<Resumed<S>, Stop> {
         let replay = self.inner.env.replay.as_ref();
         let pending = run.resumption.as_ref().filter(|p| p.step == run.step);
         if pending.is_none() && replay.is_none_or(|r| r.inputs.is_empty()) {
