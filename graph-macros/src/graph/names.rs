@@ -73,7 +73,7 @@ pub(crate) enum StandIn {
 /// The plan for the routing modules named `modules`.
 pub(crate) fn plan(g: &GraphDef, modules: &BTreeSet<String>) -> Plan {
     let mut plan = Plan::default();
-    let paths = rooted_paths(&g.items);
+    let paths = rooted_paths(&in_scope(&g.items));
     let parent = enclosing(g);
     for name in modules {
         if let Some(i) = g
@@ -98,11 +98,56 @@ pub(crate) fn plan(g: &GraphDef, modules: &BTreeSet<String>) -> Plan {
             // A struct, trait or alias of the enclosing module (lowercase, so rare): its associated items
             // cannot be glob-imported. Nothing is generated; rustc reports the path.
             Some(TypeItem::Other) => continue,
+            // A function or block of the module imports the name itself (`use std::mem;` in a body):
+            // there the paths mean that import, and a glob of a crate of that name may not compile.
+            None if imported_inside(&g.items, name) => continue,
             None => quote!(pub(super) use ::#ident::*;),
         };
         plan.stand_ins.insert(name.clone(), StandIn::Glob(glob));
     }
     plan
+}
+
+/// The items whose paths are resolved in the graph module's scope: all but the inline modules inside it,
+/// which have their own, except those that glob-import it (`use super::*`), taken the same way.
+fn in_scope(items: &[Item]) -> Vec<Item> {
+    items
+        .iter()
+        .filter_map(|item| match item {
+            Item::Mod(m) => {
+                let (brace, inner) = m.content.as_ref()?;
+                let globs = inner.iter().any(|i| matches!(i, Item::Use(u) if globs_super(&u.tree)));
+                globs.then(|| {
+                    let mut m = m.clone();
+                    m.content = Some((*brace, in_scope(inner)));
+                    Item::Mod(m)
+                })
+            }
+            other => Some(other.clone()),
+        })
+        .collect()
+}
+
+/// A `use` below the module's top level (in a function body, an inline module) binds `name`.
+fn imported_inside(items: &[Item], name: &str) -> bool {
+    struct Finder<'n> {
+        name: &'n str,
+        found: bool,
+    }
+    impl<'ast> Visit<'ast> for Finder<'_> {
+        fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
+            self.found |= binds(&u.tree, self.name, None);
+        }
+    }
+    let mut f = Finder { name, found: false };
+    for item in items {
+        match item {
+            // The module's own `use` items are handled by `move_use`.
+            Item::Use(_) => {}
+            other => f.visit_item(other),
+        }
+    }
+    f.found
 }
 
 /// `name::x` with `x` other than the routing items.
@@ -337,14 +382,18 @@ pub(crate) fn hidden_values(g: &GraphDef) -> Vec<Hidden> {
     }
     for ident in uses.found {
         let (name, shown, what) = outer.iter().find(|(n, ..)| ident == n).expect("searched for");
-        let how =
-            if *name == "FINGERPRINT" { format!("`super::{name}`") } else { format!("`super::{name}(..)`") };
+        let (outer_call, own_call) = if *name == "FINGERPRINT" {
+            (format!("`super::{name}`"), format!("`self::{name}`"))
+        } else {
+            (format!("`super::{name}(..)`"), format!("`self::{name}()`"))
+        };
         found.push(Hidden {
             name,
             span: ident.span(),
             message: format!(
                 "`{name}` here is the graph module's generated {shown} ({what}), which hides the `{name}` that \
-                 `use super::*` imports from the enclosing module; write {how} to reach that one"
+                 `use super::*` imports from the enclosing module; write {outer_call} to reach that one, or \
+                 {own_call} for the generated one"
             ),
         });
     }

@@ -440,6 +440,34 @@ fn a_routing_module_glob_imports_the_crate_it_is_named_like_when_the_code_uses_i
     assert!(e.is_empty(), "{e:?}");
     assert!(out.contains("pub mod report { # [doc"), "{out}");
     assert!(!out.contains(":: report :: *"), "{out}");
+    // Paths of scopes that do not see the routing module: an inline module without `use super::*`, and
+    // a body with its own `use` of the name. No glob of a crate `report` or `mem` (there is none).
+    let (e, out) = in_file(syn::parse_quote! {
+        #[graph(state = S)]
+        mod flow {
+            mod helpers {
+                mod report { pub fn line() {} }
+                fn f() { report::line() }
+            }
+            fn g() { use std::mem; let _ = mem::size_of::<u8>(); }
+            #[node(entry, to = [mem, END])]
+            async fn report(s: &S, c: &mut Ctx) -> NodeResult<S, report::Next> { todo!() }
+            #[node(to = END)]
+            async fn mem(s: &S, c: &mut Ctx) -> NodeResult<S, mem::Next> { todo!() }
+        }
+    });
+    assert!(e.is_empty(), "{e:?}");
+    assert!(!out.contains("use :: report") && !out.contains("use :: mem"), "{out}");
+    // An inline module that imports the graph module's names sees the routing module: its paths count.
+    let (_, out) = in_file(syn::parse_quote! {
+        #[graph(state = S)]
+        mod flow {
+            mod helpers { use super::*; fn f() { tokio::spawn(x); } }
+            #[node(entry, to = END)]
+            async fn tokio(s: &S, c: &mut Ctx) -> NodeResult<S, tokio::Next> { todo!() }
+        }
+    });
+    assert!(out.contains("pub mod tokio { pub (super) use :: tokio :: * ;"), "{out}");
 }
 
 #[test]
@@ -582,7 +610,7 @@ fn api_names_hidden_from_the_module_code_are_reported() {
     assert_eq!(
         e,
         [
-            "`dot` here is the graph module's generated `dot()` (the graph as Graphviz DOT), which hides the `dot` that `use super::*` imports from the enclosing module; write `super::dot(..)` to reach that one"
+            "`dot` here is the graph module's generated `dot()` (the graph as Graphviz DOT), which hides the `dot` that `use super::*` imports from the enclosing module; write `super::dot(..)` to reach that one, or `self::dot()` for the generated one"
         ]
     );
     assert!(!out.contains("pub fn dot ()"), "no stub: the call reaches the file's `dot`: {out}");
