@@ -75,7 +75,7 @@ pub mod review {
         let (score, tokens) = model(ctx, "checking style").await;
         let mut d = ReviewDelta::default().tokens(tokens);
         if score + s.revisions * 30 < 60 {
-            d = d.findings(vec![format!("style: naming issues (score {score})")]).labels(label("style"));
+            d = d.push_findings(format!("style: naming issues (score {score})")).labels(label("style"));
         }
         Ok(d)
     }
@@ -86,7 +86,7 @@ pub mod review {
         let mut d = ReviewDelta::default().tokens(tokens);
         if score + s.revisions * 30 < 50 {
             d = d
-                .findings(vec![format!("security: unchecked input (score {score})")])
+                .push_findings(format!("security: unchecked input (score {score})"))
                 .labels(label("security"));
         }
         Ok(d)
@@ -100,10 +100,7 @@ pub mod review {
             Ok((ReviewDelta::default().tokens(tokens), summarize::Next::Revise))
         } else {
             let verdict = if open { "changes requested" } else { "approved" };
-            Ok((
-                ReviewDelta::default().tokens(tokens).verdict(Some(verdict.to_owned())),
-                summarize::Next::End,
-            ))
+            Ok((ReviewDelta::default().tokens(tokens).verdict(verdict.to_owned()), summarize::Next::End))
         }
     }
 

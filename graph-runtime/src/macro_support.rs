@@ -5,6 +5,7 @@
 //! this module (never through the user's imports), so a user's `type Result<T> = ...` or a missing
 //! `serde` dependency cannot break an expansion.
 
+use std::collections::VecDeque;
 use std::fmt::Display;
 use std::future::Future;
 
@@ -94,4 +95,39 @@ pub fn custom<T, O: MergeOutcome>(
 /// The input does not serialize to JSON.
 pub fn branch_with(edge: u32, input: &impl serde::Serialize) -> Result<Branch, NodeError> {
     Branch::with_input(edge, input)
+}
+
+/// What the one-item setter `push_<field>(item)` of a `#[reduce(append)]` field appends: `I` is the item
+/// as given. `Vec<T>` and `VecDeque<T>` take anything that converts into `T`; a `String` takes anything
+/// that converts into a `String` (a `&str`, a `String`, a `char`) and appends its text.
+///
+/// The item is a type parameter rather than an associated type so that the generated setter's bound,
+/// `Field: AppendItem<I>`, names the setter's own parameter and is checked only where the setter is
+/// called: a field of another type already fails at its `#[reduce(append)]`, once.
+#[diagnostic::on_unimplemented(
+    message = "`push_...` appends one item to a sequence, and `{Self}` is not one",
+    label = "this field's type has no one-item append",
+    note = "`#[reduce(append)]` fits `Vec<T>`, `VecDeque<T>` and `String`"
+)]
+pub trait AppendItem<I>: Sized {
+    /// Appends `item` to the written part `slot` of a delta, starting it empty if it is unset.
+    fn append_item(slot: &mut Option<Self>, item: I);
+}
+
+impl<T, I: Into<T>> AppendItem<I> for Vec<T> {
+    fn append_item(slot: &mut Option<Self>, item: I) {
+        slot.get_or_insert_with(Vec::new).push(item.into());
+    }
+}
+
+impl<T, I: Into<T>> AppendItem<I> for VecDeque<T> {
+    fn append_item(slot: &mut Option<Self>, item: I) {
+        slot.get_or_insert_with(VecDeque::new).push_back(item.into());
+    }
+}
+
+impl<I: Into<String>> AppendItem<I> for String {
+    fn append_item(slot: &mut Option<Self>, item: I) {
+        slot.get_or_insert_with(String::new).push_str(&item.into());
+    }
 }

@@ -58,9 +58,9 @@ fn the_state_twin_serializes_and_merges_like_trace() {
         TraceDelta::default().last("y").best(9),
     ];
     let twin_deltas = [
-        logged("a").count(2).last(Some("x".into())).tags(tag("t1")).best(5),
+        logged("a").count(2).last("x".to_owned()).tags(tag("t1")).best(5),
         logged("b").count(3).tags(tag("t0")).best(4),
-        MacroTraceDelta::default().last(Some("y".into())).best(9),
+        MacroTraceDelta::default().last("y".to_owned()).best(9),
     ];
     for (h, t) in hand_deltas.into_iter().zip(twin_deltas) {
         let (mut hw, mut tw) = (Vec::new(), Vec::new());
@@ -538,12 +538,12 @@ pub mod two_writers {
 
     #[node(to = END)]
     async fn x(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
-        Ok(MacroTraceDelta::default().last(Some("x".into())).count(1))
+        Ok(MacroTraceDelta::default().last("x".to_owned()).count(1))
     }
 
     #[node(to = END)]
     async fn y(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace> {
-        Ok(MacroTraceDelta::default().last(Some("y".into())).count(1))
+        Ok(MacroTraceDelta::default().last("y".to_owned()).count(1))
     }
 }
 

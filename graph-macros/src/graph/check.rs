@@ -33,10 +33,12 @@ pub(crate) fn check(g: &GraphDef, errs: &mut Errors) -> Option<Resolved> {
     }
     check_purity(g, errs);
     check_reserved_names(g, errs);
+    check_hidden_values(g, errs);
     let before = errs.len();
     let index = check_duplicate_nodes(g, errs);
     let adjacency = check_edges(g, &index, errs);
     check_next_variants(g, errs);
+    check_undeclared_routes(g, errs);
     check_routers(g, errs);
     let entry = check_entry(g, errs);
     if errs.len() != before || g.nodes.iter().any(|n| n.edges_invalid) {
@@ -193,6 +195,37 @@ fn check_reserved_names(g: &GraphDef, errs: &mut Errors) {
                 ),
             );
         }
+    }
+}
+
+// The module's own items do not take the names of the generated `graph()`, `mermaid()`, `dot()` and
+// `FINGERPRINT`, and its code does not call one of those where it means the enclosing module's item of
+// the same name (which `use super::*` would have imported, were the generated one not there).
+fn check_hidden_values(g: &GraphDef, errs: &mut Errors) {
+    for h in super::names::hidden_values(g) {
+        errs.at(h.span, h.message);
+    }
+}
+
+// A route written in the module (`summarize::Next::Revise`, `plan::Fork::new().publish()`) to an existing
+// node that is not one of the routing node's declared edges: the fix is the edge, not another variant.
+// Reported once per (node, target), at the variant or method as written.
+fn check_undeclared_routes(g: &GraphDef, errs: &mut Errors) {
+    for u in super::expand::routes::undeclared(g) {
+        let name = u.node.name();
+        let declared: Vec<String> = u.node.edges.iter().map(ToString::to_string).collect();
+        let mut fixed = declared.clone();
+        fixed.push(u.target.clone());
+        let verb = if u.fork { "forks to" } else { "routes to" };
+        errs.at(
+            u.site.span(),
+            format!(
+                "node `{name}` {verb} `{}`, which is not one of its edges (`to = [{}]`); add it: `to = [{}]`",
+                u.target,
+                declared.join(", "),
+                fixed.join(", ")
+            ),
+        );
     }
 }
 

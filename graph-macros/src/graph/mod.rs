@@ -4,7 +4,9 @@
 pub(crate) mod ast;
 pub(crate) mod check;
 pub(crate) mod expand;
+pub(crate) mod names;
 pub(crate) mod parse;
+pub(crate) mod paths;
 
 #[cfg(test)]
 mod tests;

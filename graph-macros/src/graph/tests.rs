@@ -391,3 +391,247 @@ fn smaller_rules() {
     });
     assert!(e.contains("not a method"), "{e}");
 }
+
+/// Runs the front end on the module `flow` of `file` (a crate root), with the file around it as the entry
+/// point would read it: the error messages and the expansion, as text.
+fn in_file(file: syn::File) -> (Vec<String>, String) {
+    let module = file
+        .items
+        .iter()
+        .find_map(|i| match i {
+            syn::Item::Mod(m) if m.ident == "flow" => Some(m.clone()),
+            _ => None,
+        })
+        .expect("a module `flow`");
+    let around = crate::purity::source::locate_module(file, true, &module).expect("found in the file");
+    let mut errs = Errors::default();
+    let mut def = parse::parse(quote!(state = S), module, &mut errs).expect("an inline module");
+    def.surroundings = Some(around);
+    let resolved = check::check(&def, &mut errs);
+    let out = expand::expand(&def, if errs.is_empty() { resolved.as_ref() } else { None });
+    (errs.messages(), out.to_string())
+}
+
+#[test]
+fn a_routing_module_glob_imports_the_crate_it_is_named_like_when_the_code_uses_it() {
+    let (e, out) = in_file(syn::parse_quote! {
+        #[graph(state = S)]
+        mod flow {
+            use super::*;
+            #[node(entry, to = [tokio, END])]
+            async fn tokio(s: &S, c: &mut Ctx) -> NodeResult<S, tokio::Next> {
+                tokio::time::sleep(D).await;
+                Ok((SDelta::default(), tokio::Next::End))
+            }
+        }
+    });
+    assert!(e.is_empty(), "{e:?}");
+    assert!(out.contains("pub mod tokio { pub (super) use :: tokio :: * ;"), "{out}");
+    // Only routes written: no glob (a crate `report` need not exist).
+    let (e, out) = in_file(syn::parse_quote! {
+        #[graph(state = S)]
+        mod flow {
+            #[node(entry, to = [report, END])]
+            async fn report(s: &S, c: &mut Ctx) -> NodeResult<S, report::Next> {
+                Ok((SDelta::default(), report::Next::End))
+            }
+        }
+    });
+    assert!(e.is_empty(), "{e:?}");
+    assert!(out.contains("pub mod report { # [doc"), "{out}");
+    assert!(!out.contains(":: report :: *"), "{out}");
+    // Paths of scopes that do not see the routing module: an inline module without `use super::*`, and
+    // a body with its own `use` of the name. No glob of a crate `report` or `mem` (there is none).
+    let (e, out) = in_file(syn::parse_quote! {
+        #[graph(state = S)]
+        mod flow {
+            mod helpers {
+                mod report { pub fn line() {} }
+                fn f() { report::line() }
+            }
+            fn g() { use std::mem; let _ = mem::size_of::<u8>(); }
+            #[node(entry, to = [mem, END])]
+            async fn report(s: &S, c: &mut Ctx) -> NodeResult<S, report::Next> { todo!() }
+            #[node(to = END)]
+            async fn mem(s: &S, c: &mut Ctx) -> NodeResult<S, mem::Next> { todo!() }
+        }
+    });
+    assert!(e.is_empty(), "{e:?}");
+    assert!(!out.contains("use :: report") && !out.contains("use :: mem"), "{out}");
+    // An inline module that imports the graph module's names sees the routing module: its paths count.
+    let (_, out) = in_file(syn::parse_quote! {
+        #[graph(state = S)]
+        mod flow {
+            mod helpers { use super::*; fn f() { tokio::spawn(x); } }
+            #[node(entry, to = END)]
+            async fn tokio(s: &S, c: &mut Ctx) -> NodeResult<S, tokio::Next> { todo!() }
+        }
+    });
+    assert!(out.contains("pub mod tokio { pub (super) use :: tokio :: * ;"), "{out}");
+}
+
+#[test]
+fn a_routing_module_stands_in_for_a_module_of_the_file_an_import_or_a_module_of_the_graph() {
+    let (e, out) = in_file(syn::parse_quote! {
+        mod report { pub fn line() -> String { String::new() } }
+        #[graph(state = S)]
+        mod flow {
+            use super::*;
+            use std::{fs, mem as memory};
+            pub(crate) use self::helpers::kit;
+            mod helpers { pub mod kit { pub const N: u8 = 1; } }
+            mod batch { pub(super) const SIZE: u64 = 2; }
+            #[node(entry, to = [memory, END])]
+            async fn report(s: &S, c: &mut Ctx) -> NodeResult<S, report::Next> {
+                let _ = report::line();
+                Ok((SDelta::default(), report::Next::End))
+            }
+            #[node(to = [fs, kit])]
+            async fn memory(s: &S, c: &mut Ctx) -> NodeResult<S, memory::Next> { todo!() }
+            #[node(to = batch)]
+            async fn fs(s: &S, c: &mut Ctx) -> NodeResult<S, fs::Next> { let _ = fs::read("x"); todo!() }
+            #[node(to = batch)]
+            async fn kit(s: &S, c: &mut Ctx) -> NodeResult<S, kit::Next> { let _ = kit::N; todo!() }
+            #[node(to = END)]
+            async fn batch(s: &S, c: &mut Ctx) -> NodeResult<S, batch::Fork> { todo!() }
+        }
+    });
+    assert!(e.is_empty(), "{e:?}");
+    // The file's `mod report`, which `use super::*` imports.
+    assert!(out.contains("pub mod report { pub (super) use super :: super :: report :: * ;"), "{out}");
+    // The module's own imports move into the routing modules, with their reach.
+    assert!(!out.contains("use std"), "both bindings of the group moved, nothing is left of it: {out}");
+    assert!(out.contains("pub mod fs { pub (super) use :: std :: fs :: * ;"), "{out}");
+    assert!(out.contains("pub mod memory { pub (super) use :: std :: mem :: * ;"), "{out}");
+    assert!(out.contains("pub mod kit { pub (crate) use super :: helpers :: kit :: * ;"), "{out}");
+    // The module's own `mod batch` holds the routing items.
+    assert!(out.contains("mod batch { pub (super) const SIZE : u64 = 2 ; # [doc"), "{out}");
+    assert_eq!(out.matches("mod batch").count(), 1, "{out}");
+}
+
+#[test]
+fn routes_to_existing_nodes_missing_from_to_say_to_add_the_edge() {
+    let e = errors(syn::parse_quote! {
+        mod g {
+            #[node(entry, to = [review, END])]
+            async fn plan(s: &S, c: &mut Ctx) -> NodeResult<S, plan::Next> {
+                if s.x { return Ok((d, plan::Next::Publish)); }
+                // Once per target, whatever the number of uses.
+                Ok((SDelta::default(), self::plan::Next::Publish))
+            }
+            #[node(to = [review, publish])]
+            async fn review(s: &S, c: &mut Ctx) -> NodeResult<S, review::Fork> {
+                Ok((d, review::Fork::new().publish().plan_with(&1)?.end()))
+            }
+            #[node(to = END, route = pick)]
+            async fn publish(s: &S, c: &mut Ctx) -> NodeResult<S> { todo!() }
+            fn pick(s: &S) -> publish::Next { println!("{:?}", publish::Next::Review); publish::Next::End }
+        }
+    });
+    assert_eq!(
+        e,
+        [
+            "node `plan` routes to `publish`, which is not one of its edges (`to = [review, END]`); add it: `to = [review, END, publish]`",
+            "node `review` forks to `plan`, which is not one of its edges (`to = [review, publish]`); add it: `to = [review, publish, plan]`",
+            "node `review` forks to `END`, which is not one of its edges (`to = [review, publish]`); add it: `to = [review, publish, END]`",
+            "node `publish` routes to `review`, which is not one of its edges (`to = [END]`); add it: `to = [END, review]`",
+        ]
+    );
+    // A variant that names no node is rustc's "no variant" error, with its suggestion.
+    assert!(
+        errors(syn::parse_quote! {
+            mod g {
+                #[node(entry, to = [review, END])]
+                async fn plan(s: &S, c: &mut Ctx) -> NodeResult<S, plan::Next> { Ok((d, plan::Next::Reveiw)) }
+                #[node(to = END)]
+                async fn review(s: &S, c: &mut Ctx) -> NodeResult<S> { todo!() }
+            }
+        })
+        .is_empty()
+    );
+}
+
+#[test]
+fn the_stub_of_an_undeclared_route_has_its_variant_so_the_error_is_the_only_one() {
+    let module: syn::ItemMod = syn::parse_quote! {
+        mod g {
+            #[node(entry, to = [review, END])]
+            async fn plan(s: &S, c: &mut Ctx) -> NodeResult<S, plan::Next> { Ok((d, plan::Next::Publish)) }
+            #[node(to = publish)]
+            async fn review(s: &S, c: &mut Ctx) -> NodeResult<S, review::Fork> { Ok((d, review::Fork::new().end())) }
+            #[node(to = END)]
+            async fn publish(s: &S, c: &mut Ctx) -> NodeResult<S> { todo!() }
+        }
+    };
+    let mut errs = Errors::default();
+    let def = parse::parse(quote!(state = S), module, &mut errs).unwrap();
+    assert!(check::check(&def, &mut errs).is_none(), "no graph analysis after a structural error");
+    assert_eq!(errs.len(), 2, "{:?}", errs.messages());
+    let out = expand::expand(&def, None).to_string();
+    assert!(out.contains("Review , # [doc = \"Edge 1, to `END`: this path of the run ends.\"] End , # [doc = \"Not a declared edge (`publish` is missing from `to = [...]`).\"] Publish ,"), "{out}");
+    assert!(out.contains("Next :: Publish => 4294967295u32"), "{out}");
+    assert!(out.contains("pub fn end (mut self) -> Self { self . branches . push (:: graph_runtime :: __private :: Branch :: to (4294967295u32))"), "{out}");
+}
+
+#[test]
+fn api_names_hidden_from_the_module_code_are_reported() {
+    // The module's own item.
+    let e = one_error(syn::parse_quote! {
+        mod g {
+            const FINGERPRINT: u8 = 1;
+            #[node(entry, to = END)]
+            async fn a(s: &S, c: &mut Ctx) -> NodeResult<S> { todo!() }
+        }
+    });
+    assert_eq!(
+        e,
+        "the graph module cannot have its own `FINGERPRINT`: `#[graph]` generates `FINGERPRINT` there (the graph's fingerprint); rename this constant"
+    );
+    // The file's `dot`, which `use super::*` would import: called by a node, not when a local shadows it
+    // or when written `super::dot`.
+    let (e, out) = in_file(syn::parse_quote! {
+        fn dot(a: &[f64], b: &[f64]) -> f64 { 0.0 }
+        fn graph() {}
+        #[graph(state = S)]
+        mod flow {
+            use super::*;
+            #[node(entry, to = END)]
+            async fn a(s: &S, c: &mut Ctx) -> NodeResult<S> {
+                let x = super::dot(&[], &[]);
+                let y = dot(&[], &[]);
+                todo!()
+            }
+            fn helper() {
+                let dot = |a: u8| a;
+                let _ = dot(1);
+            }
+        }
+    });
+    assert_eq!(
+        e,
+        [
+            "`dot` here is the graph module's generated `dot()` (the graph as Graphviz DOT), which hides the `dot` that `use super::*` imports from the enclosing module; write `super::dot(..)` to reach that one, or `self::dot()` for the generated one"
+        ]
+    );
+    assert!(!out.contains("pub fn dot ()"), "no stub: the call reaches the file's `dot`: {out}");
+    assert!(out.contains("pub fn graph ()"), "`graph` is not hidden from any use: {out}");
+}
+
+#[test]
+fn node_handlers_are_named_unlike_any_identifier_of_the_state_type_or_a_node() {
+    let module: syn::ItemMod = syn::parse_quote! {
+        mod g {
+            #[node(entry, to = [__GraphNode_, END])]
+            async fn a(s: &__GraphNode, c: &mut Ctx) -> NodeResult<__GraphNode, a::Next> { todo!() }
+            #[node(to = END)]
+            async fn __GraphNode_(s: &__GraphNode, c: &mut Ctx) -> NodeResult<__GraphNode> { todo!() }
+        }
+    };
+    let mut errs = Errors::default();
+    let def = parse::parse(quote!(state = __GraphNode), module, &mut errs).unwrap();
+    let r = check::check(&def, &mut errs).unwrap();
+    assert!(errs.is_empty(), "{:?}", errs.messages());
+    let out = expand::expand(&def, Some(&r)).to_string();
+    assert!(out.contains("struct __GraphNode__ { }"), "{out}");
+    assert!(out.contains("Node < __GraphNode > for __GraphNode__"), "{out}");
+}

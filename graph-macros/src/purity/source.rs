@@ -21,6 +21,20 @@ pub(crate) struct Surroundings {
     pub(crate) crate_root: bool,
 }
 
+impl Surroundings {
+    /// The items of the module that holds the checked item (what its `use super::*` imports).
+    pub(crate) fn enclosing_items(&self) -> &[Item] {
+        let mut items = &self.file.items[..];
+        for &i in self.path.iter().take(self.path.len().saturating_sub(1)) {
+            match items.get(i) {
+                Some(Item::Mod(ItemMod { content: Some((_, inner)), .. })) => items = inner,
+                _ => return &[],
+            }
+        }
+        items
+    }
+}
+
 /// Finds the `#[graph]` module `module` in `file`: an inline module of the same name whose items are the
 /// same tokens. `None` when there is no such module or more than one (a module written by a
 /// `macro_rules!` macro, or changed by an attribute that ran first): the lints then see the module alone.
@@ -129,14 +143,19 @@ mod tests {
                 async fn a(s: &S, c: &mut Ctx) -> NodeResult<S> { todo!() }
             }
         };
-        assert_eq!(locate_module(file(), true, &inner).map(|s| s.path), Some(vec![1, 1]));
+        let found = locate_module(file(), true, &inner).expect("found");
+        assert_eq!(found.path, vec![1, 1]);
+        // The module it sits in is `outer`, whose first item is `use std::env;`.
+        assert!(matches!(found.enclosing_items(), [Item::Use(_), Item::Mod(_)]));
         let top: ItemMod = syn::parse_quote! {
             mod flow {
                 #[node(entry, to = END)]
                 async fn b(s: &S, c: &mut Ctx) -> NodeResult<S> { todo!() }
             }
         };
-        assert_eq!(locate_module(file(), true, &top).map(|s| s.path), Some(vec![2]));
+        let found = locate_module(file(), true, &top).expect("found");
+        assert_eq!(found.path, vec![2]);
+        assert_eq!(found.enclosing_items().len(), 4, "the file's top level");
         // Written by a macro (not in the file as such): not found, the lints see the module alone.
         let other: ItemMod = syn::parse_quote! { mod flow { fn c() {} } };
         assert!(locate_module(file(), true, &other).is_none());

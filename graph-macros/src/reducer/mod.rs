@@ -43,13 +43,21 @@ pub(crate) fn expand(
                 quote!(#(#attrs)* #[allow(unused)] #vis #sig { ::core::panic!(#msg) })
             }
         }
-        Ok(other) => {
+        Ok(mut other) => {
             errs.at(
                 keyword_span(&other),
                 "`#[reducer]` goes on a state struct with named fields (to derive its delta and merge) or on a \
                  merge `fn(current: &mut T, written: T)` used by `#[reduce(with = ...)]`",
             );
-            item
+            // As for a tuple struct: no `#[reduce]` left for rustc to report a second time.
+            match &mut other {
+                syn::Item::Enum(e) => {
+                    parse::strip_reduce(e.variants.iter_mut().flat_map(|v| v.fields.iter_mut()))
+                }
+                syn::Item::Union(u) => parse::strip_reduce(u.fields.named.iter_mut()),
+                _ => {}
+            }
+            quote!(#other)
         }
         Err(e) => {
             errs.push(e);
@@ -151,6 +159,101 @@ mod tests {
         assert!(errs[0].starts_with("`#[reducer]` needs a struct with named fields"));
         let (_, errs) = parse(syn::parse_quote! { struct S<T> { t: T } });
         assert!(errs[0].starts_with("`#[reducer]` does not support generic"));
+    }
+
+    #[test]
+    fn setters_take_impl_into_except_for_numbers_and_bools() {
+        let (def, errs) = parse(syn::parse_quote! {
+            pub struct S {
+                pub verdict: String,
+                pub last: Option<String>,
+                #[reduce(sum)] pub n: u64,
+                pub done: bool,
+                pub retries: Option<u32>,
+                pub limit: std::primitive::u16,
+                pub ratio: core::option::Option<f64>,
+            }
+        });
+        assert!(errs.is_empty(), "{errs:?}");
+        let out = expand::expand(&def).to_string();
+        for into in [
+            "verdict (mut self , value : impl :: core :: convert :: Into < String >)",
+            "last (mut self , value : impl :: core :: convert :: Into < Option < String > >)",
+        ] {
+            assert!(out.contains(into), "{into}: {out}");
+        }
+        for plain in [
+            "n (mut self , value : u64)",
+            "done (mut self , value : bool)",
+            "retries (mut self , value : Option < u32 >)",
+            "limit (mut self , value : std :: primitive :: u16)",
+            "ratio (mut self , value : core :: option :: Option < f64 >)",
+        ] {
+            assert!(out.contains(plain), "{plain}: {out}");
+        }
+        assert!(!out.contains("push_"), "only `append` fields have a one-item setter: {out}");
+    }
+
+    #[test]
+    fn append_fields_get_a_one_item_setter() {
+        let (def, errs) = parse(syn::parse_quote! {
+            pub struct S {
+                #[reduce(append)] pub findings: Vec<String>,
+                #[reduce(append)] pub sizes: std::vec::Vec<u64>,
+                #[reduce(append)] text: String,
+                #[reduce(append)] pub odd: Vec<__Item>,
+            }
+        });
+        assert!(errs.is_empty(), "{errs:?}");
+        let out = expand::expand(&def).to_string();
+        assert!(
+            out.contains("pub fn push_findings < __Item > (mut self , item : __Item) -> Self where Vec < String > : :: graph_runtime :: __private :: AppendItem < __Item >"),
+            "{out}"
+        );
+        // Numbers take the element itself, so that a literal gets its type.
+        assert!(out.contains("pub fn push_sizes (mut self , item : u64) -> Self"), "{out}");
+        // The field's visibility; a generic parameter named unlike anything in the field's type.
+        assert!(out.contains("fn push_text < __Item > (mut self , item : __Item)"), "{out}");
+        assert!(out.contains("pub fn push_odd < __Item_ > (mut self , item : __Item_)"), "{out}");
+
+        let (def, errs) = parse(syn::parse_quote! {
+            struct S { #[reduce(append)] log: Vec<String>, push_log: bool }
+        });
+        assert_eq!(errs.len(), 2, "{errs:?}");
+        assert!(
+            errs[0].starts_with(
+                "field `push_log` has the name of the one-item setter of the `append` field `log`"
+            )
+        );
+        assert_eq!(errs[1], "`log` appends here");
+        let out = expand::expand(&def).to_string();
+        assert_eq!(out.matches("fn push_log").count(), 1, "the field's own setter only: {out}");
+    }
+
+    #[test]
+    fn a_rejected_item_keeps_no_reduce_attribute() {
+        let (def, errs) =
+            parse(syn::parse_quote! { pub struct S(#[reduce(sum)] u64, #[serde(default)] String); });
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        let out = expand::expand(&def).to_string();
+        assert!(!out.contains("reduce"), "{out}");
+        assert!(out.contains("pub struct S (u64 , # [serde (default)] String) ;"), "{out}");
+        let out = expand(
+            TokenStream::new(),
+            quote!(
+                enum E {
+                    A {
+                        #[reduce(sum)]
+                        n: u64,
+                    },
+                    B(#[reduce(max)] u8),
+                }
+            ),
+            || None,
+        )
+        .to_string();
+        assert!(out.starts_with("enum E { A { n : u64 , } , B (u8) , }"), "{out}");
+        assert_eq!(out.matches("compile_error").count(), 1, "{out}");
     }
 
     #[test]

@@ -88,12 +88,46 @@ pub(crate) fn parse_struct(mut item: ItemStruct, opts: &Options, errs: &mut Erro
                 fields.push(FieldDef { ident, ty: f.ty.clone(), vis: f.vis.clone(), strategy, span });
             }
         }
-        other => errs.at(
-            if matches!(other, syn::Fields::Unit) { item.ident.span() } else { other.span() },
-            "`#[reducer]` needs a struct with named fields: each field is one part of the delta",
-        ),
+        other => {
+            errs.at(
+                if matches!(other, syn::Fields::Unit) { item.ident.span() } else { other.span() },
+                "`#[reducer]` needs a struct with named fields: each field is one part of the delta",
+            );
+            // The emitted struct keeps no `#[reduce]`: rustc would reject it ("expected non-macro
+            // attribute"), a second error about the same mistake.
+            strip_reduce(other.iter_mut());
+        }
     }
+    check_push_setters(&fields, errs);
     StateDef { item, delta, fields, partial_eq }
+}
+
+/// Removes the `#[reduce(...)]` attributes of `fields`, unread (the item around them is already
+/// rejected).
+pub(crate) fn strip_reduce<'f>(fields: impl Iterator<Item = &'f mut syn::Field>) {
+    for f in fields {
+        f.attrs.retain(|a| !a.path().is_ident("reduce"));
+    }
+}
+
+// An `append` field `x` has a one-item setter `push_x`; a field named `push_x` would have a setter of
+// the same name.
+fn check_push_setters(fields: &[FieldDef], errs: &mut Errors) {
+    for f in fields.iter().filter(|f| matches!(f.strategy, Strategy::Append)) {
+        let push = format!("push_{}", f.ident);
+        if let Some(other) = fields.iter().find(|o| o.ident == push) {
+            errs.both(
+                other.ident.span(),
+                format!(
+                    "field `{push}` has the name of the one-item setter of the `append` field `{}` \
+                     (`{push}(item)`); rename one of them",
+                    f.ident
+                ),
+                f.span,
+                format!("`{}` appends here", f.ident),
+            );
+        }
+    }
 }
 
 /// A state's bytes must be canonical (`graph_runtime::canonical`): the engine hashes them, keys commits

@@ -41,9 +41,10 @@ pub struct MacroTrace {
     pub best: u64,
 }
 
-/// A delta appending one log entry (the hand-written `TraceDelta::log`).
+/// A delta appending one log entry (the hand-written `TraceDelta::log`), through the generated one-item
+/// setter.
 pub fn logged(entry: impl Into<String>) -> MacroTraceDelta {
-    MacroTraceDelta::default().log(vec![entry.into()])
+    MacroTraceDelta::default().push_log(entry)
 }
 
 /// A set of one tag (the hand-written `TraceDelta::tag`).

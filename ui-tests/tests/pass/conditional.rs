@@ -26,12 +26,12 @@ mod support {
 
     #[node(to = END)]
     async fn small(_s: &Ticket, _ctx: &mut Ctx) -> NodeResult<Ticket> {
-        Ok(TicketDelta::default().handled_by(Some("bot".into())))
+        Ok(TicketDelta::default().handled_by("bot".to_owned()))
     }
 
     #[node(to = END)]
     async fn large(_s: &Ticket, _ctx: &mut Ctx) -> NodeResult<Ticket> {
-        Ok(TicketDelta::default().handled_by(Some("human".into())))
+        Ok(TicketDelta::default().handled_by("human".to_owned()))
     }
 }
 

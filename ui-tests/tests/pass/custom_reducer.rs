@@ -49,16 +49,16 @@ mod shop {
     #[node(to = END)]
     async fn a(_s: &Inventory, _ctx: &mut Ctx) -> NodeResult<Inventory> {
         Ok(Patch::default()
-            .labels(["Red".to_owned()].into())
+            .labels(["Red".to_owned()])
             .items(vec![1, 2])
-            .stock([("apple".to_owned(), 3)].into())
+            .stock([("apple".to_owned(), 3)])
             .cheapest(7))
     }
 
     #[node(to = END)]
     async fn b(s: &Inventory, _ctx: &mut Ctx) -> NodeResult<Inventory> {
         let items = if s.note == "overflow" { vec![3, 4, 5] } else { vec![3] };
-        Ok(Patch::default().labels(["RED".to_owned(), "Blue".to_owned()].into()).items(items).cheapest(9))
+        Ok(Patch::default().labels(["RED".to_owned(), "Blue".to_owned()]).items(items).cheapest(9))
     }
 }
 

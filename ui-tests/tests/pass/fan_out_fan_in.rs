@@ -29,12 +29,12 @@ mod review {
     async fn style(s: &Review, _ctx: &mut Ctx) -> NodeResult<Review> {
         // finishes last, merges first: merge order is edge order, not completion order
         tokio::time::sleep(Duration::from_millis(30)).await;
-        Ok(ReviewDelta::default().findings(vec![format!("style ok for #{}", s.pr)]))
+        Ok(ReviewDelta::default().push_findings(format!("style ok for #{}", s.pr)))
     }
 
     #[node(to = summarize)]
     async fn security(s: &Review, _ctx: &mut Ctx) -> NodeResult<Review> {
-        Ok(ReviewDelta::default().findings(vec![format!("no secrets in #{}", s.pr)]))
+        Ok(ReviewDelta::default().push_findings(format!("no secrets in #{}", s.pr)))
     }
 
     #[node(to = END)]

@@ -32,7 +32,7 @@ mod map_reduce {
     #[node(to = END)]
     async fn worker(_s: &Job, ctx: &mut Ctx) -> NodeResult<Job> {
         let chunk: u64 = ctx.input()?.ok_or_else(|| NodeError::fatal("worker needs an input"))?;
-        Ok(JobDelta::default().total(chunk * 10).done(vec![chunk]))
+        Ok(JobDelta::default().total(chunk * 10).push_done(chunk))
     }
 
     #[node(to = END)]

@@ -18,18 +18,18 @@ mod pipeline {
 
     #[node(entry, to = count)]
     async fn load(s: &Doc, _ctx: &mut Ctx) -> NodeResult<Doc> {
-        Ok(DocDelta::default().text(s.text.trim().to_owned()).log(vec!["load".into()]))
+        Ok(DocDelta::default().text(s.text.trim()).push_log("load"))
     }
 
     #[node(to = finish, timeout = "5s", retry(attempts = 3, backoff = fixed("10ms")))]
     async fn count(s: &Doc, _ctx: &mut Ctx) -> NodeResult<Doc> {
         let n = s.text.split_whitespace().count() as u64;
-        Ok(DocDelta::default().words(n).log(vec!["count".into()]))
+        Ok(DocDelta::default().words(n).push_log("count"))
     }
 
     #[node(to = END, max_concurrency = 1)]
     async fn finish(_s: &Doc, _ctx: &mut Ctx) -> NodeResult<Doc> {
-        Ok(DocDelta::default().log(vec!["finish".into()]))
+        Ok(DocDelta::default().push_log("finish"))
     }
 }
 

@@ -22,13 +22,13 @@ mod agent {
     #[node(entry, to = act)]
     async fn think(s: &Agent, ctx: &mut Ctx) -> NodeResult<Agent> {
         let score = ctx.rng().next_u64() % 1000;
-        Ok(AgentDelta::default().trace(vec![format!("think {}", s.rounds)]).best(score))
+        Ok(AgentDelta::default().push_trace(format!("think {}", s.rounds)).best(score))
     }
 
     #[node(to = [think, END], impure = "reads HOME once per round for the demo; a real agent passes it in the state")]
     async fn act(s: &Agent, _ctx: &mut Ctx) -> NodeResult<Agent, act::Next> {
         let home = std::env::var("HOME").is_ok();
-        let delta = AgentDelta::default().rounds(1).trace(vec![format!("act {}", s.rounds)]).home_known(home);
+        let delta = AgentDelta::default().rounds(1).push_trace(format!("act {}", s.rounds)).home_known(home);
         // A route returned with the delta is decided on the state this step read, before this update
         // (`s.rounds` does not count this round yet: hence `+ 1`); `route = f` decides on the updated
         // state instead (`pass/router.rs`).

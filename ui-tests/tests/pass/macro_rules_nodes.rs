@@ -18,12 +18,12 @@ macro_rules! pipeline {
 
             #[node(entry, to = $second)]
             async fn $first(_s: &Tally, ctx: &mut Ctx) -> NodeResult<Tally> {
-                Ok(TallyDelta::default().seen(vec![ctx.node().to_owned()]))
+                Ok(TallyDelta::default().push_seen(ctx.node()))
             }
 
             #[node(to = END)]
             async fn $second(_s: &Tally, ctx: &mut Ctx) -> NodeResult<Tally> {
-                Ok(TallyDelta::default().seen(vec![ctx.node().to_owned()]))
+                Ok(TallyDelta::default().push_seen(ctx.node()))
             }
         }
     };

@@ -3,14 +3,17 @@
 //! same items (`graph()` panics), so the user's code around a mistake still type-checks and one mistake
 //! stays one error.
 
-mod routes;
+pub(crate) mod routes;
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use proc_macro2::{Ident, Span, TokenStream};
-use quote::{ToTokens, format_ident, quote, quote_spanned};
+use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned;
 
 use super::ast::{BackoffDef, GraphDef, NodeDef, Routing};
 use super::check::Resolved;
+use super::names;
 use graph_core::Target;
 
 /// The path generated code reaches the runtime through.
@@ -30,19 +33,15 @@ pub(crate) fn expand(g: &GraphDef, resolved: Option<&Resolved>) -> TokenStream {
     let attrs = &module.attrs;
     let vis = &module.vis;
     let ident = &module.ident;
-    let items = kept_items(g);
+    let modules: BTreeSet<String> = routes::module_nodes(g).iter().map(|n| n.name()).collect();
+    let plan = names::plan(g, &modules);
+    // With errors, a route to an undeclared edge gets a stub variant or method, so that the macro's
+    // error about it is the only one (rustc would add "no variant named ..." at the same place).
+    let extra = if resolved.is_none() { routes::undeclared(g) } else { Vec::new() };
+    let (routes, merged) = routes::expand(g, &plan, &extra);
+    let items = kept_items(g, &plan, &merged);
     let state = g.state.clone().or_else(|| stub_state(g));
-    let mut body = TokenStream::new();
-    if let Some(state) = &state {
-        let routes = routes::expand(g);
-        if !routes.is_empty() {
-            body.extend(quote! {
-                #[doc(hidden)]
-                type __GraphState = #state;
-                #routes
-            });
-        }
-    }
+    let mut body = routes;
     let name = &g.name;
     match (resolved, &state) {
         (Some(r), Some(state)) => {
@@ -79,7 +78,12 @@ pub(crate) fn expand(g: &GraphDef, resolved: Option<&Resolved>) -> TokenStream {
         }
         (_, Some(state)) => {
             let msg = format!("graph `{name}` has compile errors");
-            let taken = |item: &str| g.nodes.iter().any(|n| n.ident == item);
+            // A node or another item of the module named like an API item is reported, and its stub would
+            // be a second definition; where the code means the enclosing module's item of that name
+            // (reported too), no stub lets it reach that one, so the mistake stays one error.
+            let hidden = names::hidden_values(g);
+            let taken =
+                |item: &str| g.nodes.iter().any(|n| n.ident == item) || hidden.iter().any(|h| h.name == item);
             if !taken("FINGERPRINT") {
                 body.extend(quote!(
                     #[doc(hidden)]
@@ -111,9 +115,11 @@ pub(crate) fn expand(g: &GraphDef, resolved: Option<&Resolved>) -> TokenStream {
     }
 }
 
-/// The module's items with `#[node]` attributes removed and later definitions of a duplicate node
-/// dropped (the duplicate is already reported; rustc would report it a second time).
-fn kept_items(g: &GraphDef) -> Vec<TokenStream> {
+/// The module's items with `#[node]` attributes removed, later definitions of a duplicate node dropped
+/// (the duplicate is already reported; rustc would report it a second time), `use` bindings that moved
+/// into a routing module removed, and the routing items of a node added to the user's own module of the
+/// same name (`merged`, by item index).
+fn kept_items(g: &GraphDef, plan: &names::Plan, merged: &BTreeMap<usize, TokenStream>) -> Vec<TokenStream> {
     let mut dropped = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
     for n in &g.nodes {
@@ -126,9 +132,19 @@ fn kept_items(g: &GraphDef) -> Vec<TokenStream> {
         if dropped.contains(&i) {
             continue;
         }
-        match g.nodes.iter().find(|n| n.item == i) {
-            Some(n) => out.push(n.func.to_token_stream()),
-            None => out.push(item.to_token_stream()),
+        if let Some(n) = g.nodes.iter().find(|n| n.item == i) {
+            out.push(n.func.to_token_stream());
+        } else if let Some(left) = plan.uses.get(&i) {
+            out.push(left.to_token_stream());
+        } else if let (Some(routing), syn::Item::Mod(m)) = (merged.get(&i), item) {
+            let mut m = m.clone();
+            let added = syn::parse2::<syn::File>(routing.clone()).expect("generated items parse").items;
+            if let Some((_, content)) = &mut m.content {
+                content.extend(added);
+            }
+            out.push(m.to_token_stream());
+        } else {
+            out.push(item.to_token_stream());
         }
     }
     out
@@ -171,12 +187,11 @@ pub(crate) fn fingerprint(g: &GraphDef, r: &Resolved) -> String {
 fn description(g: &GraphDef, r: &Resolved, state: &syn::Type) -> TokenStream {
     let rt = rt();
     let name = &g.name;
-    let mut handlers = TokenStream::new();
+    let handler = handler_name(g, state);
     let mut calls = TokenStream::new();
     for n in &g.nodes {
         let node = n.name();
         let f = &n.ident;
-        let handler = format_ident!("__GraphNode_{}", f);
         let routing = match &n.routing {
             Routing::Next { prefix } => quote!(#prefix::Next),
             Routing::Fork { prefix } => quote!(#prefix::Fork),
@@ -187,22 +202,28 @@ fn description(g: &GraphDef, r: &Resolved, state: &syn::Type) -> TokenStream {
         // comes from a `macro_rules!` expansion (another hygiene context) still resolves them.
         let (st, cx) = (Ident::new("__state", Span::call_site()), Ident::new("__ctx", Span::call_site()));
         let call = quote_spanned!(f.span()=> #rt::run_node::<#state, #routing, _, _>(self::#f, #st, #cx));
-        handlers.extend(quote! {
-            #[allow(non_camel_case_types)]
-            struct #handler;
-            impl #rt::Node<#state> for #handler {
-                fn run<'a>(
-                    &'a self,
-                    __state: &'a #state,
-                    __ctx: &'a mut #rt::Ctx,
-                ) -> #rt::BoxFuture<'a, #rt::NodeResult<#state, #rt::Route>> {
-                    #call
+        // Each handler is declared in its own block, whose user tokens are the state type's and the routing
+        // path's (`summarize::Next`); `handler` differs from every identifier in them, so it cannot hide
+        // one. The node itself is reached as `self::#f`.
+        let handler_value = quote! {
+            {
+                #[allow(non_camel_case_types)]
+                struct #handler {}
+                impl #rt::Node<#state> for #handler {
+                    fn run<'a>(
+                        &'a self,
+                        __state: &'a #state,
+                        __ctx: &'a mut #rt::Ctx,
+                    ) -> #rt::BoxFuture<'a, #rt::NodeResult<#state, #rt::Route>> {
+                        #call
+                    }
                 }
+                #handler {}
             }
-        });
+        };
         let policy = policy(n);
         let sig = signature(n);
-        calls.extend(quote!(.add_node(#node, #handler, #policy).signature(#node, #sig)));
+        calls.extend(quote!(.add_node(#node, #handler_value, #policy).signature(#node, #sig)));
     }
     for (n, edges) in g.nodes.iter().zip(&r.adjacency) {
         let from = n.name();
@@ -231,9 +252,38 @@ fn description(g: &GraphDef, r: &Resolved, state: &syn::Type) -> TokenStream {
     }
     let entry = g.nodes[r.entry].name();
     quote! {
-        #handlers
         #rt::built(#name, #rt::Graph::<#state>::builder(#name) #calls .entry(#entry).build())
     }
+}
+
+/// The name of the node handler structs: one that no identifier of the state type or of a node name
+/// (the prefix of a routing path) has, since the handlers are declared where those tokens are resolved.
+fn handler_name(g: &GraphDef, state: &syn::Type) -> Ident {
+    let nodes = g.nodes.iter().map(|n| &n.ident);
+    fresh_ident("__GraphNode", quote!(#state #(#nodes)*))
+}
+
+/// `base`, lengthened with `_` until no identifier in `tokens` has it: a generated name declared where
+/// those user tokens are resolved, which therefore cannot hide what they name.
+pub(crate) fn fresh_ident(base: &str, tokens: TokenStream) -> Ident {
+    fn idents(tokens: TokenStream, out: &mut BTreeSet<String>) {
+        for t in tokens {
+            match t {
+                proc_macro2::TokenTree::Ident(i) => {
+                    out.insert(i.to_string());
+                }
+                proc_macro2::TokenTree::Group(g) => idents(g.stream(), out),
+                _ => {}
+            }
+        }
+    }
+    let mut used = BTreeSet::new();
+    idents(tokens, &mut used);
+    let mut name = base.to_owned();
+    while used.contains(&name) {
+        name.push('_');
+    }
+    Ident::new(&name, Span::call_site())
 }
 
 fn duration(ms: u64) -> TokenStream {

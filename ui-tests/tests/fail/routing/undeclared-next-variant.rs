@@ -1,4 +1,5 @@
-//! Fails: a `Next` variant for an edge that is not declared does not exist.
+//! Fails: `plan` routes to an existing node, `publish`, that is not in its `to = [...]`: the macro says
+//! to add the edge (rustc would only say that the variant does not exist).
 
 use graph_runtime::prelude::*;
 
