@@ -39,13 +39,16 @@ async fn varied_run(store: MemoryStore) -> MemoryStore {
     store
 }
 
+/// An edit of a whole log.
+type Edit = Box<dyn Fn(Vec<Event>) -> Vec<Event> + Send + Sync>;
+
 /// Damages what `events` returns: the stored bytes of one event ([`events::encode`]) with one byte
 /// changed, read back as a store reads them ([`events::decode`]); or a whole-log edit.
 #[derive(Default)]
 struct Tamper {
     /// `(seq, byte, xor)`.
     flip: Mutex<Option<(u64, usize, u8)>>,
-    edit: Mutex<Option<Box<dyn Fn(Vec<Event>) -> Vec<Event> + Send + Sync>>>,
+    edit: Mutex<Option<Edit>>,
     /// Events the store returned (to see what a resume reads).
     read: AtomicUsize,
 }
@@ -136,7 +139,6 @@ async fn deleted_swapped_and_truncated_events_are_detected() {
     let tamper = std::sync::Arc::new(Tamper::default());
     let store = Hooked { inner: memory, hooks: tamper.clone() };
     let engine = engine_over(&store);
-    type Edit = Box<dyn Fn(Vec<Event>) -> Vec<Event> + Send + Sync>;
     let cases: Vec<(&str, Edit, u64)> = vec![
         (
             "deleted",
