@@ -8,6 +8,9 @@
 //! run's deterministic random draws (`ctx.random_range`), so every run of the same PR prints the same
 //! result.
 //!
+//! The run is streamed (`engine.stream`): each step, what each node does and how long it took print as
+//! they happen. `GRAPH_LOG=json` also writes the engine's `tracing` events as JSON lines on stderr.
+//!
 //! The run is durable: every step is committed to a sled store in `./data` (or `--data <dir>`) before
 //! the next starts. Interrupt it (Ctrl-C, or kill it) and run the same command again: it resumes from
 //! the last committed step instead of restarting. Once complete, running it again prints the stored
@@ -22,6 +25,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use graph_runtime::prelude::*;
+use graph_runtime::{StreamEvent, StreamModes, StreamOptions};
 
 /// The review's state.
 #[reducer]
@@ -45,13 +49,14 @@ pub struct Review {
     pub verdict: Option<String>,
 }
 
-/// A stand-in for a model call: a little latency and a deterministic "answer" from the run's RNG.
-async fn model(ctx: &mut Ctx, what: &str) -> (u64, u64) {
+/// A stand-in for a model call: a little latency and a deterministic "answer" from the run's RNG. What it
+/// is doing goes to the run's stream (`ctx.stream`), which `main` prints as it arrives.
+async fn model(ctx: &mut Ctx, what: &str) -> Result<(u64, u64), NodeError> {
     tokio::time::sleep(Duration::from_millis(ctx.random_range(40..120u64))).await;
     let score = ctx.random_range(0..100u64);
     let tokens = ctx.random_range(200..500u64);
-    println!("  step {:>2}  {:<10} {what:<28} score {score:>2}", ctx.step(), ctx.node());
-    (score, tokens)
+    ctx.stream(&format!("{what:<28} score {score:>2}")).await?;
+    Ok((score, tokens))
 }
 
 /// One label.
@@ -66,13 +71,13 @@ pub mod review {
 
     #[node(entry, to = [style, security])]
     async fn plan(s: &Review, ctx: &mut Ctx) -> NodeResult<Review> {
-        let (_, tokens) = model(ctx, &format!("planning review of PR #{}", s.pr)).await;
+        let (_, tokens) = model(ctx, &format!("planning review of PR #{}", s.pr)).await?;
         Ok(ReviewDelta::default().tokens(tokens))
     }
 
     #[node(to = summarize)]
     async fn style(s: &Review, ctx: &mut Ctx) -> NodeResult<Review> {
-        let (score, tokens) = model(ctx, "checking style").await;
+        let (score, tokens) = model(ctx, "checking style").await?;
         let mut d = ReviewDelta::default().tokens(tokens);
         if score + s.revisions * 30 < 60 {
             d = d.push_findings(format!("style: naming issues (score {score})")).labels(label("style"));
@@ -82,7 +87,7 @@ pub mod review {
 
     #[node(to = summarize)]
     async fn security(s: &Review, ctx: &mut Ctx) -> NodeResult<Review> {
-        let (score, tokens) = model(ctx, "checking security").await;
+        let (score, tokens) = model(ctx, "checking security").await?;
         let mut d = ReviewDelta::default().tokens(tokens);
         if score + s.revisions * 30 < 50 {
             d = d
@@ -94,7 +99,7 @@ pub mod review {
 
     #[node(to = [revise, END], timeout = "5s")]
     async fn summarize(s: &Review, ctx: &mut Ctx) -> NodeResult<Review, summarize::Next> {
-        let (_, tokens) = model(ctx, "summarizing findings").await;
+        let (_, tokens) = model(ctx, "summarizing findings").await?;
         let open = s.findings.len() as u64 > s.revisions * 2;
         if open && s.revisions < 3 {
             Ok((ReviewDelta::default().tokens(tokens), summarize::Next::Revise))
@@ -106,7 +111,7 @@ pub mod review {
 
     #[node(to = [style, security])]
     async fn revise(_s: &Review, ctx: &mut Ctx) -> NodeResult<Review> {
-        let (_, tokens) = model(ctx, "revising the patch").await;
+        let (_, tokens) = model(ctx, "revising the patch").await?;
         Ok(ReviewDelta::default().tokens(tokens).revisions(1))
     }
 }
@@ -129,6 +134,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if fresh && dir.exists() {
         std::fs::remove_dir_all(&dir)?;
     }
+    if std::env::var("GRAPH_LOG").as_deref() == Ok("json") {
+        tracing_subscriber::fmt().json().with_writer(std::io::stderr).init();
+    }
     let engine = Engine::builder(review::graph()).store(SledStore::open(&dir)?).build();
 
     // Ctrl-C cancels the run; its committed steps stay, and the next invocation resumes.
@@ -140,14 +148,40 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     });
 
-    match engine.outcome(&run_id).await? {
-        None => println!("run {run_id}: reviewing PR #{pr} (store: {})", dir.display()),
-        Some(o) if o.is_completed() => {
-            println!("run {run_id} already completed; its stored result (use --fresh to start over):")
+    // Every step, node and model call, as it happens.
+    let options = StreamOptions::default().modes(StreamModes::DEBUG | StreamModes::CUSTOM);
+    let input = Review { pr: pr.clone(), ..Review::default() };
+    let mut events = match engine.outcome(&run_id).await? {
+        None => {
+            println!("run {run_id}: reviewing PR #{pr} (store: {})", dir.display());
+            engine.stream(&run_id, input, options)
         }
-        Some(o) => println!("run {run_id}: resuming step {} (status was {:?})", o.steps, o.status),
+        Some(o) if o.is_completed() => {
+            println!("run {run_id} already completed; its stored result (use --fresh to start over):");
+            engine.stream_resume(&run_id, options)
+        }
+        Some(o) => {
+            println!("run {run_id}: resuming step {} (status was {:?})", o.steps, o.status);
+            engine.stream_resume(&run_id, options)
+        }
+    };
+    let mut finished = None;
+    while let Some(event) = events.next().await {
+        match event {
+            StreamEvent::StepStarted { step, nodes } => println!("step {step:>2}  {}", nodes.join(" + ")),
+            StreamEvent::Custom { node, payload, .. } => {
+                println!("         {node:<10} {}", payload.as_str().unwrap_or_default())
+            }
+            StreamEvent::NodeFinished { node, duration, outcome, attempt, .. } => {
+                let retry = if attempt > 1 { format!(" (attempt {attempt})") } else { String::new() };
+                println!("         {node:<10} {outcome:?} in {} ms{retry}", duration.as_millis())
+            }
+            StreamEvent::StepCommitted { step, .. } => println!("         committed checkpoint {step}"),
+            StreamEvent::Finished(out) => finished = Some(out),
+            _ => {}
+        }
     }
-    let out = match engine.run_or_resume(&run_id, Review { pr, ..Review::default() }).await {
+    let out = match finished.expect("a stream ends with Finished") {
         Ok(out) => out,
         Err(graph_runtime::Error::Cancelled { step, .. }) => {
             println!("interrupted during step {step}; run the same command again to resume");
@@ -164,5 +198,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("labels:    {:?}", out.state.labels);
     println!("revisions: {}", out.state.revisions);
     println!("tokens:    {}", out.state.tokens);
+    println!();
+    println!("the run is stored in {} (sled); look at it with graphctl:", dir.display());
+    let store = dir.display();
+    for command in
+        [format!("show {run_id}"), format!("history {run_id}"), format!("verify {run_id}"), "runs".to_owned()]
+    {
+        println!("  cargo run -p graph-examples --bin graphctl -- --store {store} {command}");
+    }
     Ok(())
 }

@@ -12,7 +12,6 @@ mod hand;
 mod macros;
 
 use graph_runtime::{Engine, Graph, MemoryStore, Reducer, RunOptions, RunOutcome, Store};
-use graph_tests::history_hash;
 
 /// What a run leaves behind: its outcome's state bytes, steps and status, and its committed history.
 #[derive(Debug, PartialEq)]
@@ -20,7 +19,8 @@ struct Outcome {
     state: Vec<u8>,
     steps: u64,
     completed: bool,
-    history: String,
+    /// Every checkpoint's step, next nodes and state hash.
+    history: Vec<(u64, Vec<String>, String)>,
     keys: Vec<String>,
 }
 
@@ -40,7 +40,13 @@ where
         state: serde_json::to_vec(&out.state).unwrap(),
         steps: out.steps,
         completed: out.is_completed(),
-        history: history_hash(&store, run_id).await,
+        history: engine
+            .history(run_id)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|h| (h.step, h.next, h.state_hash))
+            .collect(),
         keys,
     }
 }

@@ -56,6 +56,8 @@ pub(crate) const MAX_CONCURRENCY: &str = "max_concurrency";
 pub(crate) const IMPURE: &str = "impure";
 pub(crate) const ROUTE: &str = "route";
 pub(crate) const WAIT_FOR: &str = "wait_for";
+pub(crate) const INTERRUPT_BEFORE: &str = "interrupt_before";
+pub(crate) const INTERRUPT_AFTER: &str = "interrupt_after";
 pub(crate) const ATTEMPTS: &str = "attempts";
 pub(crate) const BACKOFF: &str = "backoff";
 pub(crate) const JITTER: &str = "jitter";
@@ -86,6 +88,8 @@ pub(crate) static NODE: Owner = Owner {
         spec(IMPURE, Kind::Value, "impure = \"reason\""),
         spec(ROUTE, Kind::Value, "route = my_router"),
         spec(WAIT_FOR, Kind::Value, "wait_for = [a, b]"),
+        spec(INTERRUPT_BEFORE, Kind::Flag, "interrupt_before"),
+        spec(INTERRUPT_AFTER, Kind::Flag, "interrupt_after"),
     ],
 };
 

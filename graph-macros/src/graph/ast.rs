@@ -45,6 +45,10 @@ pub(crate) struct NodeDef {
     pub(crate) wait_for: Vec<Ident>,
     /// The `wait_for` key, when given.
     pub(crate) wait_for_key: Option<Ident>,
+    /// `interrupt_before`: a breakpoint before the node's steps.
+    pub(crate) interrupt_before: bool,
+    /// `interrupt_after`: a breakpoint after the node's steps.
+    pub(crate) interrupt_after: bool,
     /// How the return type says the node routes.
     pub(crate) routing: Routing,
 }

@@ -171,6 +171,8 @@ fn parse_node(attr: syn::Attribute, func: syn::ItemFn, item: usize, errs: &mut E
         router,
         wait_for,
         wait_for_key,
+        interrupt_before: opts.get(kw::INTERRUPT_BEFORE).is_some(),
+        interrupt_after: opts.get(kw::INTERRUPT_AFTER).is_some(),
         routing,
     }
 }

@@ -250,6 +250,15 @@ fn description(g: &GraphDef, r: &Resolved, state: &syn::Type) -> TokenStream {
         let preds: Vec<String> = preds.iter().map(|p| g.nodes[*p].name()).collect();
         calls.extend(quote!(.wait_for(#node, [#(#preds),*])));
     }
+    for n in &g.nodes {
+        let node = n.name();
+        if n.interrupt_before {
+            calls.extend(quote!(.interrupt_before(#node)));
+        }
+        if n.interrupt_after {
+            calls.extend(quote!(.interrupt_after(#node)));
+        }
+    }
     let entry = g.nodes[r.entry].name();
     quote! {
         #rt::built(#name, #rt::Graph::<#state>::builder(#name) #calls .entry(#entry).build())
