@@ -30,6 +30,8 @@
 //! ```
 
 pub mod canonical;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod ctx;
 pub mod effect;
 pub mod error;
@@ -96,6 +98,11 @@ pub struct AuditDoctests;
 #[doc = include_str!("../../docs/observability.md")]
 #[cfg(doctest)]
 pub struct ObservabilityDoctests;
+
+/// The graphctl guide, its example compiled as a doctest.
+#[doc = include_str!("../../docs/graphctl.md")]
+#[cfg(all(doctest, feature = "cli"))]
+pub struct GraphctlDoctests;
 
 /// The guide for LangGraph users, its examples compiled and run as doctests.
 #[doc = include_str!("../../docs/from-langgraph.md")]

@@ -1,0 +1,499 @@
+//! graphctl end to end: the stock binary run on sled stores these tests fill with runs of the example
+//! graphs in every status (completed, interrupted by `ctx.interrupt`, failed, forked, a keyed log),
+//! each command's table and `--json` checked, and every failure's exit code and single line on stderr.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use graph_examples::approval::{self, approval_flow};
+use graph_examples::payments::{Order, checkout};
+use graph_runtime::ChainKey;
+use graph_runtime::prelude::*;
+use serde_json::{Value, json};
+
+/// What one graphctl invocation did.
+#[derive(Debug)]
+struct Ran {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Ran {
+    /// Succeeded (exit 0) with nothing on stderr.
+    fn ok(self) -> Self {
+        assert_eq!(self.code, 0, "{self:?}");
+        assert!(self.stderr.is_empty(), "{self:?}");
+        self
+    }
+
+    /// Failed with `code` and one line on stderr, which contains `text`.
+    fn fails(self, code: i32, text: &str) -> Self {
+        assert_eq!(self.code, code, "{self:?}");
+        assert_eq!(self.stderr.lines().count(), 1, "one line on stderr: {self:?}");
+        assert!(self.stderr.starts_with("error: "), "{self:?}");
+        assert!(self.stderr.contains(text), "expected {text:?} in {self:?}");
+        self
+    }
+}
+
+fn graphctl(store: &Path, args: &[&str]) -> Ran {
+    let out = Command::new(env!("CARGO_BIN_EXE_graphctl"))
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .output()
+        .expect("graphctl runs");
+    Ran {
+        code: out.status.code().expect("graphctl exits, it is not killed"),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+/// `graphctl --json ARGS`, which must succeed, parsed.
+fn json(store: &Path, args: &[&str]) -> Value {
+    let ran = graphctl(store, &[&["--json"][..], args].concat()).ok();
+    serde_json::from_str(&ran.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", ran.stdout))
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+}
+
+/// An order of the checkout example, charged through the provider ledger at `ledger`.
+fn order(id: &str, amount_cents: u64, ledger: &Path) -> Order {
+    Order {
+        id: id.into(),
+        customer: "alice".into(),
+        amount_cents,
+        provider: ledger.display().to_string(),
+        ..Order::default()
+    }
+}
+
+/// A folder with a sled store (`store/`) and the checkout example's provider ledger (`ledger.txt`).
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn store(&self) -> PathBuf {
+        self.dir.path().join("store")
+    }
+}
+
+/// A sled store in `dir` with runs of two example graphs, one of each status: `order-1` (checkout,
+/// completed, labelled `nightly`), `order-0` (checkout, failed: nothing to charge), `expense-1`
+/// (approval, interrupted: it waits for its approver) and `order-1-again` (a fork of `order-1` at step
+/// 1, running). The provider's ledger is `ledger`. The store is closed on return.
+fn store_with_runs(dir: &Path, ledger: &Path) {
+    block_on(async {
+        let store: std::sync::Arc<dyn graph_runtime::Store> =
+            std::sync::Arc::new(SledStore::open(dir).unwrap());
+        let orders = Engine::builder(checkout::graph()).shared_store(store.clone()).build();
+        let labelled = RunOptions::default().label("nightly");
+        assert!(
+            orders
+                .run_with("order-1", order("order-1", 3000, ledger), labelled)
+                .await
+                .unwrap()
+                .is_completed()
+        );
+        assert!(orders.run("order-0", order("order-0", 0, ledger)).await.is_err());
+        let expenses = Engine::builder(approval_flow::graph()).shared_store(store).build();
+        let asked = expenses.run("expense-1", approval::sample_request()).await.unwrap();
+        assert_eq!(asked.interrupts().len(), 1);
+        orders.fork("order-1", 1, "order-1-again").await.unwrap();
+    });
+}
+
+fn runs() -> Fixture {
+    let fixture = Fixture { dir: tempfile::tempdir().unwrap() };
+    store_with_runs(&fixture.store(), &fixture.dir.path().join("ledger.txt"));
+    fixture
+}
+
+/// The question `expense-1` asks, as its payload is shown (JSON).
+fn question() -> String {
+    Value::String(approval::sample_request().question()).to_string()
+}
+
+#[test]
+fn runs_lists_every_status_most_recent_first() {
+    let f = runs();
+    let table = graphctl(&f.store(), &["runs"]).ok().stdout;
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].starts_with("RUN") && lines[0].contains("UPDATED"), "{table}");
+    for (run, status, graph) in [
+        ("order-1 ", "completed", "checkout"),
+        ("expense-1 ", "interrupted (1 question)", "approval"),
+        ("order-0 ", "failed", "checkout"),
+        ("order-1-again ", "running", "checkout"),
+    ] {
+        let line = lines.iter().find(|l| l.starts_with(run)).unwrap_or_else(|| panic!("{run} in {table}"));
+        assert!(line.contains(status) && line.ends_with(graph), "{line}");
+    }
+
+    let all = json(&f.store(), &["runs"]);
+    let runs = all["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4);
+    let times: Vec<u64> = runs.iter().map(|r| r["updated_ms"].as_u64().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] >= w[1]), "newest first: {times:?}");
+    assert!(runs.iter().all(|r| r["registered"] == true));
+
+    let waiting = json(&f.store(), &["runs", "--status", "interrupted"]);
+    assert_eq!(waiting["runs"].as_array().unwrap().len(), 1);
+    assert_eq!(waiting["runs"][0]["run_id"], "expense-1");
+    assert_eq!(waiting["runs"][0]["interrupts"][0]["node"], "approve");
+    assert_eq!(json(&f.store(), &["runs", "--limit", "2"])["runs"].as_array().unwrap().len(), 2);
+    let none = graphctl(&f.store(), &["runs", "--status", "cancelled"]).ok().stdout;
+    assert!(none.starts_with("no cancelled runs"), "{none}");
+}
+
+#[test]
+fn show_names_the_status_its_reason_the_graph_and_the_fork() {
+    let f = runs();
+    let waiting = graphctl(&f.store(), &["show", "expense-1"]).ok().stdout;
+    assert!(waiting.contains("interrupted (1 question)"), "{waiting}");
+    assert!(waiting.contains("waits for input: node `approve` at step 1"), "{waiting}");
+    assert!(waiting.contains(&format!("asks {}", question())), "{waiting}");
+    assert!(waiting.contains("approval (registered in this graphctl)"), "{waiting}");
+
+    let failed = graphctl(&f.store(), &["show", "order-0"]).ok().stdout;
+    assert!(failed.contains("failed") && failed.contains("order order-0 has nothing to charge"), "{failed}");
+
+    let fork = graphctl(&f.store(), &["show", "order-1-again"]).ok().stdout;
+    assert!(fork.contains("forked from   run order-1 at step 1"), "{fork}");
+
+    let done = json(&f.store(), &["show", "order-1"]);
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["latest_step"], 3);
+    assert_eq!(done["label"], "nightly");
+    assert_eq!(done["graph"], "checkout");
+    assert_eq!(done["fingerprint"], checkout::graph().fingerprint());
+    assert_eq!(done["checkpoints"], 4);
+    // RUN_STARTED, three STEP_COMMITTED, one EFFECT_RECORDED, RUN_COMPLETED.
+    assert_eq!(done["events"], 6);
+    assert!(done["first_commit_ms"].as_u64() <= done["last_commit_ms"].as_u64());
+    assert_eq!(json(&f.store(), &["show", "order-1-again"])["forked_from"]["run_id"], "order-1");
+}
+
+#[test]
+fn history_lists_each_step_with_what_ran_and_what_runs_next() {
+    let f = runs();
+    let table = graphctl(&f.store(), &["history", "order-1"]).ok().stdout;
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 5, "{table}");
+    assert!(
+        lines[1].starts_with("0 ") && lines[1].contains("nightly") && lines[1].contains("check"),
+        "{table}"
+    );
+    assert!(lines[3].contains("charge") && lines[3].contains("ship"), "{table}");
+    assert!(lines[4].starts_with("3 ") && lines[4].contains("END"), "{table}");
+
+    let history = json(&f.store(), &["history", "order-1"]);
+    let steps = history["history"].as_array().unwrap();
+    assert_eq!(steps[2]["ran"], json!(["charge"]));
+    assert_eq!(steps[2]["next"], json!(["ship"]));
+    assert_eq!(steps[0]["ran"], Value::Null);
+    assert_eq!(steps[3]["state_hash"].as_str().unwrap().len(), 64);
+}
+
+#[test]
+fn state_and_diff_rebuild_states_with_the_registered_graph() {
+    let f = runs();
+    let store = f.store();
+    let last = json(&store, &["state", "order-1"]);
+    assert_eq!(last["step"], 3);
+    let receipt = last["state"]["receipt"].as_str().unwrap().to_owned();
+    let first: Value =
+        serde_json::from_str(&graphctl(&store, &["state", "order-1", "--step", "0"]).ok().stdout).unwrap();
+    assert_eq!(
+        (&first["id"], &first["log"], &first["receipt"]),
+        (&json!("order-1"), &json!([]), &Value::Null)
+    );
+    let compact = graphctl(&store, &["state", "order-1", "--step", "2", "--compact"]).ok().stdout;
+    assert_eq!(compact.lines().count(), 1, "{compact}");
+    assert_eq!(serde_json::from_str::<Value>(&compact).unwrap()["receipt"], json!(receipt));
+
+    let changes = json(&store, &["diff", "order-1", "0", "3"]);
+    assert_eq!(
+        changes["changes"],
+        json!([
+            { "op": "added", "path": "/log/0", "new": "checked 30.00" },
+            { "op": "added", "path": "/log/1", "new": format!("charged: {receipt}") },
+            { "op": "added", "path": "/log/2", "new": "shipment booked" },
+            { "op": "changed", "path": "/receipt", "old": null, "new": receipt },
+        ])
+    );
+    let text = graphctl(&store, &["diff", "order-1", "0", "3"]).ok().stdout;
+    assert!(text.starts_with("run order-1: 4 changes from step 0 to step 3\n"), "{text}");
+    assert!(text.contains(&format!("~  /receipt  null → \"{receipt}\"")), "{text}");
+    assert!(text.contains("+  /log/2    \"shipment booked\""), "{text}");
+    let same = graphctl(&store, &["diff", "order-1", "3", "3"]).ok().stdout;
+    assert_eq!(same, "run order-1: no change from step 3 to step 3\n");
+    graphctl(&store, &["state", "order-1", "--step", "9"]).fails(3, "no checkpoint at step 9 (stored: 0–3");
+}
+
+#[test]
+fn graph_draws_the_shape_the_run_recorded() {
+    let f = runs();
+    let mermaid = graphctl(&f.store(), &["graph", "order-1"]).ok().stdout;
+    assert_eq!(mermaid, checkout::graph().mermaid());
+    assert!(mermaid.contains("check -->|0| charge"), "{mermaid}");
+    let dot = graphctl(&f.store(), &["graph", "expense-1", "--dot"]).ok().stdout;
+    assert_eq!(dot, approval_flow::graph().dot());
+    let registered = graphctl(&f.store(), &["graph", "--registered", "checkout"]).ok().stdout;
+    assert_eq!(registered, mermaid);
+    assert_eq!(json(&f.store(), &["graph", "order-1"])["entry"], "check");
+    graphctl(&f.store(), &["graph", "--registered", "checkot"]).fails(3, "did you mean `checkout`?");
+}
+
+#[test]
+fn events_pages_through_the_log() {
+    let f = runs();
+    let table = graphctl(&f.store(), &["events", "order-1"]).ok().stdout;
+    let types: Vec<&str> = table.lines().skip(1).map(|l| l.split_whitespace().nth(2).unwrap()).collect();
+    assert_eq!(
+        types,
+        [
+            "RUN_STARTED",
+            "STEP_COMMITTED",
+            "EFFECT_RECORDED",
+            "STEP_COMMITTED",
+            "STEP_COMMITTED",
+            "RUN_COMPLETED"
+        ]
+    );
+    assert!(table.contains("step 2: ran charge → next ship"), "{table}");
+    assert!(table.contains("card.charge (non-idempotent)"), "{table}");
+
+    let page = graphctl(&f.store(), &["events", "order-1", "--from", "1", "--limit", "2"]).ok().stdout;
+    assert_eq!(page.lines().count(), 4, "{page}");
+    assert!(page.ends_with("… more: --from 3\n"), "{page}");
+    let page = json(&f.store(), &["events", "order-1", "--from", "1", "--limit", "2"]);
+    let seqs: Vec<u64> =
+        page["events"].as_array().unwrap().iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!((seqs, page["next"].clone()), (vec![1, 2], json!(3)));
+    let waiting = graphctl(&f.store(), &["events", "expense-1"]).ok().stdout;
+    assert!(waiting.contains("INTERRUPTED") && waiting.contains("1 waiting (approve)"), "{waiting}");
+}
+
+#[test]
+fn effects_shows_the_journal() {
+    let f = runs();
+    let table = graphctl(&f.store(), &["effects", "order-1"]).ok().stdout;
+    let row = table.lines().nth(1).unwrap();
+    assert!(row.starts_with("1 ") && row.contains("charge") && row.contains("card.charge"), "{table}");
+    assert!(row.contains("non-idempotent") && row.contains("completed: {"), "{table}");
+    let journal = json(&f.store(), &["effects", "order-1"]);
+    assert_eq!(journal["effects"][0]["name"], "card.charge");
+    assert_eq!(journal["effects"][0]["key"].as_str().unwrap().len(), 32);
+    assert_eq!(
+        graphctl(&f.store(), &["effects", "expense-1"]).ok().stdout,
+        "run expense-1 journaled no effect\n"
+    );
+}
+
+#[test]
+fn verify_checks_one_run_or_all_of_them() {
+    let f = runs();
+    let one = graphctl(&f.store(), &["verify", "order-1"]).ok().stdout;
+    assert!(one.starts_with("run order-1: the event log verifies: 6 events, head seq 5"), "{one}");
+    assert!(one.contains("4 checkpoints match"), "{one}");
+    let all = graphctl(&f.store(), &["verify", "--all"]).ok().stdout;
+    assert!(all.ends_with("4 runs: 4 verify, 0 do not\n"), "{all}");
+    let all = json(&f.store(), &["verify", "--all"]);
+    assert_eq!((all["verified"].clone(), all["broken"].clone()), (json!(4), json!(0)));
+}
+
+/// The key of [`keyed_store`]'s log.
+const KEY: &[u8; 32] = b"a graphctl test key, 32 bytes!!!";
+
+/// A sled store in `dir` with one completed checkout run, `keyed`, whose event log is keyed with [`KEY`].
+fn keyed_store(dir: &Path, ledger: &Path) {
+    block_on(async {
+        let store = SledStore::open(dir).unwrap();
+        let engine = Engine::builder(checkout::graph()).store(store).chain_key(ChainKey::new(*KEY)).build();
+        engine.run("keyed", order("keyed", 4000, ledger)).await.unwrap();
+    });
+}
+
+#[test]
+fn a_keyed_log_does_not_verify_without_its_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    keyed_store(&store, &dir.path().join("ledger.txt"));
+    let keyless = graphctl(&store, &["verify", "keyed"]).fails(5, "broken at event 0");
+    assert!(keyless.stderr.contains("--key-file"), "{keyless:?}");
+    let all = graphctl(&store, &["verify", "--all"]);
+    assert_eq!(all.code, 5, "{all:?}");
+    assert!(all.stdout.contains("keyed  broken at event 0"), "{all:?}");
+    assert!(all.stdout.contains("1 run: 0 verify, 1 does not"), "{all:?}");
+
+    let key_file = dir.path().join("key");
+    std::fs::write(&key_file, KEY).unwrap();
+    let key_arg = key_file.to_str().unwrap();
+    graphctl(&store, &["verify", "keyed", "--key-file", key_arg]).ok();
+    graphctl(&store, &["verify", "--all", "--key-file", key_arg]).ok();
+    // Resuming verifies the log's tail, with the key too.
+    graphctl(&store, &["resume", "keyed"]).fails(5, "pass its key with `--key-file`");
+    let done = graphctl(&store, &["resume", "keyed", "--key-file", key_arg]).ok().stdout;
+    assert!(done.starts_with("run keyed: completed at step 3"), "{done}");
+    std::fs::write(&key_file, b"another key").unwrap();
+    graphctl(&store, &["verify", "keyed", "--key-file", key_arg]).fails(5, "event 0");
+    graphctl(&store, &["verify", "keyed", "--key-file", "/no/such/key"]).fails(3, "no key file");
+}
+
+#[test]
+fn prune_keeps_the_latest_checkpoints() {
+    // A small state: snapshots come often, so pruning a long run deletes its early steps.
+    let dir = tempfile::tempdir().unwrap();
+    tally_store(dir.path(), 8, "");
+    let pruned = json(dir.path(), &["prune", "t", "--keep", "1"]);
+    let kept: Vec<u64> =
+        pruned["stored_steps"].as_array().unwrap().iter().map(|s| s.as_u64().unwrap()).collect();
+    assert_eq!(kept.last(), Some(&8));
+    assert!(pruned["deleted"].as_u64().unwrap() > 0, "{pruned}");
+    assert_eq!(pruned["deleted"].as_u64().unwrap() as usize + kept.len(), 9);
+    let history = json(dir.path(), &["history", "t"]);
+    assert_eq!(history["history"].as_array().unwrap().len(), kept.len());
+    let again = graphctl(dir.path(), &["prune", "t", "--keep", "1"]).ok().stdout;
+    assert!(again.starts_with("run t: deleted 0 checkpoints; steps stored now: "), "{again}");
+
+    let f = runs();
+    let all = graphctl(&f.store(), &["prune", "--all", "--keep", "1"]).ok().stdout;
+    assert!(all.contains("4 runs: deleted"), "{all}");
+    assert_eq!(
+        json(&f.store(), &["history", "order-1"])["history"].as_array().unwrap().last().unwrap()["step"],
+        3
+    );
+    assert_eq!(graphctl(&f.store(), &["prune", "order-1", "--keep", "0"]).code, 2);
+}
+
+#[test]
+fn resume_finishes_a_fork_and_leaves_a_question_waiting() {
+    let f = runs();
+    let store = f.store();
+    let done = graphctl(&store, &["resume", "order-1-again"]).ok().stdout;
+    assert!(done.starts_with("run order-1-again: completed at step 3\n"), "{done}");
+    assert_eq!(json(&store, &["show", "order-1-again"])["status"], "completed");
+    // The fork went the way its parent went, and charged under an effect key of its own.
+    let fork = json(&store, &["effects", "order-1-again"]);
+    assert_eq!(fork["effects"][0]["name"], "card.charge");
+    assert_ne!(fork["effects"][0]["key"], json(&store, &["effects", "order-1"])["effects"][0]["key"]);
+
+    let waiting = graphctl(&store, &["resume", "expense-1"]).ok().stdout;
+    assert!(waiting.starts_with("run expense-1: interrupted (1 question) at step 1\n"), "{waiting}");
+    assert!(waiting.contains("resume_with_input"), "{waiting}");
+    graphctl(&store, &["resume", "order-0"]).fails(1, "order order-0 has nothing to charge");
+}
+
+/// A counter that runs `until` steps past step 0, with a constant field as ballast (a large one makes
+/// its steps after 0 deltas). No graphctl registers it.
+#[reducer]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Tally {
+    /// Ticks so far (sum).
+    #[reduce(sum)]
+    pub n: u64,
+    /// How many ticks to make (overwrite, never written).
+    pub until: u64,
+    /// Ballast (overwrite, never written).
+    pub text: String,
+}
+
+#[graph(state = Tally, name = "tally")]
+mod tally {
+    use super::*;
+
+    #[node(entry, to = [tick, END])]
+    async fn tick(s: &Tally, _ctx: &mut Ctx) -> NodeResult<Tally, tick::Next> {
+        Ok((TallyDelta::default().n(1), if s.n + 1 < s.until { tick::Next::Tick } else { tick::Next::End }))
+    }
+}
+
+/// A sled store in `dir` with one completed tally run, `t`, of `until` ticks.
+fn tally_store(dir: &Path, until: u64, ballast: &str) {
+    block_on(async {
+        let engine = Engine::builder(tally::graph()).store(SledStore::open(dir).unwrap()).build();
+        let out = engine.run("t", Tally { n: 0, until, text: ballast.into() }).await.unwrap();
+        assert_eq!(out.steps, until);
+    });
+}
+
+#[test]
+fn without_the_graph_snapshots_and_shapes_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    tally_store(dir.path(), 3, &"x".repeat(2000));
+    let store = dir.path();
+    let shown = graphctl(store, &["show", "t"]).ok().stdout;
+    assert!(shown.contains("tally (not registered in this graphctl)"), "{shown}");
+    assert_eq!(graphctl(store, &["graph", "t"]).ok().stdout, tally::graph().mermaid());
+    // Step 0 is a full snapshot: no graph needed.
+    assert_eq!(json(store, &["state", "t", "--step", "0"])["state"]["n"], 0);
+    graphctl(store, &["state", "t", "--step", "2"])
+        .fails(6, "does not register: step 2 is stored as the deltas since step 0");
+    graphctl(store, &["diff", "t", "0", "2"]).fails(6, "build a graphctl that registers it");
+    graphctl(store, &["resume", "t"]).fails(6, "only its graph's nodes can resume it");
+    graphctl(store, &["verify", "t"]).ok();
+}
+
+#[test]
+fn failures_are_one_line_and_an_exit_code() {
+    let f = runs();
+    let store = &f.store();
+
+    let missing = store.join("nowhere");
+    graphctl(&missing, &["runs"]).fails(3, "the folder does not exist");
+    assert!(!missing.exists(), "graphctl must not create a store");
+    graphctl(f.dir.path(), &["runs"]).fails(3, "stores inside it:").fails(3, "/store");
+
+    graphctl(store, &["show", "ordr-1"])
+        .fails(3, "no run `ordr-1` in the store at")
+        .fails(3, "did you mean `order-1`?");
+    graphctl(store, &["diff", "order-1", "0", "7"]).fails(3, "no checkpoint at step 7");
+
+    let held = SledStore::open(store).unwrap();
+    graphctl(store, &["runs"]).fails(4, "is in use by another process");
+    drop(held);
+    graphctl(store, &["runs"]).ok();
+
+    for (url, feature) in
+        [("postgres://u:p@db/x", "postgres"), ("mysql://db/x", "mysql"), ("sqlite:///tmp/x.db", "sqlite")]
+    {
+        let built_without = format!("this graphctl was built without the `{feature}` feature");
+        graphctl(Path::new(url), &["runs"]).fails(6, &built_without);
+    }
+    graphctl(Path::new("ftp://x"), &["runs"]).fails(2, "unknown store URL scheme `ftp://`");
+
+    // A damaged file of the store: open reports it, typed, and changes nothing.
+    let manifest = store.join("wal").join("manifest");
+    let mut bytes = std::fs::read(&manifest).unwrap();
+    bytes[0] ^= 0x01;
+    std::fs::write(&manifest, &bytes).unwrap();
+    graphctl(store, &["runs"]).fails(5, "stored data is damaged").fails(5, "wal/manifest");
+    assert_eq!(std::fs::read(&manifest).unwrap(), bytes);
+
+    let usage = graphctl(store, &["show"]);
+    assert_eq!(usage.code, 2, "{usage:?}");
+    let usage = graphctl(store, &["verify"]);
+    assert_eq!(usage.code, 2, "{usage:?}");
+    let help = graphctl(store, &["--help"]).ok().stdout;
+    assert!(help.contains("Exit codes: 0 ok"), "{help}");
+}
+
+/// Not a check: fills the stores whose output docs/graphctl.md shows, in the folder `GRAPHCTL_DOCS_DIR`
+/// names: `store/` ([`store_with_runs`]), `keyed/` ([`keyed_store`]) with its key in `key`, and the
+/// provider's `ledger.txt` (`GRAPHCTL_DOCS_DIR=$PWD cargo test -p graph-examples --test graphctl --
+/// --ignored docs_stores`).
+#[test]
+#[ignore = "fills the docs' example stores; run it by name"]
+fn docs_stores() {
+    let dir = std::env::var_os("GRAPHCTL_DOCS_DIR").expect("GRAPHCTL_DOCS_DIR names a folder");
+    let dir = Path::new(&dir);
+    store_with_runs(&dir.join("store"), &dir.join("ledger.txt"));
+    keyed_store(&dir.join("keyed"), &dir.join("ledger.txt"));
+    std::fs::write(dir.join("key"), KEY).unwrap();
+}

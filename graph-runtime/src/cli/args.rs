@@ -1,0 +1,161 @@
+//! The command line, as clap parses it. Only parsing lives here; each command is in `commands.rs`.
+
+use std::path::PathBuf;
+
+use clap::{ArgGroup, Parser, Subcommand, ValueEnum};
+
+/// Inspect and operate the runs of a graph-runtime store.
+///
+/// Exit codes: 0 ok, 1 other failure, 2 usage, 3 not found (store, run, step, graph), 4 store locked by
+/// another process, 5 damaged data or a log that does not verify, 6 not possible in this graphctl (graph
+/// not registered, store kind not built in).
+#[derive(Debug, Parser)]
+#[command(name = "graphctl", version)]
+pub(crate) struct Args {
+    /// The store: a sled folder (never created), or `sqlite://PATH`, `postgres://...`, `mysql://...`.
+    #[arg(long, global = true, value_name = "PATH|URL", default_value = super::DEFAULT_STORE)]
+    pub(crate) store: String,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// List the runs, most recently committed first.
+    Runs {
+        /// Only runs with this status.
+        #[arg(long, value_enum)]
+        status: Option<StatusArg>,
+        /// At most this many.
+        #[arg(long)]
+        limit: Option<usize>,
+    },
+    /// A run: status (questions, pause reason, error), steps, commit times, graph, events.
+    Show {
+        /// The run id.
+        run: String,
+    },
+    /// A run's stored checkpoints: step, time, label, nodes run, nodes next, state hash.
+    History {
+        /// The run id.
+        run: String,
+    },
+    /// The state at a step, as JSON (steps stored as deltas need the run's graph registered).
+    State {
+        /// The run id.
+        run: String,
+        /// The step (default: the latest).
+        #[arg(long)]
+        step: Option<u64>,
+        /// One line instead of pretty-printed.
+        #[arg(long)]
+        compact: bool,
+    },
+    /// What changed in the state between two steps, field by field.
+    Diff {
+        /// The run id.
+        run: String,
+        /// The earlier step.
+        from: u64,
+        /// The later step.
+        to: u64,
+    },
+    /// Draw a run's graph (Mermaid; `--dot` for Graphviz) from the shape its log recorded.
+    #[command(group(ArgGroup::new("which").required(true).args(["run", "registered"])))]
+    Graph {
+        /// The run id.
+        run: Option<String>,
+        /// Draw a graph registered in this graphctl, by name, instead.
+        #[arg(long, value_name = "NAME")]
+        registered: Option<String>,
+        /// Graphviz DOT instead of Mermaid.
+        #[arg(long)]
+        dot: bool,
+    },
+    /// A run's event log.
+    Events {
+        /// The run id.
+        run: String,
+        /// The first event's seq.
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+        /// At most this many events.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// Verify a run's hash-chained event log (or every run's) and its checkpoints against it.
+    #[command(group(ArgGroup::new("which").required(true).args(["run", "all"])))]
+    Verify {
+        /// The run id.
+        run: Option<String>,
+        /// Every run of the store.
+        #[arg(long)]
+        all: bool,
+        /// The key of a keyed log (HMAC-SHA256): the file's bytes, exactly.
+        #[arg(long, value_name = "FILE")]
+        key_file: Option<PathBuf>,
+    },
+    /// A run's effect journal.
+    Effects {
+        /// The run id.
+        run: String,
+    },
+    /// Delete all but the latest checkpoints of a run (or of every run).
+    #[command(group(ArgGroup::new("which").required(true).args(["run", "all"])))]
+    Prune {
+        /// The run id.
+        run: Option<String>,
+        /// Every run of the store.
+        #[arg(long)]
+        all: bool,
+        /// How many of the latest checkpoints to keep (the snapshots they need are kept too).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        keep: u64,
+    },
+    /// Resume a run from its last committed step (its graph must be registered) and print the outcome.
+    Resume {
+        /// The run id.
+        run: String,
+        /// The key of a keyed log (HMAC-SHA256): the file's bytes, exactly.
+        #[arg(long, value_name = "FILE")]
+        key_file: Option<PathBuf>,
+    },
+}
+
+/// A run status, as `--status` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum StatusArg {
+    Running,
+    Completed,
+    Paused,
+    Interrupted,
+    Failed,
+    Cancelled,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Args::command().debug_assert();
+    }
+
+    #[test]
+    fn a_run_or_all_is_required_but_not_both() {
+        let parse = |args: &[&str]| Args::try_parse_from([&["graphctl"][..], args].concat());
+        assert!(parse(&["verify"]).is_err());
+        assert!(parse(&["verify", "r", "--all"]).is_err());
+        assert!(parse(&["prune", "--all", "--keep", "0"]).is_err());
+        let args = parse(&["prune", "--all", "--keep", "2", "--store", "x", "--json"]).unwrap();
+        assert_eq!((args.store.as_str(), args.json), ("x", true));
+        assert!(matches!(args.command, Command::Prune { run: None, all: true, keep: 2 }));
+        assert_eq!(parse(&["runs"]).unwrap().store, super::super::DEFAULT_STORE);
+    }
+}

@@ -1,0 +1,701 @@
+//! The commands: each reads (or, for `prune` and `resume`, writes) through the `Store` trait and the
+//! store-level audit functions, and returns its text and its JSON; `execute` prints one of them.
+
+use std::io::Write as _;
+use std::path::Path;
+use std::sync::Arc;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{Value, json};
+
+use super::args::{Command, StatusArg};
+use super::diff::{Change, diff};
+use super::registry::{Registered, Registry};
+use super::render::{self, Table};
+use super::{Exit, Failure};
+use crate::error::Error;
+use crate::events::{ChainKey, Event, EventType};
+use crate::graph::GraphShape;
+use crate::keys::{hex, sha256_parts};
+use crate::scheduler::{run_history, verify_run};
+use crate::store::record::StateRepr;
+use crate::store::{PauseReason, RunFilter, RunInfo, RunStatus, Store};
+
+/// An open store and what the command line asked for.
+pub(crate) struct Session<'a> {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) graphs: &'a Registry,
+    pub(crate) json: bool,
+    /// `--store` as given.
+    pub(crate) spec: &'a str,
+}
+
+/// What a command prints, and how graphctl exits after printing it.
+struct Output {
+    text: String,
+    json: Value,
+    exit: Exit,
+}
+
+impl Output {
+    fn ok(text: String, json: Value) -> Self {
+        Output { text, json, exit: Exit::Ok }
+    }
+}
+
+type Outcome = Result<Output, Failure>;
+
+impl Session<'_> {
+    /// Runs `command`, prints its output (text, or JSON with `--json`) and returns the exit code.
+    pub(crate) async fn execute(&self, command: Command) -> Result<Exit, Failure> {
+        let out = match command {
+            Command::Runs { status, limit } => self.runs(status, limit).await?,
+            Command::Show { run } => self.show(&run).await?,
+            Command::History { run } => self.history(&run).await?,
+            Command::State { run, step, compact } => self.state(&run, step, compact).await?,
+            Command::Diff { run, from, to } => self.diff(&run, from, to).await?,
+            Command::Graph { run, registered, dot } => {
+                self.graph(run.as_deref(), registered.as_deref(), dot).await?
+            }
+            Command::Events { run, from, limit } => self.events(&run, from, limit).await?,
+            Command::Verify { run, key_file, .. } => {
+                let key = key_file.as_deref().map(read_key).transpose()?;
+                match run {
+                    Some(run) => self.verify(&run, key).await?,
+                    None => self.verify_all(key).await?,
+                }
+            }
+            Command::Effects { run } => self.effects(&run).await?,
+            Command::Prune { run, keep, .. } => {
+                let keep = usize::try_from(keep).unwrap_or(usize::MAX);
+                match run {
+                    Some(run) => self.prune(&run, keep).await?,
+                    None => self.prune_all(keep).await?,
+                }
+            }
+            Command::Resume { run, key_file } => {
+                let key = key_file.as_deref().map(read_key).transpose()?;
+                self.resume(&run, key).await?
+            }
+        };
+        let text = if self.json {
+            let mut s = serde_json::to_string_pretty(&out.json).unwrap_or_default();
+            s.push('\n');
+            s
+        } else {
+            out.text
+        };
+        // A closed pipe (`graphctl events r | head`) is not an error worth a message.
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush());
+        Ok(out.exit)
+    }
+
+    // -----------------------------------------------------------------------------------------------
+    // Reading runs
+    // -----------------------------------------------------------------------------------------------
+
+    async fn runs(&self, status: Option<StatusArg>, limit: Option<usize>) -> Outcome {
+        let filter = match status {
+            Some(s) => RunFilter::all().status(status_of(s)),
+            None => RunFilter::all(),
+        };
+        let mut rows = Vec::new();
+        for info in self.store.list_runs(&filter).await? {
+            // A run whose latest checkpoint is damaged is still listed (`show` or `verify` says more).
+            let updated = self.store.latest(&info.run_id).await.ok().flatten().map(|c| c.timestamp_ms);
+            let graph = self.first_event(&info.run_id).await.as_ref().and_then(graph_name);
+            rows.push((info, updated, graph));
+        }
+        // Most recently committed first; RunInfo has no time, its latest checkpoint has.
+        rows.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.run_id.cmp(&b.0.run_id)));
+        rows.truncate(limit.unwrap_or(usize::MAX));
+        let mut table = Table::new(&["RUN", "STATUS", "STEP", "UPDATED", "GRAPH"]);
+        let mut list = Vec::new();
+        for (info, updated, graph) in &rows {
+            let registered = self.graphs.get(&info.graph_fingerprint).is_some();
+            table.row(vec![
+                info.run_id.clone(),
+                render::status_short(&info.status),
+                info.latest_step.to_string(),
+                updated.map_or_else(|| "unreadable".into(), render::time),
+                graph.clone().unwrap_or_else(|| "?".into()),
+            ]);
+            let mut row = render::status_json(&info.status);
+            row["run_id"] = json!(info.run_id);
+            row["latest_step"] = json!(info.latest_step);
+            row["updated_ms"] = json!(updated);
+            row["graph"] = json!(graph);
+            row["fingerprint"] = json!(info.graph_fingerprint);
+            row["registered"] = json!(registered);
+            list.push(row);
+        }
+        let text = if rows.is_empty() {
+            let what = status.map(|s| format!("{} ", render::status_name(&status_of(s)))).unwrap_or_default();
+            format!("no {what}runs in the store at {}\n", self.shown_store())
+        } else {
+            table.render()
+        };
+        Ok(Output::ok(text, json!({ "runs": list })))
+    }
+
+    async fn show(&self, run: &str) -> Outcome {
+        let info = self.run_info(run).await?;
+        let history = self.store.history(run).await?;
+        let first = self.first_event(run).await;
+        let registered = self.graphs.get(&info.graph_fingerprint).is_some();
+        let graph = first.as_ref().and_then(graph_name);
+        let forked = first.as_ref().filter(|e| e.event_type == EventType::Forked).map(|e| {
+            (
+                e.payload.get("parent").and_then(Value::as_str).unwrap_or("?").to_owned(),
+                e.payload.get("parent_step").and_then(Value::as_u64),
+            )
+        });
+        let events = info.event_head.as_ref().map_or(0, |h| h.seq + 1);
+        let (first_cp, last_cp) = (history.first(), history.last());
+        let label = first_cp.and_then(|m| m.label.clone());
+
+        let mut t = String::new();
+        let mut line = |k: &str, v: String| t.push_str(&format!("{k:<14}{v}\n"));
+        line("run", info.run_id.clone());
+        line("status", render::status_short(&info.status));
+        match &info.status {
+            RunStatus::Interrupted(list) => list.iter().for_each(|i| line("", render::interrupt_line(i))),
+            RunStatus::Failed(error) => line("", format!("error: {error}")),
+            RunStatus::Paused(PauseReason::NeedsConfirmation { key, name }) => line(
+                "",
+                format!(
+                    "effect `{name}` (key {key}) started before a crash; say what happened (`Engine::resolve_effect`), then resume"
+                ),
+            ),
+            _ => {}
+        }
+        let reg = if registered { "registered in this graphctl" } else { "not registered in this graphctl" };
+        line("graph", format!("{} ({reg})", graph.clone().unwrap_or_else(|| "?".into())));
+        line("fingerprint", info.graph_fingerprint.clone());
+        if let Some((parent, step)) = &forked {
+            line(
+                "forked from",
+                format!("run {parent} at step {}", step.map_or("?".into(), |s| s.to_string())),
+            );
+        }
+        if let Some(label) = &label {
+            line("label", label.clone());
+        }
+        let stored = match (first_cp, last_cp) {
+            (Some(a), Some(b)) if a.step == b.step => format!("; 1 checkpoint stored, step {}", a.step),
+            (Some(a), Some(b)) => {
+                format!("; {} checkpoints stored, steps {}–{}", history.len(), a.step, b.step)
+            }
+            _ => "; no checkpoint stored".into(),
+        };
+        line("steps", format!("latest {}{stored}", info.latest_step));
+        if let (Some(a), Some(b)) = (first_cp, last_cp) {
+            line("first commit", render::time(a.timestamp_ms));
+            line("last commit", render::time(b.timestamp_ms));
+        }
+        let head = info
+            .event_head
+            .as_ref()
+            .map(|h| format!(", head seq {} hash {}", h.seq, render::short(&h.hash, 12)));
+        line("events", format!("{events}{} (`graphctl verify {run}` checks them)", head.unwrap_or_default()));
+
+        let mut j = render::status_json(&info.status);
+        j["run_id"] = json!(info.run_id);
+        j["latest_step"] = json!(info.latest_step);
+        j["version"] = json!(info.version);
+        j["graph"] = json!(graph);
+        j["fingerprint"] = json!(info.graph_fingerprint);
+        j["registered"] = json!(registered);
+        j["forked_from"] = forked.map_or(Value::Null, |(run, step)| json!({ "run_id": run, "step": step }));
+        j["label"] = json!(label);
+        j["checkpoints"] = json!(history.len());
+        j["first_step"] = json!(first_cp.map(|m| m.step));
+        j["first_commit_ms"] = json!(first_cp.map(|m| m.timestamp_ms));
+        j["last_commit_ms"] = json!(last_cp.map(|m| m.timestamp_ms));
+        j["events"] = json!(events);
+        j["event_head"] = json!(info.event_head);
+        Ok(Output::ok(t, j))
+    }
+
+    async fn history(&self, run: &str) -> Outcome {
+        self.run_info(run).await?;
+        let entries = run_history(&*self.store, run).await?;
+        let mut table = Table::new(&["STEP", "TIME", "LABEL", "RAN", "NEXT", "STATE HASH"]);
+        let mut list = Vec::new();
+        for e in &entries {
+            table.row(vec![
+                e.step.to_string(),
+                render::time(e.timestamp_ms),
+                e.label.clone().unwrap_or_else(|| "-".into()),
+                e.ran.as_deref().map_or_else(|| "-".into(), render::names),
+                if e.next.is_empty() { "END".into() } else { render::names(&e.next) },
+                render::short(&e.state_hash, 12).to_owned(),
+            ]);
+            list.push(json!({
+                "step": e.step,
+                "timestamp_ms": e.timestamp_ms,
+                "label": e.label,
+                "ran": e.ran,
+                "next": e.next,
+                "state_hash": e.state_hash,
+            }));
+        }
+        Ok(Output::ok(table.render(), json!({ "run_id": run, "history": list })))
+    }
+
+    async fn state(&self, run: &str, step: Option<u64>, compact: bool) -> Outcome {
+        let info = self.run_info(run).await?;
+        let step = step.unwrap_or(info.latest_step);
+        let state = self.state_value(&info, step).await?;
+        let mut text =
+            if compact { serde_json::to_string(&state) } else { serde_json::to_string_pretty(&state) }
+                .unwrap_or_default();
+        text.push('\n');
+        Ok(Output::ok(text, json!({ "run_id": run, "step": step, "state": state })))
+    }
+
+    async fn diff(&self, run: &str, from: u64, to: u64) -> Outcome {
+        let info = self.run_info(run).await?;
+        let old = self.state_value(&info, from).await?;
+        let new = self.state_value(&info, to).await?;
+        let changes = diff(&old, &new);
+        let mut text = match changes.len() {
+            0 => format!("run {run}: no change from step {from} to step {to}\n"),
+            n => format!(
+                "run {run}: {n} change{} from step {from} to step {to}\n",
+                if n == 1 { "" } else { "s" }
+            ),
+        };
+        let mut table = Table::new(&["", "PATH", "VALUE"]);
+        for c in &changes {
+            let (op, value) = match c {
+                Change::Added { new, .. } => ("+", new.to_string()),
+                Change::Removed { old, .. } => ("-", old.to_string()),
+                Change::Changed { old, new, .. } => ("~", format!("{old} → {new}")),
+            };
+            table.row(vec![op.into(), c.path().into(), value]);
+        }
+        if !changes.is_empty() {
+            // The header row of this table says nothing the lines do not: leave it out.
+            text.extend(table.render().lines().skip(1).map(|l| format!("  {l}\n")));
+        }
+        let list: Vec<Value> = changes.iter().map(Change::to_json).collect();
+        Ok(Output::ok(text, json!({ "run_id": run, "from": from, "to": to, "changes": list })))
+    }
+
+    async fn graph(&self, run: Option<&str>, registered: Option<&str>, dot: bool) -> Outcome {
+        let shape = match (run, registered) {
+            (Some(run), _) => self.run_shape(run).await?,
+            (None, Some(name)) => self.graphs.by_name(name).map(|g| g.shape()).ok_or_else(|| {
+                let names: Vec<&str> = self.graphs.names().collect();
+                let known = if names.is_empty() {
+                    "this graphctl registers none".to_owned()
+                } else {
+                    format!("registered: {}", graph_core::suggest::list(names.iter().copied()))
+                };
+                let hint = graph_core::suggest::did_you_mean(name, names.iter().copied());
+                Failure::new(
+                    Exit::NotFound,
+                    format!("no graph named `{name}` is registered in this graphctl ({known}){hint}"),
+                )
+            })?,
+            (None, None) => {
+                return Err(Failure::new(Exit::Usage, "`graph` needs a run id or `--registered NAME`"));
+            }
+        };
+        let text = if dot { shape.dot() } else { shape.mermaid() };
+        Ok(Output::ok(text, json!(shape)))
+    }
+
+    /// The shape the run's first event recorded, or its registered graph's.
+    async fn run_shape(&self, run: &str) -> Result<GraphShape, Failure> {
+        let info = self.run_info(run).await?;
+        let recorded = self.first_event(run).await.and_then(|e| e.payload.get("shape").cloned());
+        if let Some(shape) = recorded.and_then(|s| serde_json::from_value::<GraphShape>(s).ok()) {
+            return Ok(shape);
+        }
+        match self.graphs.get(&info.graph_fingerprint) {
+            Some(g) => Ok(g.shape()),
+            None => Err(Failure::new(
+                Exit::Unsupported,
+                format!(
+                    "run `{run}` has no recorded graph shape (it was written before runs recorded one, or \
+                     its log is damaged), and this graphctl does not register its graph (fingerprint {})",
+                    info.graph_fingerprint
+                ),
+            )),
+        }
+    }
+
+    async fn events(&self, run: &str, from: u64, limit: usize) -> Outcome {
+        self.run_info(run).await?;
+        let mut events = self.store.events(run, from, limit.saturating_add(1)).await?;
+        let more = events.len() > limit;
+        events.truncate(limit);
+        let mut table = Table::new(&["SEQ", "TIME", "TYPE", "SUMMARY"]);
+        for e in &events {
+            table.row(vec![
+                e.seq.to_string(),
+                render::time(e.timestamp_ms),
+                render::event_type(e.event_type),
+                render::event_summary(e),
+            ]);
+        }
+        let next = more.then(|| events.last().map_or(from, |e| e.seq + 1));
+        let mut text = if events.is_empty() {
+            format!("no events of run {run} from seq {from}\n")
+        } else {
+            table.render()
+        };
+        if let Some(next) = next {
+            text.push_str(&format!("… more: --from {next}\n"));
+        }
+        Ok(Output::ok(text, json!({ "run_id": run, "events": events, "next": next })))
+    }
+
+    async fn effects(&self, run: &str) -> Outcome {
+        self.run_info(run).await?;
+        let records = self.store.effects(run).await?;
+        let mut table = Table::new(&["STEP", "NODE", "CALL", "NAME", "CLASS", "KEY", "STATE"]);
+        for r in &records {
+            table.row(vec![
+                r.step.to_string(),
+                r.node.clone(),
+                r.call_index.to_string(),
+                r.name.clone(),
+                render::class_name(r.class).into(),
+                r.key.clone(),
+                render::effect_state(r),
+            ]);
+        }
+        let text =
+            if records.is_empty() { format!("run {run} journaled no effect\n") } else { table.render() };
+        Ok(Output::ok(text, json!({ "run_id": run, "effects": records })))
+    }
+
+    // -----------------------------------------------------------------------------------------------
+    // Verifying
+    // -----------------------------------------------------------------------------------------------
+
+    async fn verify(&self, run: &str, key: Option<ChainKey>) -> Outcome {
+        self.run_info(run).await?;
+        let report =
+            verify_run(&*self.store, run, key.as_ref()).await.map_err(|e| broken(e, key.is_none()))?;
+        let head =
+            report.head.as_ref().map(|h| format!(", head seq {} hash {}", h.seq, render::short(&h.hash, 12)));
+        let text = format!(
+            "run {run}: the event log verifies: {} events{}; {} checkpoints match their commit events\n",
+            report.events,
+            head.unwrap_or_default(),
+            report.checkpoints_matched
+        );
+        let j = json!({
+            "run_id": run,
+            "ok": true,
+            "events": report.events,
+            "head": report.head,
+            "checkpoints_matched": report.checkpoints_matched,
+        });
+        Ok(Output::ok(text, j))
+    }
+
+    async fn verify_all(&self, key: Option<ChainKey>) -> Outcome {
+        let runs = self.store.list_runs(&RunFilter::all()).await?;
+        let bar = progress(runs.len(), "verifying");
+        let mut table = Table::new(&["RUN", "RESULT", "EVENTS", "MATCHED"]);
+        let (mut list, mut broken_runs, mut exit) = (Vec::new(), 0, Exit::Ok);
+        for info in &runs {
+            bar.set_message(info.run_id.clone());
+            let run = &info.run_id;
+            match verify_run(&*self.store, run, key.as_ref()).await {
+                Ok(r) => {
+                    table.row(vec![
+                        run.clone(),
+                        "ok".into(),
+                        r.events.to_string(),
+                        r.checkpoints_matched.to_string(),
+                    ]);
+                    list.push(json!({ "run_id": run, "ok": true, "events": r.events, "head": r.head, "checkpoints_matched": r.checkpoints_matched }));
+                }
+                Err(e) => {
+                    let seq = match &e {
+                        Error::ExecutionCorrupted { seq, .. } => Some(*seq),
+                        _ => None,
+                    };
+                    let f = broken(e, key.is_none());
+                    broken_runs += 1;
+                    // Damage outranks any other failure in the exit code.
+                    if exit != Exit::Corrupted {
+                        exit = f.exit;
+                    }
+                    let result = seq.map_or_else(|| "error".to_owned(), |s| format!("broken at event {s}"));
+                    table.row(vec![run.clone(), result, "-".into(), "-".into()]);
+                    list.push(json!({ "run_id": run, "ok": false, "seq": seq, "error": f.message }));
+                }
+            }
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        let mut text = table.render();
+        let n = runs.len();
+        let good = n - broken_runs;
+        text.push_str(&format!(
+            "{n} run{}: {good} verif{}, {broken_runs} do{} not\n",
+            plural(n),
+            if good == 1 { "ies" } else { "y" },
+            if broken_runs == 1 { "es" } else { "" }
+        ));
+        for item in list.iter().filter(|i| i["ok"] == false) {
+            text.push_str(&format!(
+                "  {}: {}\n",
+                item["run_id"].as_str().unwrap_or("?"),
+                item["error"].as_str().unwrap_or("?")
+            ));
+        }
+        let j = json!({ "runs": list, "verified": runs.len() - broken_runs, "broken": broken_runs });
+        Ok(Output { text, json: j, exit })
+    }
+
+    // -----------------------------------------------------------------------------------------------
+    // Writing
+    // -----------------------------------------------------------------------------------------------
+
+    async fn prune(&self, run: &str, keep: usize) -> Outcome {
+        self.run_info(run).await?;
+        let deleted = self.store.prune(run, keep).await?;
+        let steps: Vec<u64> = self.store.history(run).await?.iter().map(|m| m.step).collect();
+        let text = format!(
+            "run {run}: deleted {deleted} checkpoint{}; steps stored now: {}\n",
+            plural(deleted),
+            step_ranges(&steps)
+        );
+        Ok(Output::ok(text, json!({ "run_id": run, "deleted": deleted, "stored_steps": steps })))
+    }
+
+    async fn prune_all(&self, keep: usize) -> Outcome {
+        let runs = self.store.list_runs(&RunFilter::all()).await?;
+        let bar = progress(runs.len(), "pruning");
+        let mut table = Table::new(&["RUN", "DELETED"]);
+        let (mut list, mut total) = (Vec::new(), 0);
+        for info in &runs {
+            bar.set_message(info.run_id.clone());
+            let deleted = self.store.prune(&info.run_id, keep).await?;
+            total += deleted;
+            table.row(vec![info.run_id.clone(), deleted.to_string()]);
+            list.push(json!({ "run_id": info.run_id, "deleted": deleted }));
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        let mut text = table.render();
+        let n = runs.len();
+        text.push_str(&format!("{n} run{}: deleted {total} checkpoint{}\n", plural(n), plural(total)));
+        Ok(Output::ok(text, json!({ "runs": list, "deleted": total })))
+    }
+
+    async fn resume(&self, run: &str, key: Option<ChainKey>) -> Outcome {
+        let info = self.run_info(run).await?;
+        let graph = self.registered(&info, "only its graph's nodes can resume it").await?;
+        let out =
+            graph.resume(self.store.clone(), run, key.clone()).await.map_err(|e| broken(e, key.is_none()))?;
+        let mut text = format!("run {run}: {} at step {}\n", render::status_short(&out.status), out.steps);
+        if let RunStatus::Interrupted(list) = &out.status {
+            for i in list {
+                text.push_str(&format!("  {}\n", render::interrupt_line(i)));
+            }
+            text.push_str("  (graphctl gives no input: answer with `Engine::resume_with_input`)\n");
+        }
+        text.push_str(&format!("state: {}\n", out.state));
+        let mut j = render::status_json(&out.status);
+        j["run_id"] = json!(run);
+        j["steps"] = json!(out.steps);
+        j["state"] = out.state;
+        Ok(Output::ok(text, j))
+    }
+
+    // -----------------------------------------------------------------------------------------------
+    // Shared
+    // -----------------------------------------------------------------------------------------------
+
+    /// The run's row, or `NotFound` with the closest run id.
+    async fn run_info(&self, run: &str) -> Result<RunInfo, Failure> {
+        if let Some(info) = self.store.run_info(run).await? {
+            return Ok(info);
+        }
+        let runs = self.store.list_runs(&RunFilter::all()).await.unwrap_or_default();
+        let hint = graph_core::suggest::did_you_mean(run, runs.iter().map(|i| i.run_id.as_str()));
+        Err(Failure::new(
+            Exit::NotFound,
+            format!(
+                "no run `{run}` in the store at {}{hint} (`graphctl runs` lists them)",
+                self.shown_store()
+            ),
+        ))
+    }
+
+    /// The run's registered graph, or `Unsupported` saying `why` it is needed.
+    async fn registered(&self, info: &RunInfo, why: &str) -> Result<&dyn Registered, Failure> {
+        if let Some(g) = self.graphs.get(&info.graph_fingerprint) {
+            return Ok(g);
+        }
+        let name =
+            self.first_event(&info.run_id).await.as_ref().and_then(graph_name).unwrap_or_else(|| "?".into());
+        Err(Failure::new(
+            Exit::Unsupported,
+            format!(
+                "run `{}` was started by graph `{name}` (fingerprint {}), which this graphctl does not register: \
+                 {why}; build a graphctl that registers it (`Cli::new().graph(..)`, see docs/graphctl.md)",
+                info.run_id, info.graph_fingerprint
+            ),
+        ))
+    }
+
+    /// The state at `step`: rebuilt by the registered graph, or read from a full snapshot (verified
+    /// against its hash), which needs no graph.
+    async fn state_value(&self, info: &RunInfo, step: u64) -> Result<Value, Failure> {
+        let run = &info.run_id;
+        if let Some(g) = self.graphs.get(&info.graph_fingerprint) {
+            return match g.state_at(self.store.clone(), run, step).await? {
+                Some(state) => Ok(state),
+                None => Err(self.step_not_found(run, step).await),
+            };
+        }
+        let Some(cp) = self.store.load_checkpoint(run, step).await? else {
+            return Err(self.step_not_found(run, step).await);
+        };
+        match &cp.state {
+            StateRepr::Full(bytes) => {
+                let damaged = |detail: String| {
+                    Failure::from(crate::error::StoreError::corrupted_record(run, step, detail))
+                };
+                if hex(&sha256_parts(&[bytes])) != cp.state_hash {
+                    return Err(damaged("the state does not match its hash".into()));
+                }
+                serde_json::from_slice(bytes).map_err(|e| damaged(format!("the state does not decode: {e}")))
+            }
+            StateRepr::Delta { base, .. } => {
+                let why = format!(
+                    "step {step} is stored as the deltas since step {base}, which only its graph's reducer can \
+                     apply (full snapshots, step 0 among them, need no graph)"
+                );
+                Err(self
+                    .registered(info, &why)
+                    .await
+                    .err()
+                    .unwrap_or_else(|| Failure::new(Exit::Failure, why)))
+            }
+        }
+    }
+
+    async fn step_not_found(&self, run: &str, step: u64) -> Failure {
+        let steps: Vec<u64> =
+            self.store.history(run).await.unwrap_or_default().iter().map(|m| m.step).collect();
+        Failure::new(
+            Exit::NotFound,
+            format!(
+                "run `{run}` has no checkpoint at step {step} (stored: {}; pruned steps are absent)",
+                step_ranges(&steps)
+            ),
+        )
+    }
+
+    /// The run's first event (`RUN_STARTED` or `FORKED`), if it can be read.
+    async fn first_event(&self, run: &str) -> Option<Event> {
+        self.store.events(run, 0, 1).await.ok()?.into_iter().next()
+    }
+
+    /// `--store` as shown in messages: a URL's credentials left out.
+    fn shown_store(&self) -> String {
+        match (self.spec.split_once("://"), self.spec.rsplit_once('@')) {
+            (Some((scheme, _)), Some((_, host))) => format!("{scheme}://…@{host}"),
+            _ => self.spec.to_owned(),
+        }
+    }
+}
+
+/// The graph name a run's first event records (`RUN_STARTED`'s `graph`, or the recorded shape's name).
+fn graph_name(e: &Event) -> Option<String> {
+    let p = &e.payload;
+    p.get("graph")
+        .or_else(|| p.get("shape").and_then(|s| s.get("name")))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+/// A verification error, with a hint when no key was given: a keyed log never verifies without its key.
+fn broken(e: Error, keyless: bool) -> Failure {
+    let keyed_hint = keyless && matches!(e, Error::ExecutionCorrupted { .. });
+    let mut f = Failure::from(e);
+    if keyed_hint {
+        f.message.push_str("; if the log is keyed, pass its key with `--key-file`");
+    }
+    f
+}
+
+/// The key in `path`: the file's bytes, exactly.
+fn read_key(path: &Path) -> Result<ChainKey, Failure> {
+    match std::fs::read(path) {
+        Ok(bytes) if bytes.is_empty() => {
+            Err(Failure::new(Exit::Usage, format!("the key file {} is empty", path.display())))
+        }
+        Ok(bytes) => Ok(ChainKey::new(bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(Failure::new(Exit::NotFound, format!("no key file at {}", path.display())))
+        }
+        Err(e) => {
+            Err(Failure::new(Exit::Failure, format!("cannot read the key file {}: {e}", path.display())))
+        }
+    }
+}
+
+/// A status of `--status`'s variant (the filter compares variants only).
+fn status_of(s: StatusArg) -> RunStatus {
+    match s {
+        StatusArg::Running => RunStatus::Running,
+        StatusArg::Completed => RunStatus::Completed,
+        StatusArg::Paused => RunStatus::Paused(PauseReason::Backpressure),
+        StatusArg::Interrupted => RunStatus::Interrupted(Vec::new()),
+        StatusArg::Failed => RunStatus::Failed(String::new()),
+        StatusArg::Cancelled => RunStatus::Cancelled,
+    }
+}
+
+/// `s` unless `n` is 1.
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// `0–3, 7, 9–10` (or `none`).
+fn step_ranges(steps: &[u64]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < steps.len() {
+        let mut j = i;
+        while j + 1 < steps.len() && steps[j + 1] == steps[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j { steps[i].to_string() } else { format!("{}–{}", steps[i], steps[j]) });
+        i = j + 1;
+    }
+    if out.is_empty() { "none".into() } else { out.join(", ") }
+}
+
+/// A progress bar on stderr for `n` runs (indicatif draws nothing when stderr is not a terminal).
+fn progress(n: usize, what: &'static str) -> ProgressBar {
+    let bar = ProgressBar::new(n as u64).with_prefix(what);
+    if let Ok(style) = ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {wide_msg}") {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_read_as_ranges() {
+        assert_eq!(step_ranges(&[]), "none");
+        assert_eq!(step_ranges(&[0, 1, 2, 3, 7, 9, 10]), "0–3, 7, 9–10");
+    }
+}

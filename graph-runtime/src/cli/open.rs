@@ -1,0 +1,88 @@
+//! Opening the store `--store` names: one function, one match on the URL scheme.
+//!
+//! A plain path is a sled folder, which must exist and hold a store: graphctl never creates one. The SQL
+//! schemes (`sqlite://`, `postgres://`, `mysql://`) belong to the SQL stores of features `sqlite`,
+//! `postgres` and `mysql`; a graphctl built without the scheme's feature says so and exits 6.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::{Exit, Failure};
+use crate::store::Store;
+
+/// Opens the store `spec` names.
+pub(crate) async fn open_store(spec: &str) -> Result<Arc<dyn Store>, Failure> {
+    match spec.split_once("://") {
+        None => open_folder(Path::new(spec)),
+        // Each SQL store plugs in here, behind its feature: e.g. `#[cfg(feature = "sqlite")]
+        // Some(("sqlite", path)) => Ok(Arc::new(SqliteStore::open(path)?))`, and for the servers
+        // `PostgresStore::connect(spec).await?`. Until then, and in a build without the feature:
+        Some(("sqlite", _)) => Err(not_built("sqlite")),
+        Some(("postgres" | "postgresql", _)) => Err(not_built("postgres")),
+        Some(("mysql" | "mariadb", _)) => Err(not_built("mysql")),
+        Some((scheme, _)) => Err(Failure::new(
+            Exit::Usage,
+            format!(
+                "unknown store URL scheme `{scheme}://`: give a sled folder path, or a `sqlite://`, \
+                 `postgres://` or `mysql://` URL"
+            ),
+        )),
+    }
+}
+
+fn not_built(feature: &str) -> Failure {
+    Failure::new(Exit::Unsupported, format!("this graphctl was built without the `{feature}` feature"))
+}
+
+/// A sled store's folder, checked before opening: `SledStore::open` creates what is missing.
+#[cfg(feature = "sled")]
+fn open_folder(path: &Path) -> Result<Arc<dyn Store>, Failure> {
+    check_folder(path)?;
+    Ok(Arc::new(crate::store::SledStore::open(path)?))
+}
+
+#[cfg(not(feature = "sled"))]
+fn open_folder(path: &Path) -> Result<Arc<dyn Store>, Failure> {
+    check_folder(path)?;
+    Err(not_built("sled"))
+}
+
+/// The folder exists and holds a store (its `db/`); otherwise say which of its subfolders do.
+fn check_folder(path: &Path) -> Result<(), Failure> {
+    let shown = path.display();
+    if !path.exists() {
+        return Err(Failure::new(
+            Exit::NotFound,
+            format!(
+                "no store at {shown}: the folder does not exist (graphctl never creates one; pass `--store`)"
+            ),
+        ));
+    }
+    if !path.is_dir() {
+        return Err(Failure::new(Exit::NotFound, format!("no store at {shown}: it is not a folder")));
+    }
+    if path.join("db").is_dir() {
+        return Ok(());
+    }
+    let stores: Vec<String> = std::fs::read_dir(path)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .filter(|e| e.path().join("db").is_dir())
+                .map(|e| e.path().display().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    let hint = match stores.as_slice() {
+        [] => String::new(),
+        found => {
+            let mut found = found.to_vec();
+            found.sort();
+            format!("; stores inside it: {}", found.join(", "))
+        }
+    };
+    Err(Failure::new(
+        Exit::NotFound,
+        format!("no store at {shown}: the folder holds no graph-runtime store{hint}"),
+    ))
+}

@@ -1,0 +1,118 @@
+//! The graphs a graphctl knows, by fingerprint: one trait object per graph, so the commands need no
+//! state type. A run is matched to its graph by the fingerprint its row records; only that graph's
+//! reducer can rebuild a state stored as deltas, and only its nodes can resume it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::error::{Error, Result};
+use crate::events::ChainKey;
+use crate::graph::{Graph, GraphShape};
+use crate::policy::EngineOptions;
+use crate::scheduler::Engine;
+use crate::state::Reducer;
+use crate::store::{RunStatus, Store};
+
+/// What `resume` reports.
+pub(crate) struct Resumed {
+    pub(crate) status: RunStatus,
+    pub(crate) steps: u64,
+    pub(crate) state: serde_json::Value,
+}
+
+/// A registered graph, without its state type.
+#[async_trait]
+pub(crate) trait Registered: Send + Sync {
+    fn name(&self) -> &str;
+    fn shape(&self) -> GraphShape;
+    /// The state at `step`, as JSON (`None`: no such checkpoint).
+    async fn state_at(
+        &self,
+        store: Arc<dyn Store>,
+        run: &str,
+        step: u64,
+    ) -> Result<Option<serde_json::Value>>;
+    /// `Engine::resume`.
+    async fn resume(&self, store: Arc<dyn Store>, run: &str, key: Option<ChainKey>) -> Result<Resumed>;
+}
+
+struct Entry<S: Reducer> {
+    graph: Graph<S>,
+    options: EngineOptions,
+}
+
+impl<S: Reducer> Entry<S> {
+    fn engine(&self, store: Arc<dyn Store>, key: Option<ChainKey>) -> Engine<S> {
+        let builder = Engine::builder(self.graph.clone()).shared_store(store).options(self.options.clone());
+        match key {
+            Some(key) => builder.chain_key(key),
+            None => builder,
+        }
+        .build()
+    }
+}
+
+fn to_json<S: Reducer>(run: &str, state: &S) -> Result<serde_json::Value> {
+    serde_json::to_value(state).map_err(|source| Error::Serialization {
+        run: run.to_owned(),
+        what: "the state",
+        source,
+    })
+}
+
+#[async_trait]
+impl<S: Reducer> Registered for Entry<S> {
+    fn name(&self) -> &str {
+        self.graph.name()
+    }
+
+    fn shape(&self) -> GraphShape {
+        self.graph.shape()
+    }
+
+    async fn state_at(
+        &self,
+        store: Arc<dyn Store>,
+        run: &str,
+        step: u64,
+    ) -> Result<Option<serde_json::Value>> {
+        match self.engine(store, None).state_at(run, step).await? {
+            Some(state) => Ok(Some(to_json(run, &state)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn resume(&self, store: Arc<dyn Store>, run: &str, key: Option<ChainKey>) -> Result<Resumed> {
+        let out = self.engine(store, key).resume(run).await?;
+        Ok(Resumed { state: to_json(run, &out.state)?, status: out.status, steps: out.steps })
+    }
+}
+
+/// The registered graphs, by fingerprint.
+#[derive(Default)]
+pub(crate) struct Registry {
+    graphs: BTreeMap<String, Box<dyn Registered>>,
+}
+
+impl Registry {
+    pub(crate) fn insert<S: Reducer>(&mut self, graph: Graph<S>, options: EngineOptions) {
+        self.graphs.insert(graph.fingerprint().to_owned(), Box::new(Entry { graph, options }));
+    }
+
+    /// The graph with this fingerprint.
+    pub(crate) fn get(&self, fingerprint: &str) -> Option<&dyn Registered> {
+        self.graphs.get(fingerprint).map(|g| &**g)
+    }
+
+    /// The graph with this name (the first by fingerprint when several share it).
+    pub(crate) fn by_name(&self, name: &str) -> Option<&dyn Registered> {
+        self.graphs.values().find(|g| g.name() == name).map(|g| &**g)
+    }
+
+    /// The registered graphs' names, by fingerprint.
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
+        self.graphs.values().map(|g| g.name())
+    }
+}
