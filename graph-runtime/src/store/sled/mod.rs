@@ -224,7 +224,7 @@ impl SledStore {
             options,
             queue: Mutex::default(),
             failed: Mutex::new(None),
-            fail: FailPoint::default(),
+            fail: Default::default(),
             _lock: lock,
         };
         if let Err(e) = inner.recover(&manifest, records) {
