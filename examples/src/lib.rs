@@ -7,3 +7,4 @@ pub mod approval;
 pub mod map_reduce;
 pub mod payments;
 pub mod research;
+pub mod review;

@@ -7,9 +7,7 @@
 #[path = "../examples/review_builder.rs"]
 mod hand;
 
-#[allow(dead_code, unreachable_pub)]
-#[path = "../examples/review.rs"]
-mod macros;
+use graph_examples::review as macros;
 
 use graph_runtime::{Engine, Graph, MemoryStore, Reducer, RunOptions, RunOutcome, Store};
 

@@ -1,8 +1,6 @@
 //! The workspace's graphctl: `graph_runtime::cli::Cli` with the example graphs of this crate's library
-//! registered (approval, checkout, word_count, research), so it rebuilds their runs' states and resumes
-//! them. The review example's graph is defined in its example file (`examples/review.rs`), not in the
-//! library, so it is not registered here: its runs get every command but `resume` and the
-//! `state`/`diff` of steps stored as deltas.
+//! registered (review, approval, checkout, word_count, research), so it rebuilds their runs' states and
+//! resumes them.
 //!
 //! ```text
 //! cargo run -p graph-examples --bin graphctl -- --store "$TMPDIR/graph-runtime-approval" runs
@@ -10,10 +8,11 @@
 //!
 //! See docs/graphctl.md for every command, and for building a graphctl that registers your own graphs.
 
-use graph_examples::{approval, map_reduce, payments, research};
+use graph_examples::{approval, map_reduce, payments, research, review};
 
 fn main() -> std::process::ExitCode {
     graph_runtime::cli::Cli::new()
+        .graph(review::review::graph())
         .graph(approval::approval_flow::graph())
         .graph(payments::checkout::graph())
         .graph(map_reduce::word_count::graph())
