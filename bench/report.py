@@ -118,6 +118,14 @@ def main():
         f = pick(ours, "sled-floor", mode)
         if f:
             w(f"| {what} | – | {fmt(f['commits_per_s_median'])} | {fmt(f['ratio_to_fdatasync'], 2)} |")
+    # One journaled effect per step: an idempotent one adds one durable write (its response) to the
+    # step's commit, a non-idempotent one two (Started, then the response).
+    for mode, writes, what in [("idempotent", 2, "graph-runtime, SledStore, Durability::Sync, one idempotent effect per step (journal + step commit)"),
+                               ("non_idempotent", 3, "graph-runtime, SledStore, Durability::Sync, one non-idempotent effect per step (2 journal writes + step commit)")]:
+        e = pick(ours, "effects", mode)
+        if e:
+            ratio = e["steps_per_s"] * writes / fs["ops_per_s_median"] if fs else None
+            w(f"| {what} | {fmt(e['steps_per_s'])} | {fmt(e['steps_per_s'] * writes)} | {fmt(ratio, 2)} |")
     if t:
         ratio = t["steps_per_s"] / fs["ops_per_s_median"] if fs else None
         w(f"| LangGraph {lg_version}, SqliteSaver, durability=\"sync\" | {fmt(t['steps_per_s'])} | – | {fmt(ratio, 2)} |")

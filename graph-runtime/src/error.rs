@@ -381,6 +381,18 @@ pub enum StoreError {
         /// What is wrong.
         detail: String,
     },
+    /// The store cannot be reached for now (a database server that is down or restarting, a connection
+    /// the server closed, a database locked past its busy timeout): nothing was written by the failed
+    /// call, and the same call may succeed later. The engine retries commits that fail this way for
+    /// `EngineOptions::store_retry_timeout`.
+    #[error("the store is unavailable: {message}{}", cause_chain(source.as_deref()))]
+    Unavailable {
+        /// What failed.
+        message: String,
+        /// The cause.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// The backend failed (I/O, connection, ...).
     #[error("{message}{}", cause_chain(source.as_deref()))]
     Backend {
@@ -428,6 +440,17 @@ fn cause_chain(source: Option<&(dyn StdError + Send + Sync + 'static)>) -> Strin
 }
 
 impl StoreError {
+    /// An [`StoreError::Unavailable`] error with a cause.
+    pub fn unavailable(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        StoreError::Unavailable { message: message.into(), source: Some(source.into()) }
+    }
+
+    /// Whether the same call may succeed if tried again later (the store was unavailable; nothing was
+    /// written). Every other error is permanent for that call.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, StoreError::Unavailable { .. })
+    }
+
     /// A backend error with a cause.
     pub fn backend(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
         StoreError::Backend { message: message.into(), source: Some(source.into()) }

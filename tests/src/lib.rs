@@ -2,6 +2,7 @@
 //! the hand-built graphs the engine tests and their macro twins share ([`graphs`]), and hashes of a
 //! run's committed history.
 
+pub mod backends;
 pub mod faults;
 pub mod graphs;
 pub mod hooked;

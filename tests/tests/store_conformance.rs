@@ -1,78 +1,25 @@
-//! The store conformance suite on every backend built in: `MemoryStore` (the model) and `SledStore`.
+//! The store conformance suite on every backend built in: `MemoryStore` (the model), `SledStore`, and
+//! the SQL stores of the enabled features.
 
-use graph_runtime::MemoryStore;
-use graph_runtime::store::conformance::{self as suite, Backend, Op};
-use graph_runtime::store::{FailPoint, SledStore};
+use graph_runtime::store::conformance::{self as suite, Op};
+use graph_tests::backends::{Memory, Sled};
 use proptest::prelude::*;
 
-struct Memory(MemoryStore);
-
-impl Backend for Memory {
-    type Store = MemoryStore;
-    fn open(&self) -> MemoryStore {
-        self.0.clone()
-    }
-    fn reopen(&self, store: MemoryStore) -> MemoryStore {
-        drop(store);
-        self.0.clone()
-    }
-    fn fail_point(store: &MemoryStore) -> FailPoint {
-        store.fail_point().clone()
-    }
+graph_tests::for_backends! {
+    suite: [
+        concurrent_same_key,
+        step_taken_keeps_the_stored_row,
+        version_conflicts,
+        thousand_commits,
+        injected_failures_leave_nothing,
+        restarts_between_operations,
+        effect_journal_is_compare_and_set,
+        outbox_rows_come_with_their_commit,
+        events_and_pending_steps_go_with_their_writes,
+    ];
+    memory => Memory::new(),
+    sled => Sled::new(),
 }
-
-struct Sled(tempfile::TempDir);
-
-impl Sled {
-    fn new() -> Self {
-        Sled(tempfile::tempdir().unwrap())
-    }
-}
-
-impl Backend for Sled {
-    type Store = SledStore;
-    fn open(&self) -> SledStore {
-        SledStore::open(self.0.path()).unwrap()
-    }
-    fn reopen(&self, store: SledStore) -> SledStore {
-        drop(store);
-        self.open()
-    }
-    fn fail_point(store: &SledStore) -> FailPoint {
-        store.fail_point().clone()
-    }
-}
-
-macro_rules! conformance {
-    ($($check:ident),* $(,)?) => {
-        mod memory {
-            use super::*;
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $check() {
-                suite::$check(&Memory(MemoryStore::new())).await;
-            })*
-        }
-        mod sled {
-            use super::*;
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $check() {
-                suite::$check(&Sled::new()).await;
-            })*
-        }
-    };
-}
-
-conformance!(
-    concurrent_same_key,
-    step_taken_keeps_the_stored_row,
-    version_conflicts,
-    thousand_commits,
-    injected_failures_leave_nothing,
-    restarts_between_operations,
-    effect_journal_is_compare_and_set,
-    outbox_rows_come_with_their_commit,
-    events_and_pending_steps_go_with_their_writes,
-);
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![

@@ -63,7 +63,7 @@ fn check_signature(n: &NodeDef, state: Option<&Type>, errs: &mut Errors) {
             format!("node `{name}` must be an `async fn`: write `async fn {name}(...)`"),
         );
     }
-    if let Some(u) = &sig.unsafety {
+    if let syn::Safety::Unsafe(u) = &sig.safety {
         errs.at(u.span, format!("node `{name}` cannot be `unsafe`"));
     }
     if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {

@@ -78,7 +78,7 @@ pub(crate) fn check_merge_fn(f: &syn::ItemFn, around: Option<&purity::Surroundin
             format!("reducers must be pure and synchronous: merge function `{name}` cannot be `async`; drop `async`"),
         );
     }
-    if let Some(u) = &sig.unsafety {
+    if let syn::Safety::Unsafe(u) = &sig.safety {
         errs.at(u.span, format!("reducers must be pure: merge function `{name}` cannot be `unsafe`"));
     }
     let ok = sig.inputs.len() == 2

@@ -193,7 +193,7 @@ fn path_arguments<'t>(args: &'t syn::PathArguments, found: &mut Vec<(&'t Type, S
             }
         }
         syn::PathArguments::Parenthesized(p) => {
-            p.inputs.iter().for_each(|t| hash_sets(t, found));
+            p.inputs.iter().for_each(|t| hash_sets(&t.ty, found));
             if let syn::ReturnType::Type(_, t) = &p.output {
                 hash_sets(t, found);
             }

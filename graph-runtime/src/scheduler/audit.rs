@@ -200,13 +200,14 @@ impl<S: Reducer> Engine<S> {
         self.fork_inner(run_id, step, new_run_id, Some(update)).await
     }
 
-    async fn fork_inner(
+    /// What a fork of `run_id` at `step` copies: the parent's checkpoints up to `step` (verified, on
+    /// this graph) and checkpoint `step` itself; `new_run_id` must not exist yet.
+    async fn fork_source(
         &self,
         run_id: &str,
         step: u64,
         new_run_id: &str,
-        update: Option<S::Delta>,
-    ) -> Result<RunOutcome<S>> {
+    ) -> Result<(Vec<Checkpoint>, Checkpoint)> {
         let store = &*self.inner.store;
         let graph = &self.inner.graph;
         if store.run_info(new_run_id).await?.is_some() {
@@ -225,6 +226,19 @@ impl<S: Reducer> Engine<S> {
         let parent = store.checkpoints(run_id, 0, step).await?;
         let not_found = || Error::StepNotFound { run: run_id.to_owned(), step };
         let at = parent.last().filter(|c| c.step == step).ok_or_else(not_found)?.clone();
+        Ok((parent, at))
+    }
+
+    async fn fork_inner(
+        &self,
+        run_id: &str,
+        step: u64,
+        new_run_id: &str,
+        update: Option<S::Delta>,
+    ) -> Result<RunOutcome<S>> {
+        let store = &*self.inner.store;
+        let graph = &self.inner.graph;
+        let (parent, at) = self.fork_source(run_id, step, new_run_id).await?;
         // The stored checkpoints before `step` are consecutive from a snapshot (prune keeps every step
         // from the snapshot of the oldest kept one on).
         let new_run: Arc<str> = new_run_id.into();

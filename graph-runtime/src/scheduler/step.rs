@@ -427,50 +427,7 @@ impl<S: Reducer> Attempts<S> {
     async fn run(self) -> Attempted<S> {
         let mut attempt = 1u32;
         loop {
-            let node_deadline = Instant::now() + self.timeout;
-            let deadline = node_deadline.min(self.run_deadline);
-            let started = std::time::Instant::now();
-            tracing::Span::current().record("attempt", attempt);
-            let inflight = Inflight::start(&self.graph);
-            self.debug(|i| StreamEvent::NodeStarted {
-                step: i.step,
-                node: i.node.to_string(),
-                path: i.path.as_str().to_owned(),
-                order_key: i.order_key,
-                attempt,
-            })
-            .await;
-            let mut ctx = Ctx::new(self.item.clone(), attempt, self.token.clone(), Some(deadline));
-            // The node first: one that finishes without waiting never arms the timeout's timer.
-            let result = tokio::select! {
-                biased;
-                r = self.handler.run(&self.state, &mut ctx) => r,
-                _ = sleep_until(deadline) => Err(NodeError::timed_out(self.timeout)),
-            };
-            // The attempt is over: whatever it spawned with its token stops now.
-            let AttemptOutcome { emits, effects, stop } = ctx.take_outcome();
-            drop(ctx);
-            drop(inflight);
-            telemetry::node_latency(&self.graph, &self.item.node, started.elapsed());
-            #[cfg(feature = "otel")]
-            if result.is_err() && stop.is_none() {
-                tracing::Span::current().record("otel.status_code", "ERROR");
-            }
-            let outcome = match (&result, &stop) {
-                (_, Some(_)) => NodeOutcome::Stopped,
-                (Ok(_), None) => NodeOutcome::Finished,
-                (Err(e), None) => NodeOutcome::Failed(e.to_string()),
-            };
-            let duration = started.elapsed();
-            self.debug(|i| StreamEvent::NodeFinished {
-                step: i.step,
-                node: i.node.to_string(),
-                path: i.path.as_str().to_owned(),
-                attempt,
-                duration,
-                outcome,
-            })
-            .await;
+            let (result, AttemptOutcome { emits, effects, stop }) = self.attempt(attempt).await;
             if let Some(stop) = stop {
                 // An effect call or an interrupt stops the item, whatever the node made of its error.
                 let mut error = match result {
@@ -482,42 +439,105 @@ impl<S: Reducer> Attempts<S> {
             }
             match result {
                 Ok((delta, route)) => {
-                    if let Some(o) = self.observer.as_ref().filter(|o| o.wants(StreamModes::UPDATES)) {
-                        let i = &self.item;
-                        let update = StreamEvent::Updated {
-                            step: i.step,
-                            node: i.node.to_string(),
-                            path: i.path.as_str().to_owned(),
-                            delta: delta.clone(),
-                        };
-                        o.emit(StreamModes::UPDATES, update).await;
-                    }
+                    self.updated(&delta).await;
                     return Ok(ItemOutput { delta, route, emits, effects });
                 }
                 Err(error) if self.retry.should_retry(&error, attempt) => {
-                    tracing::debug!(node = %self.item.node, attempt, error = %error, "retrying");
-                    telemetry::retry(&self.graph, &self.item.node);
-                    let delay = self.retry.delay(&self.item.path, attempt);
-                    let message = error.to_string();
-                    self.debug(|i| StreamEvent::Retrying {
-                        step: i.step,
-                        node: i.node.to_string(),
-                        path: i.path.as_str().to_owned(),
-                        attempt,
-                        error: message,
-                        delay,
-                    })
-                    .await;
-                    if !delay.is_zero() {
-                        tokio::select! {
-                            _ = tokio::time::sleep(delay) => {}
-                            _ = self.token.cancelled() => return Err((attempt, error)),
-                        }
+                    if !self.back_off(attempt, &error).await {
+                        return Err((attempt, error));
                     }
                     attempt += 1;
                 }
                 Err(error) => return Err((attempt, error)),
             }
         }
+    }
+
+    /// One attempt of the node, under its timeout and the run's deadline, with its debug events.
+    async fn attempt(&self, attempt: u32) -> (Result<(S::Delta, Route), NodeError>, AttemptOutcome) {
+        let node_deadline = Instant::now() + self.timeout;
+        let deadline = node_deadline.min(self.run_deadline);
+        let started = std::time::Instant::now();
+        tracing::Span::current().record("attempt", attempt);
+        let inflight = Inflight::start(&self.graph);
+        self.debug(|i| StreamEvent::NodeStarted {
+            step: i.step,
+            node: i.node.to_string(),
+            path: i.path.as_str().to_owned(),
+            order_key: i.order_key,
+            attempt,
+        })
+        .await;
+        let mut ctx = Ctx::new(self.item.clone(), attempt, self.token.clone(), Some(deadline));
+        // The node first: one that finishes without waiting never arms the timeout's timer.
+        let result = tokio::select! {
+            biased;
+            r = self.handler.run(&self.state, &mut ctx) => r,
+            _ = sleep_until(deadline) => Err(NodeError::timed_out(self.timeout)),
+        };
+        // The attempt is over: whatever it spawned with its token stops now.
+        let outcome = ctx.take_outcome();
+        drop(ctx);
+        drop(inflight);
+        telemetry::node_latency(&self.graph, &self.item.node, started.elapsed());
+        #[cfg(feature = "otel")]
+        if result.is_err() && outcome.stop.is_none() {
+            tracing::Span::current().record("otel.status_code", "ERROR");
+        }
+        let finished = match (&result, &outcome.stop) {
+            (_, Some(_)) => NodeOutcome::Stopped,
+            (Ok(_), None) => NodeOutcome::Finished,
+            (Err(e), None) => NodeOutcome::Failed(e.to_string()),
+        };
+        let duration = started.elapsed();
+        self.debug(|i| StreamEvent::NodeFinished {
+            step: i.step,
+            node: i.node.to_string(),
+            path: i.path.as_str().to_owned(),
+            attempt,
+            duration,
+            outcome: finished,
+        })
+        .await;
+        (result, outcome)
+    }
+
+    /// Streams the item's delta to an observer that asked for updates.
+    async fn updated(&self, delta: &S::Delta) {
+        if let Some(o) = self.observer.as_ref().filter(|o| o.wants(StreamModes::UPDATES)) {
+            let i = &self.item;
+            let update = StreamEvent::Updated {
+                step: i.step,
+                node: i.node.to_string(),
+                path: i.path.as_str().to_owned(),
+                delta: delta.clone(),
+            };
+            o.emit(StreamModes::UPDATES, update).await;
+        }
+    }
+
+    /// Waits the retry policy's delay before attempt `attempt + 1`; false when the run was cancelled
+    /// meanwhile.
+    async fn back_off(&self, attempt: u32, error: &NodeError) -> bool {
+        tracing::debug!(node = %self.item.node, attempt, error = %error, "retrying");
+        telemetry::retry(&self.graph, &self.item.node);
+        let delay = self.retry.delay(&self.item.path, attempt);
+        let message = error.to_string();
+        self.debug(|i| StreamEvent::Retrying {
+            step: i.step,
+            node: i.node.to_string(),
+            path: i.path.as_str().to_owned(),
+            attempt,
+            error: message,
+            delay,
+        })
+        .await;
+        if !delay.is_zero() {
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = self.token.cancelled() => return false,
+            }
+        }
+        true
     }
 }

@@ -28,9 +28,9 @@ pub trait Backend: Send + Sync {
     /// The store type.
     type Store: Store + Clone;
     /// Opens the store over this backend's data (fresh for a new backend).
-    fn open(&self) -> Self::Store;
+    fn open(&self) -> impl std::future::Future<Output = Self::Store> + Send;
     /// Drops `store` (the only handle) and opens the same data again.
-    fn reopen(&self, store: Self::Store) -> Self::Store;
+    fn reopen(&self, store: Self::Store) -> impl std::future::Future<Output = Self::Store> + Send;
     /// The store's fail point.
     fn fail_point(store: &Self::Store) -> FailPoint;
 }
@@ -73,7 +73,7 @@ fn version(o: &CommitOutcome) -> u64 {
 
 /// 100 concurrent commits of one step with one key: exactly one `Committed`, 99 `AlreadyCommitted`.
 pub async fn concurrent_same_key<B: Backend>(b: &B) {
-    let store = b.open();
+    let store = b.open().await;
     let cp = Arc::new(checkpoint("race", 0, 1));
     let tasks: Vec<_> = (0..100)
         .map(|_| {
@@ -99,7 +99,7 @@ pub async fn concurrent_same_key<B: Backend>(b: &B) {
 
 /// A different result for a committed step is `StepTaken`, and the stored row is unchanged.
 pub async fn step_taken_keeps_the_stored_row<B: Backend>(b: &B) {
-    let store = b.open();
+    let store = b.open().await;
     let first = checkpoint("taken", 0, 1);
     assert_eq!(
         store.save_checkpoint(&first, &[], &RunStatus::Running, 0).await.unwrap(),
@@ -115,7 +115,7 @@ pub async fn step_taken_keeps_the_stored_row<B: Backend>(b: &B) {
 
 /// Stale versions are refused, for commits and status updates alike.
 pub async fn version_conflicts<B: Backend>(b: &B) {
-    let store = b.open();
+    let store = b.open().await;
     store.save_checkpoint(&checkpoint("v", 0, 0), &[], &RunStatus::Running, 0).await.unwrap();
     assert_eq!(
         store.save_checkpoint(&checkpoint("v", 1, 1), &[], &RunStatus::Running, 0).await.unwrap(),
@@ -138,7 +138,7 @@ pub async fn version_conflicts<B: Backend>(b: &B) {
 
 /// 100 runs × 10 steps × 3 attempts each (concurrently per run): exactly 1,000 commits, all loadable.
 pub async fn thousand_commits<B: Backend>(b: &B) {
-    let store = b.open();
+    let store = b.open().await;
     let tasks: Vec<_> = (0..100)
         .map(|r| {
             let store = store.clone();
@@ -170,7 +170,7 @@ pub async fn thousand_commits<B: Backend>(b: &B) {
         total += t.await.unwrap();
     }
     assert_eq!(total, 1000);
-    let store = b.reopen(store);
+    let store = b.reopen(store).await;
     assert_eq!(store.list_runs(&RunFilter::all()).await.unwrap().len(), 100);
     for r in 0..100u64 {
         let run = format!("run-{r:03}");
@@ -187,14 +187,14 @@ pub async fn thousand_commits<B: Backend>(b: &B) {
 
 /// A failure injected after each write of a commit leaves nothing of it visible, also after a restart.
 pub async fn injected_failures_leave_nothing<B: Backend>(b: &B) {
-    let mut store = b.open();
+    let mut store = b.open().await;
     store.save_checkpoint(&checkpoint("f", 0, 0), &[], &RunStatus::Running, 0).await.unwrap();
     for n in 1..=3 {
         B::fail_point(&store).fail_after(n);
         let cp = checkpoint("f", 1, n as u64);
         assert!(store.save_checkpoint(&cp, &[], &RunStatus::Completed, 1).await.is_err(), "write {n} fails");
         nothing_of_step_1(&store, n).await;
-        store = b.reopen(store);
+        store = b.reopen(store).await;
         nothing_of_step_1(&store, n).await;
     }
     let cp = checkpoint("f", 1, 9);
@@ -213,7 +213,7 @@ async fn nothing_of_step_1(s: &impl Store, n: usize) {
 
 /// Reads and prune, with a restart between every two operations.
 pub async fn restarts_between_operations<B: Backend>(b: &B) {
-    let mut store = b.open();
+    let mut store = b.open().await;
     for step in 0..6 {
         let v = step;
         let mut cp = checkpoint("p", step, step);
@@ -225,20 +225,20 @@ pub async fn restarts_between_operations<B: Backend>(b: &B) {
             store.save_checkpoint(&cp, &[], &RunStatus::Running, v).await.unwrap(),
             CommitOutcome::Committed { version: v + 1 }
         );
-        store = b.reopen(store);
+        store = b.reopen(store).await;
         assert_eq!(store.load_checkpoint("p", step).await.unwrap().unwrap(), cp);
-        store = b.reopen(store);
+        store = b.reopen(store).await;
     }
     assert_eq!(store.latest("p").await.unwrap().unwrap().step, 5);
-    store = b.reopen(store);
+    store = b.reopen(store).await;
     let range: Vec<u64> = store.checkpoints("p", 2, 4).await.unwrap().iter().map(|c| c.step).collect();
     assert_eq!(range, [2, 3, 4]);
-    store = b.reopen(store);
+    store = b.reopen(store).await;
     let steps: Vec<u64> = store.history("p").await.unwrap().iter().map(|m| m.step).collect();
     assert_eq!(steps, [0, 1, 2, 3, 4, 5]);
     // keep 2 → steps 4 and 5, whose chain starts at the snapshot 3: 0, 1, 2 go.
     assert_eq!(store.prune("p", 2).await.unwrap(), 3);
-    store = b.reopen(store);
+    store = b.reopen(store).await;
     let steps: Vec<u64> = store.history("p").await.unwrap().iter().map(|m| m.step).collect();
     assert_eq!(steps, [3, 4, 5]);
     // A pruned step's key still refuses a second commit.
@@ -247,7 +247,7 @@ pub async fn restarts_between_operations<B: Backend>(b: &B) {
         store.save_checkpoint(&old, &[], &RunStatus::Running, 6).await.unwrap(),
         CommitOutcome::AlreadyCommitted { .. }
     ));
-    store = b.reopen(store);
+    store = b.reopen(store).await;
     let running = store.list_runs(&RunFilter::all().status(RunStatus::Running)).await.unwrap();
     assert_eq!(running.len(), 1);
     assert!(store.list_runs(&RunFilter::all().status(RunStatus::Completed)).await.unwrap().is_empty());
@@ -273,7 +273,7 @@ pub fn effect(run: &str, step: u64, call: u32, state: EffectState) -> EffectReco
 /// The journal is compare-and-set: a second first write of a key, or a write from the wrong state, is a
 /// typed outcome and changes nothing; entries survive a restart and list in (step, path, call) order.
 pub async fn effect_journal_is_compare_and_set<B: Backend>(b: &B) {
-    let mut store = b.open();
+    let mut store = b.open().await;
     let started = effect("j", 2, 0, EffectState::Started);
     assert_eq!(store.load_effect(&started.key).await.unwrap(), None);
     assert_eq!(
@@ -293,7 +293,7 @@ pub async fn effect_journal_is_compare_and_set<B: Backend>(b: &B) {
     let wrong = EffectState::Failed { message: "no".into() };
     assert_eq!(store.put_effect(&done, Some(&wrong)).await.unwrap(), EffectOutcome::Exists(started.clone()));
     assert_eq!(store.put_effect(&done, Some(&EffectState::Started)).await.unwrap(), EffectOutcome::Written);
-    store = b.reopen(store);
+    store = b.reopen(store).await;
     assert_eq!(store.load_effect(&done.key).await.unwrap(), Some(done.clone()));
     let earlier = effect("j", 1, 3, EffectState::Started);
     let later = effect("j", 2, 1, EffectState::Started);
@@ -301,7 +301,7 @@ pub async fn effect_journal_is_compare_and_set<B: Backend>(b: &B) {
     for e in [&later, &elsewhere, &earlier] {
         assert_eq!(store.put_effect(e, None).await.unwrap(), EffectOutcome::Written);
     }
-    store = b.reopen(store);
+    store = b.reopen(store).await;
     let keys: Vec<String> = store.effects("j").await.unwrap().into_iter().map(|e| e.key).collect();
     assert_eq!(keys, [earlier.key, done.key, later.key]);
 }
@@ -317,7 +317,7 @@ pub async fn outbox_rows_come_with_their_commit<B: Backend>(b: &B) {
         topic: "mail".into(),
         payload: serde_json::json!({"to": i}),
     };
-    let mut store = b.open();
+    let mut store = b.open().await;
     store.save_checkpoint(&checkpoint("o", 0, 0), &[], &RunStatus::Running, 0).await.unwrap();
     let mut cp = checkpoint("o", 1, 1);
     cp.outbox = vec![row("o", 1, 0), row("o", 1, 1)];
@@ -343,12 +343,12 @@ pub async fn outbox_rows_come_with_their_commit<B: Backend>(b: &B) {
     let mut next = checkpoint("o", 2, 2);
     next.outbox = vec![row("o", 2, 0)];
     store.save_checkpoint(&next, &[], &RunStatus::Running, 2).await.unwrap();
-    store = b.reopen(store);
+    store = b.reopen(store).await;
     let pending = store.outbox(10).await.unwrap();
     assert_eq!(pending, [row("o", 1, 0), row("o", 1, 1), row("o", 2, 0)]);
     assert_eq!(store.outbox(2).await.unwrap().len(), 2);
     assert_eq!(store.ack_outbox(&[pending[1].key.clone(), "unknown".into()]).await.unwrap(), 1);
-    store = b.reopen(store);
+    store = b.reopen(store).await;
     assert_eq!(store.outbox(10).await.unwrap(), [row("o", 1, 0), row("o", 2, 0)]);
     assert_eq!(store.ack_outbox(&[pending[1].key.clone()]).await.unwrap(), 0, "acknowledged once");
 }
@@ -372,7 +372,7 @@ fn head_of(events: &[Event]) -> Option<ChainHead> {
 /// written; `events` pages in `seq` order; the pending step is set by a status change that gives one,
 /// kept by one that does not, cleared by the next commit; all of it survives a restart.
 pub async fn events_and_pending_steps_go_with_their_writes<B: Backend>(b: &B) {
-    let mut store = b.open();
+    let mut store = b.open().await;
     let first = events(None, 2, 0);
     store.save_checkpoint(&checkpoint("e", 0, 0), &first, &RunStatus::Running, 0).await.unwrap();
     assert_eq!(store.run_info("e").await.unwrap().unwrap().event_head, head_of(&first));
@@ -389,7 +389,7 @@ pub async fn events_and_pending_steps_go_with_their_writes<B: Backend>(b: &B) {
         store.set_status("e", &RunStatus::Cancelled, &lost, Some(b"p"), 9).await.unwrap(),
         CommitOutcome::VersionConflict { .. }
     ));
-    store = b.reopen(store);
+    store = b.reopen(store).await;
     assert_eq!(store.events("e", 0, 100).await.unwrap(), first);
     assert_eq!(store.run_info("e").await.unwrap().unwrap().event_head, head_of(&first));
     assert_eq!(store.pending("e").await.unwrap(), None);
@@ -399,7 +399,7 @@ pub async fn events_and_pending_steps_go_with_their_writes<B: Backend>(b: &B) {
     store.set_status("e", &status, &paused, Some(b"pending-1"), 1).await.unwrap();
     let resumed = events(head_of(&paused).as_ref(), 1, 3);
     store.set_status("e", &RunStatus::Running, &resumed, None, 2).await.unwrap();
-    store = b.reopen(store);
+    store = b.reopen(store).await;
     assert_eq!(store.pending("e").await.unwrap().as_deref(), Some(&b"pending-1"[..]));
     assert_eq!(store.run_info("e").await.unwrap().unwrap().event_head, head_of(&resumed));
     // The next commit clears it; a commit without events keeps the head.
@@ -409,7 +409,7 @@ pub async fn events_and_pending_steps_go_with_their_writes<B: Backend>(b: &B) {
     // Another run's log is its own.
     let theirs = events(None, 2, 0);
     store.save_checkpoint(&checkpoint("e2", 0, 0), &theirs, &RunStatus::Running, 0).await.unwrap();
-    store = b.reopen(store);
+    store = b.reopen(store).await;
     assert_eq!(store.pending("e").await.unwrap(), None);
     let info = store.run_info("e").await.unwrap().unwrap();
     assert_eq!(info.event_head, head_of(&committed));
@@ -447,7 +447,7 @@ pub enum Op {
 /// observable result agrees.
 pub async fn matches_the_model<B: Backend>(b: &B, ops: &[Op]) {
     let model = MemoryStore::new();
-    let mut store = b.open();
+    let mut store = b.open().await;
     let mut seen: BTreeMap<String, u64> = BTreeMap::new();
     for op in ops {
         match *op {
@@ -492,7 +492,7 @@ pub async fn matches_the_model<B: Backend>(b: &B, ops: &[Op]) {
                     "{op:?}"
                 );
             }
-            Op::Reopen => store = b.reopen(store),
+            Op::Reopen => store = b.reopen(store).await,
         }
     }
     for run in seen.keys() {

@@ -1,11 +1,23 @@
-//! The engine on the sled store: durable runs, resume across reopen, delta storage, corruption and
-//! foreign formats as typed errors, the store lock.
+//! The engine on every durable store, through one generic harness ([`graph_tests::backends`]): runs
+//! resumed across a reopen, delta storage, corruption and foreign formats as typed errors. Then what is
+//! particular to the sled store: its lock, async durability, shared flushes.
 
 use std::time::Duration;
 
+use graph_runtime::store::conformance::Backend;
 use graph_runtime::store::{Durability, SledOptions, SledStore, StateRepr};
 use graph_runtime::{END, Engine, EngineOptions, Error, Graph, Route, Store, StoreError};
+use graph_tests::backends::{RawAccess, Sled};
 use graph_tests::{Trace, TraceDelta, state_hash};
+
+graph_tests::for_backends! {
+    super: [
+        a_run_survives_reopening_the_store_and_equals_the_memory_run,
+        steps_are_stored_as_deltas_with_periodic_snapshots,
+        flipped_bytes_are_corrupted_and_a_newer_format_is_unsupported,
+    ];
+    sled => Sled::new(),
+}
 
 /// A loop of `n` steps, each appending one entry and adding one.
 fn counter(n: u64) -> Graph<Trace> {
@@ -24,17 +36,17 @@ fn counter(n: u64) -> Graph<Trace> {
         .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_survives_reopening_the_store_and_equals_the_memory_run() {
-    let dir = tempfile::tempdir().unwrap();
+async fn a_run_survives_reopening_the_store_and_equals_the_memory_run<B: Backend>(b: &B) {
     let reference = Engine::builder(counter(40)).build().run("c", Trace::default()).await.unwrap();
+    let store = b.open().await;
     {
-        let store = SledStore::open(dir.path()).unwrap();
-        let short =
-            Engine::builder(counter(40)).store(store).options(EngineOptions::default().max_steps(17)).build();
+        let short = Engine::builder(counter(40))
+            .store(store.clone())
+            .options(EngineOptions::default().max_steps(17))
+            .build();
         assert!(matches!(short.run("c", Trace::default()).await, Err(Error::MaxStepsExceeded { .. })));
     }
-    let store = SledStore::open(dir.path()).unwrap();
+    let store = b.reopen(store).await;
     let engine = Engine::builder(counter(40)).store(store.clone()).build();
     let out = engine.resume("c").await.unwrap();
     assert_eq!(state_hash(&out.state), state_hash(&reference.state));
@@ -46,10 +58,8 @@ async fn a_run_survives_reopening_the_store_and_equals_the_memory_run() {
     assert_eq!(engine.resume("c").await.unwrap().state, out.state);
 }
 
-#[tokio::test]
-async fn steps_are_stored_as_deltas_with_periodic_snapshots() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SledStore::open(dir.path()).unwrap();
+async fn steps_are_stored_as_deltas_with_periodic_snapshots<B: Backend>(b: &B) {
+    let store = b.open().await;
     let engine = Engine::builder(counter(200)).store(store.clone()).build();
     let out = engine.run("d", Trace::default()).await.unwrap();
     let cps = store.checkpoints("d", 0, out.steps).await.unwrap();
@@ -71,19 +81,17 @@ async fn steps_are_stored_as_deltas_with_periodic_snapshots() {
     }
 }
 
-#[tokio::test]
-async fn flipped_bytes_are_corrupted_and_a_newer_format_is_unsupported() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SledStore::open(dir.path()).unwrap();
+async fn flipped_bytes_are_corrupted_and_a_newer_format_is_unsupported<B: RawAccess>(b: &B) {
+    let store = b.open().await;
     let engine = Engine::builder(counter(5)).store(store.clone()).build();
     engine.run("x", Trace::default()).await.unwrap();
-    let good = store.raw_checkpoint("x", 5).unwrap().unwrap();
+    let good = B::raw_checkpoint(&store, "x", 5).await.unwrap().unwrap();
 
     // Flip one byte at a few positions: header, checksum, metadata, payload.
     for pos in [1, 6, 20, 50, good.len() - 2] {
         let mut bad = good.clone();
         bad[pos] ^= 0x40;
-        store.put_raw_checkpoint("x", 5, &bad).unwrap();
+        B::put_raw_checkpoint(&store, "x", 5, &bad).await.unwrap();
         let err = store.load_checkpoint("x", 5).await.unwrap_err();
         assert!(
             matches!(&err, StoreError::Corrupted { run: Some(run), step: Some(5), .. } if run == "x")
@@ -103,13 +111,13 @@ async fn flipped_bytes_are_corrupted_and_a_newer_format_is_unsupported() {
     future[4..8].copy_from_slice(&99u32.to_be_bytes());
     let sum = sha2_of(&future[4..8], &future[40..]);
     future[8..40].copy_from_slice(&sum);
-    store.put_raw_checkpoint("x", 5, &future).unwrap();
+    B::put_raw_checkpoint(&store, "x", 5, &future).await.unwrap();
     assert!(matches!(
         store.load_checkpoint("x", 5).await,
         Err(StoreError::UnsupportedSchemaVersion { found: 99, supported: 1 })
     ));
 
-    store.put_raw_checkpoint("x", 5, &good).unwrap();
+    B::put_raw_checkpoint(&store, "x", 5, &good).await.unwrap();
     assert!(engine.resume("x").await.unwrap().is_completed());
 }
 

@@ -1,0 +1,127 @@
+//! Every store backend the tests run on, behind one trait, so a test family is written once and
+//! instantiated per backend with [`for_backends!`](crate::for_backends).
+//!
+//! A backend is a [`conformance::Backend`] (open, reopen, fail point) plus [`RawAccess`]: reading and
+//! overwriting a checkpoint's stored bytes, which the corruption tests need. Each backend owns its data
+//! (a temporary directory, a database of its own) and removes it when dropped, so tests run in parallel
+//! and leave nothing behind.
+
+use graph_runtime::store::SledStore;
+use graph_runtime::store::conformance;
+use graph_runtime::{MemoryStore, StoreError};
+
+/// Reading and writing a checkpoint's stored bytes (the envelope the store keeps), for corruption
+/// tests. `None` from [`RawAccess::raw_checkpoint`] when the backend keeps no bytes (the memory store).
+pub trait RawAccess: conformance::Backend {
+    /// The stored bytes of a checkpoint.
+    fn raw_checkpoint(
+        store: &Self::Store,
+        run: &str,
+        step: u64,
+    ) -> impl std::future::Future<Output = Result<Option<Vec<u8>>, StoreError>> + Send;
+    /// Overwrites the stored bytes of a checkpoint.
+    fn put_raw_checkpoint(
+        store: &Self::Store,
+        run: &str,
+        step: u64,
+        bytes: &[u8],
+    ) -> impl std::future::Future<Output = Result<(), StoreError>> + Send;
+}
+
+/// The in-memory model store.
+#[derive(Default)]
+pub struct Memory(MemoryStore);
+
+impl Memory {
+    /// A fresh memory store.
+    pub fn new() -> Self {
+        Memory(MemoryStore::new())
+    }
+}
+
+impl conformance::Backend for Memory {
+    type Store = MemoryStore;
+    async fn open(&self) -> MemoryStore {
+        self.0.clone()
+    }
+    async fn reopen(&self, store: MemoryStore) -> MemoryStore {
+        drop(store);
+        self.0.clone()
+    }
+    fn fail_point(store: &MemoryStore) -> graph_runtime::store::FailPoint {
+        store.fail_point().clone()
+    }
+}
+
+/// The sled store in a temporary directory.
+pub struct Sled(tempfile::TempDir);
+
+impl Sled {
+    /// A fresh, empty directory.
+    pub fn new() -> Self {
+        Sled(tempfile::tempdir().expect("a temporary directory"))
+    }
+}
+
+impl Default for Sled {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl conformance::Backend for Sled {
+    type Store = SledStore;
+    async fn open(&self) -> SledStore {
+        SledStore::open(self.0.path()).expect("open the sled store")
+    }
+    async fn reopen(&self, store: SledStore) -> SledStore {
+        drop(store);
+        self.open().await
+    }
+    fn fail_point(store: &SledStore) -> graph_runtime::store::FailPoint {
+        store.fail_point().clone()
+    }
+}
+
+impl RawAccess for Sled {
+    async fn raw_checkpoint(store: &SledStore, run: &str, step: u64) -> Result<Option<Vec<u8>>, StoreError> {
+        store.raw_checkpoint(run, step)
+    }
+    async fn put_raw_checkpoint(
+        store: &SledStore,
+        run: &str,
+        step: u64,
+        bytes: &[u8],
+    ) -> Result<(), StoreError> {
+        store.put_raw_checkpoint(run, step, bytes)
+    }
+}
+
+/// Instantiates test families once per backend: for each `module => constructor`, a module of
+/// `#[tokio::test]`s (multi-threaded runtime), one per family, each calling
+/// `prefix::family(&constructor).await`. `prefix` is a module in scope of the invoking file (`suite` for
+/// the conformance suite) or `super` for families written in that file.
+///
+/// ```ignore
+/// graph_tests::for_backends! {
+///     suite: [concurrent_same_key, version_conflicts];
+///     memory => graph_tests::backends::Memory::new(),
+///     sled => graph_tests::backends::Sled::new(),
+/// }
+/// ```
+#[macro_export]
+macro_rules! for_backends {
+    ($prefix:ident: $families:tt; $($module:ident => $ctor:expr),+ $(,)?) => {
+        $($crate::for_backends!(@module $prefix $families $module $ctor);)+
+    };
+    (@module $prefix:ident [$($family:ident),* $(,)?] $module:ident $ctor:expr) => {
+        mod $module {
+            #[allow(unused_imports)]
+            use super::*;
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $family() {
+                $prefix::$family(&$ctor).await;
+            })*
+        }
+    };
+}
