@@ -43,6 +43,10 @@ pub struct EngineOptions {
     pub default_retry: RetryPolicy,
     /// What two writers of one field in one step mean (default `Fail`).
     pub conflict_policy: ConflictPolicy,
+    /// How long a store call that failed retryably (`StoreError::is_retryable`: a database server down
+    /// or restarting, a connection it closed) is retried, with backoff from 10 ms to 1 s, before the
+    /// error stops the run (default 30 s; zero: never retried). See `store::RetryStore`.
+    pub store_retry_timeout: Duration,
 }
 
 impl Default for EngineOptions {
@@ -57,6 +61,7 @@ impl Default for EngineOptions {
             max_steps: 10_000,
             default_retry: RetryPolicy::none(),
             conflict_policy: ConflictPolicy::Fail,
+            store_retry_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -89,6 +94,8 @@ impl EngineOptions {
         default_retry: RetryPolicy,
         /// Sets [`EngineOptions::conflict_policy`].
         conflict_policy: ConflictPolicy,
+        /// Sets [`EngineOptions::store_retry_timeout`].
+        store_retry_timeout: Duration,
     }
 
     /// Sets [`EngineOptions::max_per_node_concurrency`].

@@ -1,5 +1,5 @@
 //! The store conformance suite on every backend built in: `MemoryStore` (the model), `SledStore`, and
-//! the SQL stores of the enabled features.
+//! the SQL stores of the enabled features (`--features postgres,mysql`).
 
 use graph_runtime::store::conformance::{self as suite, Op};
 use graph_tests::backends::{Memory, Sled};
@@ -19,7 +19,23 @@ graph_tests::for_backends! {
     ];
     memory => Memory::new(),
     sled => Sled::new(),
+    #[cfg(feature = "postgres")]
+    postgres => graph_tests::backends::Postgres::new(),
+    #[cfg(feature = "mysql")]
+    mysql => graph_tests::backends::MySql::new(),
 }
+
+/// Says, in a run without the feature, that the PostgreSQL suite did not run.
+#[cfg(not(feature = "postgres"))]
+#[test]
+#[ignore = "built without feature postgres: run cargo test -p graph-tests --features postgres,mysql"]
+fn postgres_conformance_not_run() {}
+
+/// Says, in a run without the feature, that the MySQL suite did not run.
+#[cfg(not(feature = "mysql"))]
+#[test]
+#[ignore = "built without feature mysql: run cargo test -p graph-tests --features postgres,mysql"]
+fn mysql_conformance_not_run() {}
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
@@ -40,5 +56,25 @@ proptest! {
     fn sled_matches_the_memory_model(ops in proptest::collection::vec(op(), 1..40)) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(suite::matches_the_model(&Sled::new(), &ops));
+    }
+}
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+proptest! {
+    // Each case is a database of its own: fewer cases than sled's.
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn postgres_matches_the_memory_model(ops in proptest::collection::vec(op(), 1..40)) {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        rt.block_on(suite::matches_the_model(&graph_tests::backends::Postgres::new(), &ops));
+    }
+
+    #[cfg(feature = "mysql")]
+    #[test]
+    fn mysql_matches_the_memory_model(ops in proptest::collection::vec(op(), 1..40)) {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        rt.block_on(suite::matches_the_model(&graph_tests::backends::MySql::new(), &ops));
     }
 }

@@ -17,6 +17,10 @@ graph_tests::for_backends! {
         flipped_bytes_are_corrupted_and_a_newer_format_is_unsupported,
     ];
     sled => Sled::new(),
+    #[cfg(feature = "postgres")]
+    postgres => graph_tests::backends::Postgres::new(),
+    #[cfg(feature = "mysql")]
+    mysql => graph_tests::backends::MySql::new(),
 }
 
 /// A loop of `n` steps, each appending one entry and adding one.

@@ -42,12 +42,16 @@ impl<S: Reducer> EngineBuilder<S> {
         self
     }
 
-    /// Builds the engine. Limits of zero are raised to one.
+    /// Builds the engine. Limits of zero are raised to one. The store is wrapped in a
+    /// [`crate::store::RetryStore`] for [`EngineOptions::store_retry_timeout`].
     pub fn build(self) -> Engine<S> {
         let mut options = self.options;
         options.max_concurrent_nodes = options.max_concurrent_nodes.max(1);
         options.queue_depth = options.queue_depth.clamp(1, Semaphore::MAX_PERMITS);
         let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
+        // Every store's retryable errors (a server that went away) are retried for the timeout.
+        let store: Arc<dyn Store> =
+            Arc::new(crate::store::RetryStore::new(store, options.store_retry_timeout));
         Engine {
             inner: Arc::new(Inner {
                 graph: self.graph,

@@ -21,12 +21,20 @@ pub mod conformance;
 pub mod journal;
 mod memory;
 pub mod record;
+pub mod retry;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub mod server;
 #[cfg(feature = "sled")]
 mod sled;
 
 pub use journal::{EffectClass, EffectOutcome, EffectRecord, EffectState, OutboxRow, Resolution};
 pub use memory::MemoryStore;
 pub use record::{Checkpoint, CheckpointMeta, SCHEMA_VERSION, StateRepr, WaitingJoin, WorkItem};
+pub use retry::RetryStore;
+#[cfg(feature = "mysql")]
+pub use server::MySqlStore;
+#[cfg(feature = "postgres")]
+pub use server::PostgresStore;
 #[cfg(feature = "sled")]
 pub use sled::{Durability, SledOptions, SledStore};
 

@@ -6,6 +6,28 @@
 //! (a temporary directory, a database of its own) and removes it when dropped, so tests run in parallel
 //! and leave nothing behind.
 
+#[cfg(feature = "mysql")]
+mod mysql;
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod server;
+
+#[cfg(feature = "mysql")]
+pub use mysql::MySql;
+#[cfg(feature = "postgres")]
+pub use postgres::Postgres;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub use server::{on_own_runtime, unique_name, with_database};
+/// The test servers' URLs and how to start them.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub mod servers {
+    #[cfg(feature = "mysql")]
+    pub use super::mysql::{HOW_TO_START as MYSQL_HOW_TO_START, server_url as mysql_url};
+    #[cfg(feature = "postgres")]
+    pub use super::postgres::{HOW_TO_START as POSTGRES_HOW_TO_START, server_url as postgres_url};
+}
+
 use graph_runtime::store::SledStore;
 use graph_runtime::store::conformance;
 use graph_runtime::{MemoryStore, StoreError};
@@ -100,7 +122,8 @@ impl RawAccess for Sled {
 /// Instantiates test families once per backend: for each `module => constructor`, a module of
 /// `#[tokio::test]`s (multi-threaded runtime), one per family, each calling
 /// `prefix::family(&constructor).await`. `prefix` is a module in scope of the invoking file (`suite` for
-/// the conformance suite) or `super` for families written in that file.
+/// the conformance suite) or `super` for families written in that file. An entry may carry attributes
+/// (`#[cfg(feature = "postgres")] postgres => …`), put on its module.
 ///
 /// ```ignore
 /// graph_tests::for_backends! {
@@ -111,10 +134,11 @@ impl RawAccess for Sled {
 /// ```
 #[macro_export]
 macro_rules! for_backends {
-    ($prefix:ident: $families:tt; $($module:ident => $ctor:expr),+ $(,)?) => {
-        $($crate::for_backends!(@module $prefix $families $module $ctor);)+
+    ($prefix:ident: $families:tt; $($(#[$attr:meta])* $module:ident => $ctor:expr),+ $(,)?) => {
+        $($crate::for_backends!(@module $prefix $families [$(#[$attr])*] $module $ctor);)+
     };
-    (@module $prefix:ident [$($family:ident),* $(,)?] $module:ident $ctor:expr) => {
+    (@module $prefix:ident [$($family:ident),* $(,)?] [$(#[$attr:meta])*] $module:ident $ctor:expr) => {
+        $(#[$attr])*
         mod $module {
             #[allow(unused_imports)]
             use super::*;

@@ -1,0 +1,712 @@
+//! The database-server stores: [`PostgresStore`] (feature `postgres`) and [`MySqlStore`] for MySQL and
+//! MariaDB (feature `mysql`), on sqlx's runtime query API (no compile-time checked queries, no database
+//! needed to build).
+//!
+//! Both share this module's logic (the [`sql_store!`] macro): only their SQL text, their error codes
+//! and how a transaction starts differ. What they store is the bytes of [`super::record`] and
+//! [`super::journal`] beside query columns; they never interpret state bytes.
+//!
+//! # A commit
+//!
+//! One transaction at READ COMMITTED:
+//!
+//! 1. insert the idempotency key (primary key): a unique violation (23505 / 1062, through sqlx's typed
+//!    `is_unique_violation`) is `AlreadyCommitted`; a concurrent commit of the same key waits on the
+//!    key's index entry until the first one commits or rolls back;
+//! 2. lock the run row (`SELECT … FOR UPDATE`): commits of one run are serialized from here on;
+//! 3. the step's checkpoint exists → `StepTaken`; the version differs → `VersionConflict` (both roll
+//!    back, releasing the key);
+//! 4. insert the checkpoint, its outbox rows and events, delete the pending step, write the run row;
+//! 5. commit.
+//!
+//! A unique violation after step 1 (two first commits of a new run racing past an absent run row),
+//! a serialization failure or a deadlock (40001, 40P01 / 1213, 1205) rolls back and runs the whole
+//! transaction again, up to [`CONFLICT_RETRIES`] times. Any other error rolls back everything.
+//!
+//! READ COMMITTED is enough because every decision is taken under a lock (the key's index entry, the
+//! run row) or enforced by a unique index; SERIALIZABLE / REPEATABLE READ would only add aborts (and,
+//! in InnoDB, gap locks) to commits that are already serialized per run.
+//!
+//! # Errors
+//!
+//! Connection-class failures (refused, reset, closed by the server, `pg_terminate_backend`, `KILL`,
+//! server shutting down, pool timeout) are [`StoreError::Unavailable`] (retryable: the engine retries
+//! through [`super::retry::RetryStore`]); everything else is a permanent `Backend` error.
+
+#[cfg(feature = "mysql")]
+mod mysql;
+#[cfg(feature = "postgres")]
+mod postgres;
+
+#[cfg(feature = "mysql")]
+pub use mysql::MySqlStore;
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresStore;
+
+use std::time::Duration;
+
+use crate::error::StoreError;
+use crate::events::ChainHead;
+use crate::store::RunStatus;
+
+/// The schema version this build writes and reads (`graph_schema_version`).
+pub const SERVER_SCHEMA_VERSION: u32 = 1;
+
+/// How often a transaction that lost a race (unique violation past the key, serialization failure,
+/// deadlock) is run again before the error is reported.
+pub const CONFLICT_RETRIES: u32 = 20;
+
+/// How an sqlx error is handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Class {
+    /// A unique index refused a row.
+    Unique,
+    /// Lost a race (serialization failure, deadlock): run the transaction again.
+    Conflict,
+    /// The server cannot be reached for now.
+    Unavailable,
+    /// Anything else: permanent.
+    Other,
+}
+
+/// The class of sqlx errors that do not come from the server's SQL engine.
+pub(crate) fn client_class(e: &sqlx::Error) -> Class {
+    match e {
+        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::WorkerCrashed => Class::Unavailable,
+        // The server closed the connection in the middle of a message.
+        sqlx::Error::Protocol(_) => Class::Unavailable,
+        _ => Class::Other,
+    }
+}
+
+/// A typed store error for `e`.
+pub(crate) fn store_error(class: Class, what: &str, e: sqlx::Error) -> StoreError {
+    match class {
+        Class::Unavailable => StoreError::unavailable(what.to_owned(), e),
+        _ => StoreError::backend(what.to_owned(), e),
+    }
+}
+
+/// What a transaction attempt ended with when it did not return an outcome.
+pub(crate) enum Abort {
+    /// An sqlx error and its class.
+    Sql(Class, sqlx::Error),
+    /// A store error (a damaged row, an injected failure).
+    Store(StoreError),
+}
+
+impl From<StoreError> for Abort {
+    fn from(e: StoreError) -> Self {
+        Abort::Store(e)
+    }
+}
+
+/// The variant name of a status: the `status` column, which `list_runs` filters on.
+pub(crate) fn status_name(s: &RunStatus) -> &'static str {
+    match s {
+        RunStatus::Running => "running",
+        RunStatus::Completed => "completed",
+        RunStatus::Paused(_) => "paused",
+        RunStatus::Interrupted(_) => "interrupted",
+        RunStatus::Failed(_) => "failed",
+        RunStatus::Cancelled => "cancelled",
+    }
+}
+
+/// A `u64` (step, version, seq) as the `BIGINT` the schema keeps, saturating.
+pub(crate) fn db_int(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// A `BIGINT` read back as a `u64`.
+pub(crate) fn from_db_int(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+/// The event head after `events` (given as (seq, hash)), or `before` when there are none.
+pub(crate) fn head_after(before: Option<ChainHead>, events: &[crate::events::Event]) -> Option<ChainHead> {
+    events.last().map_or(before, |e| Some(ChainHead { seq: e.seq, hash: e.hash.clone() }))
+}
+
+/// A short pause before a transaction that lost a race runs again (grows with the attempt, a few ms).
+pub(crate) async fn conflict_pause(attempt: u32) {
+    tokio::time::sleep(Duration::from_millis(u64::from(attempt.min(10)) * 2 + 1)).await;
+}
+
+/// The statements of one migration file, split on `;` at the end of a line (the files hold no other).
+pub(crate) fn statements(file: &str) -> impl Iterator<Item = String> + '_ {
+    let mut current = String::new();
+    let mut out = Vec::new();
+    for line in file.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with("--") || trimmed.is_empty() {
+            continue;
+        }
+        current.push_str(line);
+        current.push('\n');
+        if trimmed.ends_with(';') {
+            out.push(std::mem::take(&mut current).trim().trim_end_matches(';').to_owned());
+        }
+    }
+    if !current.trim().is_empty() {
+        out.push(current.trim().to_owned());
+    }
+    out.into_iter()
+}
+
+/// The error for a database whose schema is newer than this build.
+pub(crate) fn newer_schema(found: i64) -> StoreError {
+    StoreError::UnsupportedSchemaVersion {
+        found: u32::try_from(found).unwrap_or(u32::MAX),
+        supported: SERVER_SCHEMA_VERSION,
+    }
+}
+
+/// The `Store` implementation of a server store, shared by PostgreSQL and MySQL.
+///
+/// Expects in scope: `$store` with fields `pool: sqlx::Pool<$db>` and `fail: FailPoint`, a method
+/// `begin(&self) -> Result<Transaction<'static, $db>, sqlx::Error>` (READ COMMITTED), a function
+/// `classify(&sqlx::Error) -> Class`, and a module `sql` with the statements.
+macro_rules! sql_store {
+    ($store:ident, $db:ty) => {
+        use async_trait::async_trait;
+        use sqlx::Row as _;
+
+        use $crate::error::StoreError;
+        use $crate::events::Event;
+        use $crate::store::journal::{decode_effect, decode_outbox, encode_effect, encode_outbox};
+        use $crate::store::memory::effect_cas;
+        use $crate::store::record::{decode, decode_run, encode, encode_run};
+        use $crate::store::server::{
+            Abort, CONFLICT_RETRIES, Class, conflict_pause, db_int, from_db_int, head_after, status_name,
+            store_error,
+        };
+        use $crate::store::{
+            Checkpoint, CheckpointMeta, CommitOutcome, EffectOutcome, EffectRecord, EffectState, OutboxRow,
+            RunFilter, RunInfo, RunStatus, Store,
+        };
+
+        type Tx = sqlx::Transaction<'static, $db>;
+
+        /// An sqlx error as an [`Abort`].
+        fn abort(e: sqlx::Error) -> Abort {
+            Abort::Sql(classify(&e), e)
+        }
+
+        /// An sqlx error of a read as a store error.
+        fn read_error(what: &str) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
+            move |e| store_error(classify(&e), what, e)
+        }
+
+        impl $store {
+            /// Runs `attempt` (one transaction) until it returns an outcome, running it again when it
+            /// lost a race; `what` names the operation in errors.
+            async fn with_conflicts<T, F, Fut>(&self, what: &str, mut attempt: F) -> Result<T, StoreError>
+            where
+                F: FnMut() -> Fut,
+                Fut: std::future::Future<Output = Result<T, Abort>>,
+            {
+                let mut tries = 0;
+                loop {
+                    match attempt().await {
+                        Ok(t) => return Ok(t),
+                        Err(Abort::Store(e)) => return Err(e),
+                        Err(Abort::Sql(Class::Conflict | Class::Unique, e)) if tries < CONFLICT_RETRIES => {
+                            tracing::debug!(error = %e, what, "transaction lost a race; running it again");
+                            tries += 1;
+                            conflict_pause(tries).await;
+                        }
+                        Err(Abort::Sql(class, e)) => return Err(store_error(class, what, e)),
+                    }
+                }
+            }
+
+            /// The fail point after write `n` of a commit (test hook).
+            fn wrote(&self, n: usize) -> Result<(), Abort> {
+                if self.fail.hit(n) {
+                    Err(Abort::Store(StoreError::backend("injected failure", "fail point")))
+                } else {
+                    Ok(())
+                }
+            }
+
+            /// The run's current version (0: no such run), outside any transaction.
+            async fn version_of(&self, run_id: &str) -> Result<u64, Abort> {
+                let row = sqlx::query(sql::VERSION).bind(run_id).fetch_optional(&self.pool).await.map_err(abort)?;
+                Ok(match row {
+                    Some(r) => from_db_int(r.try_get::<i64, _>(0).map_err(abort)?),
+                    None => 0,
+                })
+            }
+
+            /// Appends `events` to the run's log in one statement.
+            async fn put_events(tx: &mut Tx, run_id: &str, events: &[Event]) -> Result<(), Abort> {
+                if events.is_empty() {
+                    return Ok(());
+                }
+                let mut q = sqlx::QueryBuilder::<$db>::new("INSERT INTO graph_events (run_id, seq, bytes) ");
+                q.push_values(events, |mut b, e| {
+                    b.push_bind(run_id).push_bind(db_int(e.seq)).push_bind($crate::events::encode(e));
+                });
+                q.push(sql::EVENTS_UPSERT);
+                q.build().execute(&mut **tx).await.map_err(abort)?;
+                Ok(())
+            }
+
+            /// Writes the outbox rows of a checkpoint in one statement.
+            async fn put_outbox(tx: &mut Tx, cp: &Checkpoint) -> Result<(), Abort> {
+                if cp.outbox.is_empty() {
+                    return Ok(());
+                }
+                let mut q = sqlx::QueryBuilder::<$db>::new(
+                    "INSERT INTO graph_outbox (run_id, step, idx, outbox_key, bytes) ",
+                );
+                q.push_values(cp.outbox.iter().enumerate(), |mut b, (i, row)| {
+                    b.push_bind(&*cp.run_id)
+                        .push_bind(db_int(cp.step))
+                        .push_bind(db_int(i as u64))
+                        .push_bind(row.key.as_str())
+                        .push_bind(encode_outbox(row));
+                });
+                q.push(sql::OUTBOX_UPSERT);
+                q.build().execute(&mut **tx).await.map_err(abort)?;
+                Ok(())
+            }
+
+            /// One attempt of `save_checkpoint`.
+            async fn try_save(
+                &self,
+                cp: &Checkpoint,
+                record: &[u8],
+                events: &[Event],
+                status: &RunStatus,
+                expected_version: u64,
+            ) -> Result<CommitOutcome, Abort> {
+                let run: &str = &cp.run_id;
+                let mut tx = self.begin().await.map_err(abort)?;
+                // 1. The key, first: a duplicate waits here for the holder and is then refused.
+                let key = sqlx::query(sql::INSERT_KEY)
+                    .bind(cp.idempotency_key.as_str())
+                    .bind(run)
+                    .bind(db_int(cp.step))
+                    .execute(&mut *tx)
+                    .await;
+                match key {
+                    Ok(_) => {}
+                    Err(e) if classify(&e) == Class::Unique => {
+                        tx.rollback().await.map_err(abort)?;
+                        let version = self.version_of(run).await?;
+                        return Ok(CommitOutcome::AlreadyCommitted { version });
+                    }
+                    Err(e) => return Err(abort(e)),
+                }
+                self.wrote(1)?;
+                // 2. The run row, locked.
+                let row = sqlx::query(sql::LOCK_RUN).bind(run).fetch_optional(&mut *tx).await.map_err(abort)?;
+                let row = match row {
+                    Some(r) => Some(decode_run(&r.try_get::<Vec<u8>, _>(0).map_err(abort)?)?),
+                    None => None,
+                };
+                let version = row.as_ref().map_or(0, |r| r.version);
+                // 3. The step, then the version.
+                let existing = sqlx::query(sql::CHECKPOINT)
+                    .bind(run)
+                    .bind(db_int(cp.step))
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(abort)?;
+                if let Some(existing) = existing {
+                    let bytes: Vec<u8> = existing.try_get(0).map_err(abort)?;
+                    let existing_key = decode(run, cp.step, &bytes)?.idempotency_key;
+                    tx.rollback().await.map_err(abort)?;
+                    return Ok(CommitOutcome::StepTaken { existing_key, version });
+                }
+                if version != expected_version {
+                    tx.rollback().await.map_err(abort)?;
+                    return Ok(CommitOutcome::VersionConflict { current: version });
+                }
+                // 4. The checkpoint, its outbox rows, the events; the pending step goes.
+                sqlx::query(sql::INSERT_CHECKPOINT)
+                    .bind(run)
+                    .bind(db_int(cp.step))
+                    .bind(cp.idempotency_key.as_str())
+                    .bind(record)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(abort)?;
+                Self::put_outbox(&mut tx, cp).await?;
+                Self::put_events(&mut tx, run, events).await?;
+                sqlx::query(sql::DELETE_PENDING).bind(run).execute(&mut *tx).await.map_err(abort)?;
+                self.wrote(2)?;
+                // 5. The run row.
+                let (fingerprint, head, latest) = match row.as_ref() {
+                    Some(r) => (r.graph_fingerprint.clone(), r.event_head.clone(), r.latest_step.max(cp.step)),
+                    None => (cp.graph_fingerprint.to_string(), None, cp.step),
+                };
+                let mut info = RunInfo::new(run, status.clone(), latest, version + 1, fingerprint);
+                info.event_head = head_after(head, events);
+                let statement = if row.is_some() { sql::UPDATE_RUN } else { sql::INSERT_RUN };
+                sqlx::query(statement)
+                    .bind(status_name(status))
+                    .bind(db_int(info.latest_step))
+                    .bind(db_int(info.version))
+                    .bind(encode_run(&info))
+                    .bind(run)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(abort)?;
+                self.wrote(3)?;
+                tx.commit().await.map_err(abort)?;
+                Ok(CommitOutcome::Committed { version: info.version })
+            }
+
+            /// One attempt of `set_status`.
+            async fn try_status(
+                &self,
+                run_id: &str,
+                status: &RunStatus,
+                events: &[Event],
+                pending: Option<&[u8]>,
+                expected_version: u64,
+            ) -> Result<CommitOutcome, Abort> {
+                let mut tx = self.begin().await.map_err(abort)?;
+                let row = sqlx::query(sql::LOCK_RUN).bind(run_id).fetch_optional(&mut *tx).await.map_err(abort)?;
+                let Some(row) = row else {
+                    tx.rollback().await.map_err(abort)?;
+                    return Ok(CommitOutcome::VersionConflict { current: 0 });
+                };
+                let mut info = decode_run(&row.try_get::<Vec<u8>, _>(0).map_err(abort)?)?;
+                if info.version != expected_version {
+                    tx.rollback().await.map_err(abort)?;
+                    return Ok(CommitOutcome::VersionConflict { current: info.version });
+                }
+                info.version += 1;
+                info.status = status.clone();
+                info.event_head = head_after(info.event_head.take(), events);
+                Self::put_events(&mut tx, run_id, events).await?;
+                if let Some(p) = pending {
+                    sqlx::query(sql::UPSERT_PENDING).bind(run_id).bind(p).execute(&mut *tx).await.map_err(abort)?;
+                }
+                sqlx::query(sql::UPDATE_RUN)
+                    .bind(status_name(status))
+                    .bind(db_int(info.latest_step))
+                    .bind(db_int(info.version))
+                    .bind(encode_run(&info))
+                    .bind(run_id)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(abort)?;
+                tx.commit().await.map_err(abort)?;
+                Ok(CommitOutcome::Committed { version: info.version })
+            }
+
+            /// One attempt of `put_effect`.
+            async fn try_effect(
+                &self,
+                record: &EffectRecord,
+                expected: Option<&EffectState>,
+            ) -> Result<EffectOutcome, Abort> {
+                let mut tx = self.begin().await.map_err(abort)?;
+                let row = sqlx::query(sql::LOCK_EFFECT)
+                    .bind(record.key.as_str())
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(abort)?;
+                let current = match &row {
+                    Some(r) => Some(decode_effect(&r.try_get::<Vec<u8>, _>(0).map_err(abort)?)?),
+                    None => None,
+                };
+                let outcome = effect_cas(current.as_ref(), expected);
+                if outcome != EffectOutcome::Written {
+                    tx.rollback().await.map_err(abort)?;
+                    return Ok(outcome);
+                }
+                let bytes = encode_effect(record);
+                if current.is_some() {
+                    sqlx::query(sql::UPDATE_EFFECT)
+                        .bind(bytes)
+                        .bind(record.key.as_str())
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(abort)?;
+                } else {
+                    sqlx::query(sql::INSERT_EFFECT)
+                        .bind(record.key.as_str())
+                        .bind(record.run_id.as_str())
+                        .bind(db_int(record.step))
+                        .bind(record.path.as_str())
+                        .bind(i64::from(record.call_index))
+                        .bind(bytes)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(abort)?;
+                }
+                tx.commit().await.map_err(abort)?;
+                Ok(outcome)
+            }
+
+            /// One attempt of `ack_outbox`.
+            async fn try_ack(&self, keys: &[String]) -> Result<usize, Abort> {
+                let mut tx = self.begin().await.map_err(abort)?;
+                let mut removed = 0;
+                for k in keys {
+                    let done = sqlx::query(sql::DELETE_OUTBOX).bind(k.as_str()).execute(&mut *tx).await.map_err(abort)?;
+                    removed += done.rows_affected() as usize;
+                }
+                tx.commit().await.map_err(abort)?;
+                Ok(removed)
+            }
+
+            /// Test hook (feature `test-hooks`): the stored record of a checkpoint.
+            ///
+            /// # Errors
+            ///
+            /// Backend failures.
+            #[cfg(feature = "test-hooks")]
+            pub async fn raw_checkpoint(&self, run_id: &str, step: u64) -> Result<Option<Vec<u8>>, StoreError> {
+                let row = sqlx::query(sql::CHECKPOINT)
+                    .bind(run_id)
+                    .bind(db_int(step))
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(read_error("reading a checkpoint"))?;
+                row.map(|r| r.try_get::<Vec<u8>, _>(0)).transpose().map_err(read_error("reading a checkpoint"))
+            }
+
+            /// Test hook (feature `test-hooks`): overwrites the stored record of a checkpoint (to
+            /// simulate damage or a newer format).
+            ///
+            /// # Errors
+            ///
+            /// Backend failures.
+            #[cfg(feature = "test-hooks")]
+            pub async fn put_raw_checkpoint(&self, run_id: &str, step: u64, bytes: &[u8]) -> Result<(), StoreError> {
+                sqlx::query(sql::OVERWRITE_CHECKPOINT)
+                    .bind(bytes)
+                    .bind(run_id)
+                    .bind(db_int(step))
+                    .execute(&self.pool)
+                    .await
+                    .map_err(read_error("overwriting a checkpoint"))?;
+                Ok(())
+            }
+
+            /// Test hook (feature `test-hooks`): the next commit fails after its `n`-th write (1 = the
+            /// idempotency key, 2 = the checkpoint with its outbox rows and events, 3 = the run row),
+            /// and its transaction rolls back.
+            #[cfg(feature = "test-hooks")]
+            pub fn fail_point(&self) -> &$crate::store::FailPoint {
+                &self.fail
+            }
+
+            /// The connection pool (for tools and benchmarks that query the store's tables).
+            pub fn pool(&self) -> &sqlx::Pool<$db> {
+                &self.pool
+            }
+
+            /// Closes every connection of the pool, waiting for those in use to be returned.
+            pub async fn close(&self) {
+                self.pool.close().await;
+            }
+        }
+
+        #[async_trait]
+        impl Store for $store {
+            async fn save_checkpoint(
+                &self,
+                cp: &Checkpoint,
+                events: &[Event],
+                status: &RunStatus,
+                expected_version: u64,
+            ) -> Result<CommitOutcome, StoreError> {
+                let record = encode(cp);
+                self.with_conflicts("committing a checkpoint", || {
+                    self.try_save(cp, &record, events, status, expected_version)
+                })
+                .await
+            }
+
+            async fn set_status(
+                &self,
+                run_id: &str,
+                status: &RunStatus,
+                events: &[Event],
+                pending: Option<&[u8]>,
+                expected_version: u64,
+            ) -> Result<CommitOutcome, StoreError> {
+                self.with_conflicts("updating a run's status", || {
+                    self.try_status(run_id, status, events, pending, expected_version)
+                })
+                .await
+            }
+
+            async fn events(&self, run_id: &str, from: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
+                let what = "reading events";
+                let rows = sqlx::query(sql::EVENTS)
+                    .bind(run_id)
+                    .bind(db_int(from))
+                    .bind(db_int(limit as u64))
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(read_error(what))?;
+                rows.iter()
+                    .map(|r| {
+                        let seq: i64 = r.try_get(0).map_err(read_error(what))?;
+                        let bytes: Vec<u8> = r.try_get(1).map_err(read_error(what))?;
+                        $crate::events::decode(run_id, from_db_int(seq), &bytes)
+                    })
+                    .collect()
+            }
+
+            async fn pending(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+                let what = "reading a pending step";
+                let row = sqlx::query(sql::PENDING).bind(run_id).fetch_optional(&self.pool).await.map_err(read_error(what))?;
+                row.map(|r| r.try_get::<Vec<u8>, _>(0)).transpose().map_err(read_error(what))
+            }
+
+            async fn run_info(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {
+                let what = "reading a run";
+                let row = sqlx::query(sql::RUN).bind(run_id).fetch_optional(&self.pool).await.map_err(read_error(what))?;
+                match row {
+                    Some(r) => Ok(Some(decode_run(&r.try_get::<Vec<u8>, _>(0).map_err(read_error(what))?)?)),
+                    None => Ok(None),
+                }
+            }
+
+            async fn load_checkpoint(&self, run_id: &str, step: u64) -> Result<Option<Checkpoint>, StoreError> {
+                let what = "reading a checkpoint";
+                let row = sqlx::query(sql::CHECKPOINT)
+                    .bind(run_id)
+                    .bind(db_int(step))
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(read_error(what))?;
+                match row {
+                    Some(r) => Ok(Some(decode(run_id, step, &r.try_get::<Vec<u8>, _>(0).map_err(read_error(what))?)?)),
+                    None => Ok(None),
+                }
+            }
+
+            async fn latest(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError> {
+                let what = "reading the latest checkpoint";
+                let row = sqlx::query(sql::LATEST).bind(run_id).fetch_optional(&self.pool).await.map_err(read_error(what))?;
+                match row {
+                    Some(r) => {
+                        let step: i64 = r.try_get(0).map_err(read_error(what))?;
+                        let bytes: Vec<u8> = r.try_get(1).map_err(read_error(what))?;
+                        Ok(Some(decode(run_id, from_db_int(step), &bytes)?))
+                    }
+                    None => Ok(None),
+                }
+            }
+
+            async fn checkpoints(&self, run_id: &str, from: u64, to: u64) -> Result<Vec<Checkpoint>, StoreError> {
+                if from > to {
+                    return Ok(Vec::new());
+                }
+                let what = "reading checkpoints";
+                let rows = sqlx::query(sql::CHECKPOINTS)
+                    .bind(run_id)
+                    .bind(db_int(from))
+                    .bind(db_int(to))
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(read_error(what))?;
+                rows.iter()
+                    .map(|r| {
+                        let step: i64 = r.try_get(0).map_err(read_error(what))?;
+                        let bytes: Vec<u8> = r.try_get(1).map_err(read_error(what))?;
+                        decode(run_id, from_db_int(step), &bytes)
+                    })
+                    .collect()
+            }
+
+            async fn history(&self, run_id: &str) -> Result<Vec<CheckpointMeta>, StoreError> {
+                Ok(self.checkpoints(run_id, 0, i64::MAX as u64).await?.iter().map(Checkpoint::meta).collect())
+            }
+
+            async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunInfo>, StoreError> {
+                let what = "listing runs";
+                let limit = filter.limit.map_or(i64::MAX, |n| db_int(n as u64));
+                let rows = match &filter.status {
+                    Some(s) => sqlx::query(sql::RUNS_BY_STATUS).bind(status_name(s)).bind(limit).fetch_all(&self.pool).await,
+                    None => sqlx::query(sql::RUNS).bind(limit).fetch_all(&self.pool).await,
+                }
+                .map_err(read_error(what))?;
+                rows.iter().map(|r| decode_run(&r.try_get::<Vec<u8>, _>(0).map_err(read_error(what))?)).collect()
+            }
+
+            async fn prune(&self, run_id: &str, keep: usize) -> Result<usize, StoreError> {
+                let what = "pruning";
+                let rows = sqlx::query(sql::STEPS).bind(run_id).fetch_all(&self.pool).await.map_err(read_error(what))?;
+                let steps: Vec<u64> = rows
+                    .iter()
+                    .map(|r| r.try_get::<i64, _>(0).map(from_db_int))
+                    .collect::<Result<_, _>>()
+                    .map_err(read_error(what))?;
+                let Some(&oldest_kept) = steps.iter().rev().nth(keep.max(1) - 1).or(steps.first()) else {
+                    return Ok(0);
+                };
+                let floor = match self.load_checkpoint(run_id, oldest_kept).await? {
+                    Some(cp) => cp.state.base(oldest_kept),
+                    None => oldest_kept,
+                };
+                if !steps.iter().any(|&s| s < floor) {
+                    return Ok(0);
+                }
+                let done = sqlx::query(sql::PRUNE)
+                    .bind(run_id)
+                    .bind(db_int(floor))
+                    .execute(&self.pool)
+                    .await
+                    .map_err(read_error(what))?;
+                Ok(done.rows_affected() as usize)
+            }
+
+            async fn load_effect(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
+                let what = "reading an effect";
+                let row = sqlx::query(sql::EFFECT).bind(key).fetch_optional(&self.pool).await.map_err(read_error(what))?;
+                match row {
+                    Some(r) => Ok(Some(decode_effect(&r.try_get::<Vec<u8>, _>(0).map_err(read_error(what))?)?)),
+                    None => Ok(None),
+                }
+            }
+
+            async fn put_effect(
+                &self,
+                record: &EffectRecord,
+                expected: Option<&EffectState>,
+            ) -> Result<EffectOutcome, StoreError> {
+                self.with_conflicts("journaling an effect", || self.try_effect(record, expected)).await
+            }
+
+            async fn effects(&self, run_id: &str) -> Result<Vec<EffectRecord>, StoreError> {
+                let what = "reading the effect journal";
+                let rows = sqlx::query(sql::EFFECTS).bind(run_id).fetch_all(&self.pool).await.map_err(read_error(what))?;
+                rows.iter().map(|r| decode_effect(&r.try_get::<Vec<u8>, _>(0).map_err(read_error(what))?)).collect()
+            }
+
+            async fn outbox(&self, limit: usize) -> Result<Vec<OutboxRow>, StoreError> {
+                let what = "reading the outbox";
+                let rows = sqlx::query(sql::OUTBOX)
+                    .bind(db_int(limit as u64))
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(read_error(what))?;
+                rows.iter().map(|r| decode_outbox(&r.try_get::<Vec<u8>, _>(0).map_err(read_error(what))?)).collect()
+            }
+
+            async fn ack_outbox(&self, keys: &[String]) -> Result<usize, StoreError> {
+                if keys.is_empty() {
+                    return Ok(0);
+                }
+                self.with_conflicts("acknowledging outbox rows", || self.try_ack(keys)).await
+            }
+        }
+    };
+}
+pub(crate) use sql_store;
+
+/// The sqlx these stores are built on, for [`PostgresStore::connect_with`] / [`MySqlStore::connect_with`]
+/// options and for queries on [`PostgresStore::pool`] / [`MySqlStore::pool`].
+pub use sqlx;

@@ -1,0 +1,228 @@
+//! [`MySqlStore`]: the store on a MySQL or MariaDB server (feature `mysql`).
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::mysql::{MySql, MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+
+use super::{SERVER_SCHEMA_VERSION, client_class, newer_schema, sql_store, statements};
+use crate::store::FailPoint;
+
+/// The migrations, in order: (version, file).
+const MIGRATIONS: &[(u32, &str)] = &[(1, include_str!("../../../migrations/mysql/0001_init.sql"))];
+
+/// Seconds a connect waits for another process's migration (`GET_LOCK`).
+const MIGRATION_LOCK_WAIT: i64 = 120;
+
+/// A checkpoint store on a MySQL or MariaDB server (InnoDB; feature `mysql`). Clones share the pool.
+///
+/// [`MySqlStore::connect`] takes a URL (`mysql://user:password@host:3306/db`; `mariadb://` is read as
+/// `mysql://`), TLS included (`?ssl-mode=required`, `verify_identity`, `ssl-ca=…`: sqlx's
+/// [`MySqlConnectOptions`]); it applies the embedded migrations and checks the schema version before
+/// it returns. Every connection of the pool is set to READ COMMITTED when it is opened. See the
+/// [module docs](crate::store::server) for how a commit works, and `docs/stores.md`.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn f() -> Result<(), graph_runtime::StoreError> {
+/// let store = graph_runtime::store::MySqlStore::connect("mysql://root@127.0.0.1/test").await?;
+/// # drop(store);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct MySqlStore {
+    pool: MySqlPool,
+    fail: FailPoint,
+}
+
+impl std::fmt::Debug for MySqlStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let o = self.pool.connect_options();
+        f.debug_struct("MySqlStore")
+            .field("host", &o.get_host())
+            .field("port", &o.get_port())
+            .field("database", &o.get_database())
+            .finish()
+    }
+}
+
+impl MySqlStore {
+    /// Connects to the server `url` names (a pool of up to 16 connections, 5 s to get one), creates or
+    /// upgrades the schema, and checks its version. `mariadb://` URLs are accepted as `mysql://`.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Unavailable`] when the server cannot be reached; [`StoreError::Backend`] for a bad
+    /// URL, refused credentials or TLS; [`StoreError::UnsupportedSchemaVersion`] when the database holds
+    /// a newer schema than this build knows.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        let url = match url.strip_prefix("mariadb://") {
+            Some(rest) => format!("mysql://{rest}"),
+            None => url.to_owned(),
+        };
+        let options = MySqlConnectOptions::from_str(&url)
+            .map_err(|e| StoreError::backend("the MySQL connection URL is not valid", e))?;
+        Self::connect_with(options, Self::pool_options()).await
+    }
+
+    /// The pool options [`MySqlStore::connect`] uses: 16 connections, 5 s to acquire one.
+    pub fn pool_options() -> MySqlPoolOptions {
+        MySqlPoolOptions::new().max_connections(16).acquire_timeout(Duration::from_secs(5))
+    }
+
+    /// Connects with explicit connection options (host, credentials, TLS: `ssl_mode`, `ssl_ca`, …) and
+    /// pool options, then migrates as [`MySqlStore::connect`] does. The pool's `after_connect` hook is
+    /// replaced by one that sets the session to READ COMMITTED.
+    ///
+    /// # Errors
+    ///
+    /// As [`MySqlStore::connect`].
+    pub async fn connect_with(
+        options: MySqlConnectOptions,
+        pool: MySqlPoolOptions,
+    ) -> Result<Self, StoreError> {
+        let pool = pool
+            .after_connect(|conn, _| {
+                Box::pin(async move {
+                    sqlx::query("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                        .execute(&mut *conn)
+                        .await
+                        .map(drop)
+                })
+            })
+            .connect_with(options)
+            .await
+            .map_err(|e| {
+                let class = classify(&e);
+                super::store_error(class, "connecting to MySQL", e)
+            })?;
+        let store = MySqlStore { pool, fail: FailPoint::default() };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Applies the migrations newer than the database's schema, one process at a time (`GET_LOCK` on a
+    /// name of the database, held on one connection). MySQL commits DDL implicitly: every statement of
+    /// a migration is idempotent, and its version row is written last.
+    async fn migrate(&self) -> Result<(), StoreError> {
+        let what = "migrating the MySQL schema";
+        let err = |e: sqlx::Error| super::store_error(classify(&e), what, e);
+        let mut conn = self.pool.acquire().await.map_err(err)?;
+        let locked: Option<i64> =
+            sqlx::query_scalar("SELECT GET_LOCK(CONCAT('graph_migrate.', DATABASE()), ?)")
+                .bind(MIGRATION_LOCK_WAIT)
+                .fetch_one(&mut *conn)
+                .await
+                .map_err(err)?;
+        if locked != Some(1) {
+            return Err(StoreError::unavailable(
+                what,
+                format!("another process held the migration lock for more than {MIGRATION_LOCK_WAIT} s"),
+            ));
+        }
+        let migrated = async {
+            sqlx::query(
+                "CREATE TABLE IF NOT EXISTS graph_schema_version (version INT NOT NULL) ENGINE = InnoDB",
+            )
+            .execute(&mut *conn)
+            .await
+            .map_err(err)?;
+            let found: Option<i32> = sqlx::query_scalar("SELECT MAX(version) FROM graph_schema_version")
+                .fetch_one(&mut *conn)
+                .await
+                .map_err(err)?;
+            let found = i64::from(found.unwrap_or(0));
+            if found > i64::from(SERVER_SCHEMA_VERSION) {
+                return Err(newer_schema(found));
+            }
+            for &(version, file) in MIGRATIONS.iter().filter(|(v, _)| i64::from(*v) > found) {
+                for statement in statements(file) {
+                    sqlx::query(sqlx::AssertSqlSafe(statement)).execute(&mut *conn).await.map_err(err)?;
+                }
+                sqlx::query("INSERT INTO graph_schema_version (version) VALUES (?)")
+                    .bind(i32::try_from(version).unwrap_or(i32::MAX))
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(err)?;
+                tracing::info!(version, "applied the MySQL schema migration");
+            }
+            Ok(())
+        }
+        .await;
+        let unlocked = sqlx::query("SELECT RELEASE_LOCK(CONCAT('graph_migrate.', DATABASE()))")
+            .execute(&mut *conn)
+            .await;
+        migrated?;
+        unlocked.map_err(err)?;
+        Ok(())
+    }
+
+    /// A transaction (READ COMMITTED: set on every connection when it opens).
+    async fn begin(&self) -> Result<sqlx::Transaction<'static, MySql>, sqlx::Error> {
+        self.pool.begin().await
+    }
+}
+
+/// How a MySQL / MariaDB error is handled, by error number.
+fn classify(e: &sqlx::Error) -> Class {
+    let Some(db) = e.as_database_error() else { return client_class(e) };
+    if db.is_unique_violation() {
+        return Class::Unique;
+    }
+    let number = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().map(|e| e.number());
+    match number {
+        // ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT
+        Some(1213 | 1205) => Class::Conflict,
+        // ER_CON_COUNT_ERROR, ER_SERVER_SHUTDOWN, ER_ABORTING_CONNECTION, ER_NET_READ_ERROR…,
+        // ER_CONNECTION_KILLED (MariaDB), ER_QUERY_INTERRUPTED (KILL), CR_SERVER_GONE_ERROR, CR_SERVER_LOST
+        Some(1040 | 1053 | 1152 | 1158..=1161 | 1927 | 1317 | 2006 | 2013) => Class::Unavailable,
+        _ => Class::Other,
+    }
+}
+
+mod sql {
+    pub(super) const VERSION: &str = "SELECT version FROM graph_runs WHERE run_id = ?";
+    pub(super) const INSERT_KEY: &str = "INSERT INTO graph_keys (idem_key, run_id, step) VALUES (?, ?, ?)";
+    pub(super) const LOCK_RUN: &str = "SELECT row_bytes FROM graph_runs WHERE run_id = ? FOR UPDATE";
+    pub(super) const RUN: &str = "SELECT row_bytes FROM graph_runs WHERE run_id = ?";
+    pub(super) const CHECKPOINT: &str = "SELECT record FROM graph_checkpoints WHERE run_id = ? AND step = ?";
+    pub(super) const OVERWRITE_CHECKPOINT: &str =
+        "UPDATE graph_checkpoints SET record = ? WHERE run_id = ? AND step = ?";
+    pub(super) const INSERT_CHECKPOINT: &str =
+        "INSERT INTO graph_checkpoints (run_id, step, idem_key, record) VALUES (?, ?, ?, ?)";
+    pub(super) const EVENTS_UPSERT: &str = " ON DUPLICATE KEY UPDATE bytes = VALUES(bytes)";
+    pub(super) const OUTBOX_UPSERT: &str = " ON DUPLICATE KEY UPDATE \
+         outbox_key = VALUES(outbox_key), bytes = VALUES(bytes)";
+    pub(super) const DELETE_PENDING: &str = "DELETE FROM graph_pending WHERE run_id = ?";
+    pub(super) const UPSERT_PENDING: &str = "INSERT INTO graph_pending (run_id, bytes) VALUES (?, ?) \
+         ON DUPLICATE KEY UPDATE bytes = VALUES(bytes)";
+    pub(super) const PENDING: &str = "SELECT bytes FROM graph_pending WHERE run_id = ?";
+    pub(super) const INSERT_RUN: &str =
+        "INSERT INTO graph_runs (status, latest_step, version, row_bytes, run_id) VALUES (?, ?, ?, ?, ?)";
+    pub(super) const UPDATE_RUN: &str =
+        "UPDATE graph_runs SET status = ?, latest_step = ?, version = ?, row_bytes = ? WHERE run_id = ?";
+    pub(super) const EVENTS: &str =
+        "SELECT seq, bytes FROM graph_events WHERE run_id = ? AND seq >= ? ORDER BY seq LIMIT ?";
+    pub(super) const LATEST: &str =
+        "SELECT step, record FROM graph_checkpoints WHERE run_id = ? ORDER BY step DESC LIMIT 1";
+    pub(super) const CHECKPOINTS: &str = "SELECT step, record FROM graph_checkpoints \
+         WHERE run_id = ? AND step >= ? AND step <= ? ORDER BY step";
+    pub(super) const STEPS: &str = "SELECT step FROM graph_checkpoints WHERE run_id = ? ORDER BY step";
+    pub(super) const PRUNE: &str = "DELETE FROM graph_checkpoints WHERE run_id = ? AND step < ?";
+    pub(super) const RUNS: &str = "SELECT row_bytes FROM graph_runs ORDER BY run_id LIMIT ?";
+    pub(super) const RUNS_BY_STATUS: &str =
+        "SELECT row_bytes FROM graph_runs WHERE status = ? ORDER BY run_id LIMIT ?";
+    pub(super) const LOCK_EFFECT: &str = "SELECT record FROM graph_effects WHERE effect_key = ? FOR UPDATE";
+    pub(super) const EFFECT: &str = "SELECT record FROM graph_effects WHERE effect_key = ?";
+    pub(super) const UPDATE_EFFECT: &str = "UPDATE graph_effects SET record = ? WHERE effect_key = ?";
+    pub(super) const INSERT_EFFECT: &str = "INSERT INTO graph_effects \
+         (effect_key, run_id, step, path, call_index, record) VALUES (?, ?, ?, ?, ?, ?)";
+    pub(super) const EFFECTS: &str =
+        "SELECT record FROM graph_effects WHERE run_id = ? ORDER BY step, path, call_index";
+    pub(super) const OUTBOX: &str = "SELECT bytes FROM graph_outbox ORDER BY run_id, step, idx LIMIT ?";
+    pub(super) const DELETE_OUTBOX: &str = "DELETE FROM graph_outbox WHERE outbox_key = ?";
+}
+
+sql_store!(MySqlStore, MySql);
