@@ -29,7 +29,7 @@ pub fn with_database(url: &str, database: &str) -> String {
 pub fn on_own_runtime<F, E>(work: F)
 where
     F: std::future::Future<Output = Result<(), E>> + Send + 'static,
-    E: std::fmt::Display,
+    E: std::fmt::Display + Send + 'static,
 {
     let done = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
