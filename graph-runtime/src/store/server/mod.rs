@@ -72,6 +72,8 @@ pub(crate) enum Class {
 /// The class of sqlx errors that do not come from the server's SQL engine.
 pub(crate) fn client_class(e: &sqlx::Error) -> Class {
     match e {
+        // A certificate the TLS handshake refused (rustls reports it as invalid data): permanent.
+        sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::InvalidData => Class::Other,
         sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::WorkerCrashed => Class::Unavailable,
         // The server closed the connection in the middle of a message.
         sqlx::Error::Protocol(_) => Class::Unavailable,

@@ -1,0 +1,401 @@
+//! The database-server stores when the server goes away: connections killed by the server mid-run
+//! (`pg_terminate_backend`, `KILL`), the network cut and restored (a TCP proxy), the retry timeout
+//! expiring; migrations from several connects at once, a newer schema, TLS options passed through.
+//!
+//! Needs the servers: `cargo test -p graph-tests --features postgres,mysql --test sql_servers`
+//! (GRAPH_TEST_POSTGRES_URL / GRAPH_TEST_MYSQL_URL, by default the local ones). An unreachable server
+//! fails the tests, with the URL and how to start it.
+
+#![cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code, unused_imports))]
+
+use std::time::{Duration, Instant};
+
+use graph_runtime::store::conformance::Backend;
+use graph_runtime::{END, Engine, EngineOptions, Error, Graph, Route, Store, StoreError};
+use graph_tests::proxy::Proxy;
+use graph_tests::{Trace, TraceDelta, state_hash};
+
+/// Says, in a run without the feature, that these tests did not run.
+#[cfg(not(feature = "postgres"))]
+#[test]
+#[ignore = "built without feature postgres: run cargo test -p graph-tests --features postgres,mysql"]
+fn postgres_server_tests_not_run() {}
+
+/// Says, in a run without the feature, that these tests did not run.
+#[cfg(not(feature = "mysql"))]
+#[test]
+#[ignore = "built without feature mysql: run cargo test -p graph-tests --features postgres,mysql"]
+fn mysql_server_tests_not_run() {}
+
+/// What the tests need of a server beyond a [`Backend`].
+trait Server: Backend {
+    /// Creates the backend's database.
+    fn create(&self) -> impl std::future::Future<Output = ()> + Send;
+    /// Connects a store to the backend's database, through `127.0.0.1:port` when given, with a pool
+    /// acquire timeout of `acquire`.
+    fn connect(
+        &self,
+        port: Option<u16>,
+        acquire: Duration,
+    ) -> impl std::future::Future<Output = Result<Self::Store, StoreError>> + Send + 'static;
+    /// The server's `host:port`.
+    fn target(&self) -> String;
+    /// Closes, from the server side, every connection to the backend's database; returns how many.
+    fn kill_connections(&self) -> impl std::future::Future<Output = u64> + Send;
+    /// Runs one statement on the backend's database through `store`.
+    fn execute(store: &Self::Store, sql: &'static str) -> impl std::future::Future<Output = ()> + Send;
+    /// Rows of `graph_schema_version`.
+    fn schema_rows(store: &Self::Store) -> impl std::future::Future<Output = i64> + Send;
+    /// Connects with `query` (TLS options) appended to the database's URL.
+    fn connect_url(
+        &self,
+        query: &str,
+    ) -> impl std::future::Future<Output = Result<Self::Store, StoreError>> + Send;
+}
+
+#[cfg(feature = "postgres")]
+mod pg {
+    use super::*;
+    use graph_runtime::store::PostgresStore;
+    use graph_runtime::store::server::sqlx::{self, Connection};
+    pub(super) use graph_tests::backends::Postgres;
+
+    impl Server for Postgres {
+        async fn create(&self) {
+            Postgres::create(self).await;
+        }
+        fn connect(
+            &self,
+            port: Option<u16>,
+            acquire: Duration,
+        ) -> impl std::future::Future<Output = Result<PostgresStore, StoreError>> + Send + 'static {
+            let mut options = self.options();
+            if let Some(port) = port {
+                options = options.host("127.0.0.1").port(port);
+            }
+            let pool = PostgresStore::pool_options().acquire_timeout(acquire);
+            async move { PostgresStore::connect_with(options, pool).await }
+        }
+        fn target(&self) -> String {
+            let o = self.options();
+            format!("{}:{}", o.get_host(), o.get_port())
+        }
+        async fn kill_connections(&self) -> u64 {
+            let url = graph_tests::backends::servers::postgres_url();
+            let mut admin = sqlx::PgConnection::connect(&url).await.expect("an admin connection");
+            let killed: Vec<bool> = sqlx::query_scalar(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE datname = $1 AND pid <> pg_backend_pid()",
+            )
+            .bind(self.database())
+            .fetch_all(&mut admin)
+            .await
+            .expect("pg_terminate_backend");
+            let _ = admin.close().await;
+            killed.into_iter().filter(|k| *k).count() as u64
+        }
+        async fn execute(store: &PostgresStore, sql: &'static str) {
+            sqlx::query(sql).execute(store.pool()).await.expect(sql);
+        }
+        async fn schema_rows(store: &PostgresStore) -> i64 {
+            sqlx::query_scalar("SELECT COUNT(*) FROM graph_schema_version")
+                .fetch_one(store.pool())
+                .await
+                .unwrap()
+        }
+        async fn connect_url(&self, query: &str) -> Result<PostgresStore, StoreError> {
+            self.create().await;
+            PostgresStore::connect(&format!("{}?{query}", self.url())).await
+        }
+    }
+}
+
+#[cfg(feature = "mysql")]
+mod my {
+    use super::*;
+    use graph_runtime::store::MySqlStore;
+    use graph_runtime::store::server::sqlx::{self, Connection};
+    pub(super) use graph_tests::backends::MySql;
+
+    impl Server for MySql {
+        async fn create(&self) {
+            MySql::create(self).await;
+        }
+        fn connect(
+            &self,
+            port: Option<u16>,
+            acquire: Duration,
+        ) -> impl std::future::Future<Output = Result<MySqlStore, StoreError>> + Send + 'static {
+            let mut options = self.options();
+            if let Some(port) = port {
+                options = options.host("127.0.0.1").port(port);
+            }
+            let pool = MySqlStore::pool_options().acquire_timeout(acquire);
+            async move { MySqlStore::connect_with(options, pool).await }
+        }
+        fn target(&self) -> String {
+            let o = self.options();
+            format!("{}:{}", o.get_host(), o.get_port())
+        }
+        async fn kill_connections(&self) -> u64 {
+            let url = graph_tests::backends::servers::mysql_url();
+            let mut admin = sqlx::MySqlConnection::connect(&url).await.expect("an admin connection");
+            let ids: Vec<i64> = sqlx::query_scalar(
+                "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()",
+            )
+            .bind(self.database())
+            .fetch_all(&mut admin)
+            .await
+            .expect("the process list");
+            let mut killed = 0;
+            for id in ids {
+                // Unknown thread (it ended meanwhile) is fine.
+                if sqlx::query(sqlx::AssertSqlSafe(format!("KILL CONNECTION {id}")))
+                    .execute(&mut admin)
+                    .await
+                    .is_ok()
+                {
+                    killed += 1;
+                }
+            }
+            let _ = admin.close().await;
+            killed
+        }
+        async fn execute(store: &MySqlStore, sql: &'static str) {
+            sqlx::query(sql).execute(store.pool()).await.expect(sql);
+        }
+        async fn schema_rows(store: &MySqlStore) -> i64 {
+            sqlx::query_scalar("SELECT COUNT(*) FROM graph_schema_version")
+                .fetch_one(store.pool())
+                .await
+                .unwrap()
+        }
+        async fn connect_url(&self, query: &str) -> Result<MySqlStore, StoreError> {
+            self.create().await;
+            MySqlStore::connect(&format!("{}?{query}", self.url())).await
+        }
+    }
+}
+
+#[cfg(feature = "mysql")]
+use my::MySql;
+#[cfg(feature = "postgres")]
+use pg::Postgres;
+
+graph_tests::for_backends! {
+    super: [
+        connections_killed_by_the_server_mid_run_lose_and_double_nothing,
+        a_cut_network_is_retried_and_the_run_continues_when_it_returns,
+        an_expired_retry_timeout_is_a_typed_unavailable_error,
+        concurrent_connects_migrate_once,
+        a_newer_schema_is_unsupported,
+    ];
+    #[cfg(feature = "postgres")]
+    postgres => Postgres::new(),
+    #[cfg(feature = "mysql")]
+    mysql => MySql::new(),
+}
+
+/// A loop of `n` steps, each appending one entry and adding one, sleeping `pause` in its node.
+fn counter(n: u64, pause: Duration) -> Graph<Trace> {
+    Graph::<Trace>::builder("counter")
+        .node("tick", move |s, ctx| {
+            let i = s.count;
+            Box::pin(async move {
+                tokio::time::sleep(pause).await;
+                let route = if i + 1 < n { Route::Goto(0) } else { Route::Goto(1) };
+                Ok((TraceDelta::default().count(1).log(format!("tick {i} at step {}", ctx.step())), route))
+            })
+        })
+        .entry("tick")
+        .edge("tick", "tick")
+        .edge("tick", END)
+        .build()
+        .unwrap()
+}
+
+/// The run `run` of `store` equals the same run on the memory store: state, steps, every step
+/// committed exactly once, the event log as long and numbered without gaps or doubles.
+async fn assert_equals_the_memory_run(store: &impl Store, n: u64, state: &Trace, steps: u64) {
+    let reference = Engine::builder(counter(n, Duration::ZERO)).build();
+    let expected = reference.run("r", Trace::default()).await.unwrap();
+    assert_eq!(state_hash(state), state_hash(&expected.state));
+    assert_eq!(state.log.len() as u64, n, "every tick once");
+    assert_eq!(steps, expected.steps);
+    let history: Vec<u64> = store.history("r").await.unwrap().iter().map(|m| m.step).collect();
+    assert_eq!(history, (0..=expected.steps).collect::<Vec<_>>());
+    let events = store.events("r", 0, 100_000).await.unwrap();
+    let expected_events = reference.store().events("r", 0, 100_000).await.unwrap();
+    assert_eq!(events.len(), expected_events.len());
+    assert!(events.iter().enumerate().all(|(i, e)| e.seq == i as u64), "event seqs without gaps or doubles");
+    let types = |es: &[graph_runtime::events::Event]| {
+        es.iter().map(|e| format!("{:?}", e.event_type)).collect::<Vec<_>>()
+    };
+    assert_eq!(types(&events), types(&expected_events));
+}
+
+async fn connections_killed_by_the_server_mid_run_lose_and_double_nothing<B: Server>(b: &B) {
+    let store = b.open().await;
+    let engine = Engine::builder(counter(60, Duration::from_millis(5)))
+        .store(store.clone())
+        .options(EngineOptions::default().store_retry_timeout(Duration::from_secs(60)))
+        .build();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let run = async {
+        let out = engine.run("r", Trace::default()).await;
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        out
+    };
+    let killer = async {
+        let mut killed = 0;
+        while !done.load(std::sync::atomic::Ordering::SeqCst) {
+            killed += b.kill_connections().await;
+            tokio::time::sleep(Duration::from_millis(40)).await;
+        }
+        killed
+    };
+    let (out, killed) = tokio::join!(run, killer);
+    let out = out.expect("the run completes although its connections were killed");
+    assert!(killed > 0, "the server closed no connection of the store");
+    eprintln!("{killed} connections killed by the server during the run");
+    assert!(out.is_completed());
+    assert_equals_the_memory_run(&store, 60, &out.state, out.steps).await;
+}
+
+async fn a_cut_network_is_retried_and_the_run_continues_when_it_returns<B: Server>(b: &B) {
+    b.create().await;
+    let proxy = Proxy::start(b.target()).await;
+    let store =
+        b.connect(Some(proxy.port()), Duration::from_secs(1)).await.expect("connect through the proxy");
+    let engine = Engine::builder(counter(40, Duration::from_millis(20)))
+        .store(store.clone())
+        .options(EngineOptions::default().store_retry_timeout(Duration::from_secs(60)))
+        .build();
+    let outage = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        proxy.cut();
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let refused = proxy.refused();
+        proxy.restore();
+        refused
+    };
+    let (out, refused) = tokio::join!(engine.run("r", Trace::default()), outage);
+    let out = out.expect("the run continues once the server is back");
+    assert!(refused > 0, "nothing tried to reach the server while it was away");
+    assert!(out.is_completed());
+    assert_equals_the_memory_run(&store, 40, &out.state, out.steps).await;
+}
+
+async fn an_expired_retry_timeout_is_a_typed_unavailable_error<B: Server>(b: &B) {
+    b.create().await;
+    let proxy = Proxy::start(b.target()).await;
+    let store =
+        b.connect(Some(proxy.port()), Duration::from_millis(500)).await.expect("connect through the proxy");
+    let engine = Engine::builder(counter(1000, Duration::from_millis(10)))
+        .store(store)
+        .options(EngineOptions::default().store_retry_timeout(Duration::from_secs(2)))
+        .build();
+    let started = Instant::now();
+    let cut = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        proxy.cut();
+    };
+    let (out, ()) = tokio::join!(engine.run("r", Trace::default()), cut);
+    match out {
+        Err(Error::Store(e @ StoreError::Unavailable { .. })) => {
+            assert!(e.is_retryable());
+            eprintln!("after {:?}: {e}", started.elapsed());
+        }
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(30), "gave up after {:?}", started.elapsed());
+}
+
+async fn concurrent_connects_migrate_once<B: Server>(b: &B) {
+    b.create().await;
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        set.spawn(b.connect(None, Duration::from_secs(30)));
+    }
+    let mut stores = Vec::new();
+    while let Some(s) = set.join_next().await {
+        stores.push(s.unwrap().expect("every concurrent connect succeeds"));
+    }
+    assert_eq!(B::schema_rows(&stores[0]).await, 1, "the migration ran once");
+    // They all work on the one schema.
+    let cp = graph_runtime::store::conformance::checkpoint("m", 0, 1);
+    assert!(matches!(
+        stores[3].save_checkpoint(&cp, &[], &graph_runtime::RunStatus::Running, 0).await.unwrap(),
+        graph_runtime::store::CommitOutcome::Committed { version: 1 }
+    ));
+    assert_eq!(stores[5].history("m").await.unwrap().len(), 1);
+}
+
+async fn a_newer_schema_is_unsupported<B: Server>(b: &B) {
+    let store = b.open().await;
+    B::execute(&store, "INSERT INTO graph_schema_version (version) VALUES (99)").await;
+    let again = b.connect(None, Duration::from_secs(5)).await;
+    match again {
+        Err(StoreError::UnsupportedSchemaVersion { found: 99, supported: 1 }) => {}
+        Err(other) => panic!("expected UnsupportedSchemaVersion, got {other:?}"),
+        Ok(_) => panic!("a database at schema 99 was opened"),
+    }
+    // Nothing was changed by the refused connect.
+    assert_eq!(B::schema_rows(&store).await, 2);
+}
+
+/// `sslmode` in the URL reaches the driver: `require` gets an encrypted connection from the local server
+/// (its snakeoil certificate), `verify-full` refuses that self-signed certificate with a typed,
+/// permanent error.
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_tls_options_pass_through() {
+    use graph_runtime::store::server::sqlx;
+    let b = Postgres::new();
+    match b.connect_url("sslmode=require").await {
+        Ok(store) => {
+            let ssl: bool = sqlx::query_scalar("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
+            assert!(ssl, "sslmode=require gave a connection without TLS");
+        }
+        Err(e) => {
+            // A server without TLS: the requirement is refused, typed and permanent.
+            assert!(matches!(e, StoreError::Backend { .. }) && !e.is_retryable(), "{e:?}");
+            eprintln!("sslmode=require against a server without TLS: {e}");
+        }
+    }
+    match b.connect_url("sslmode=verify-full").await {
+        Err(e) => {
+            assert!(matches!(e, StoreError::Backend { .. }) && !e.is_retryable(), "{e:?}");
+            eprintln!("sslmode=verify-full: {e}");
+        }
+        Ok(_) => panic!("verify-full accepted a certificate no root signs"),
+    }
+}
+
+/// `ssl-mode=required` in the URL reaches the driver: against the local server, which has no TLS, it is
+/// a typed, permanent error.
+#[cfg(feature = "mysql")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_tls_options_pass_through() {
+    let b = MySql::new();
+    let plain = b.connect_url("ssl-mode=disabled").await.expect("ssl-mode=disabled connects");
+    drop(plain);
+    match b.connect_url("ssl-mode=required").await {
+        Err(e) => {
+            assert!(matches!(e, StoreError::Backend { .. }) && !e.is_retryable(), "{e:?}");
+            eprintln!("ssl-mode=required: {e}");
+        }
+        Ok(store) => {
+            // A server with TLS: the connection is encrypted.
+            use graph_runtime::store::server::sqlx;
+            let row: (String, String) = sqlx::query_as("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
+            assert!(!row.1.is_empty(), "ssl-mode=required gave a connection without TLS");
+        }
+    }
+}
