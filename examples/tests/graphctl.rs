@@ -460,9 +460,10 @@ fn failures_are_one_line_and_an_exit_code() {
     drop(held);
     graphctl(store, &["runs"]).ok();
 
-    for (url, feature) in
-        [("postgres://u:p@db/x", "postgres"), ("mysql://db/x", "mysql"), ("sqlite:///tmp/x.db", "sqlite")]
-    {
+    let built = [cfg!(feature = "postgres"), cfg!(feature = "mysql"), false];
+    let urls =
+        [("postgres://u:p@db/x", "postgres"), ("mysql://db/x", "mysql"), ("sqlite:///tmp/x.db", "sqlite")];
+    for (url, feature) in urls.into_iter().zip(built).filter(|(_, built)| !built).map(|(u, _)| u) {
         let built_without = format!("this graphctl was built without the `{feature}` feature");
         graphctl(Path::new(url), &["runs"]).fails(6, &built_without);
     }
@@ -496,4 +497,87 @@ fn docs_stores() {
     store_with_runs(&dir.join("store"), &dir.join("ledger.txt"));
     keyed_store(&dir.join("keyed"), &dir.join("ledger.txt"));
     std::fs::write(dir.join("key"), KEY).unwrap();
+}
+
+/// `url` with its database (the path) replaced by `database`.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+fn with_database(url: &str, database: &str) -> String {
+    let url = url.split('?').next().unwrap_or(url);
+    let scheme_end = url.find("://").map_or(0, |i| i + 3);
+    let slash = url[scheme_end..].find('/').map_or(url.len(), |i| scheme_end + i);
+    format!("{}/{database}", &url[..slash])
+}
+
+/// graphctl on a database server (`--store postgres://…` / `mysql://…`): lists, shows and verifies
+/// the runs an engine wrote there. `store` is the database's URL (created by the caller).
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+fn graphctl_reads_runs_written_to(url: &str, store: std::sync::Arc<dyn graph_runtime::Store>) {
+    let dir = tempfile::tempdir().unwrap();
+    block_on(async {
+        let orders = Engine::builder(checkout::graph()).shared_store(store).build();
+        let ledger = dir.path().join("ledger.txt");
+        assert!(orders.run("order-1", order("order-1", 3000, &ledger)).await.unwrap().is_completed());
+    });
+    let at = Path::new(url);
+    let runs = json(at, &["runs"]);
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 1, "{runs}");
+    assert_eq!(runs["runs"][0]["run_id"], "order-1");
+    assert!(graphctl(at, &["history", "order-1"]).ok().stdout.contains("charge"));
+    graphctl(at, &["verify", "--all"]).ok();
+    graphctl(at, &["show", "nope"]).fails(3, "no run `nope`");
+}
+
+/// Needs the local PostgreSQL (or GRAPH_TEST_POSTGRES_URL); a database of its own, dropped at the end.
+#[cfg(feature = "postgres")]
+#[test]
+fn graphctl_opens_postgres_urls() {
+    use graph_runtime::store::PostgresStore;
+    use graph_runtime::store::server::sqlx::{self, Connection};
+    let server = std::env::var("GRAPH_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let name = format!("graphctl_test_{}", std::process::id());
+    let url = with_database(&server, &name);
+    let admin = |sql: String| {
+        let server = server.clone();
+        block_on(async move {
+            let mut c = sqlx::PgConnection::connect(&server)
+                .await
+                .unwrap_or_else(|e| panic!("cannot reach PostgreSQL at {server}: {e}"));
+            sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut c).await.unwrap();
+        })
+    };
+    admin(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+    admin(format!("CREATE DATABASE {name}"));
+    let store = block_on(PostgresStore::connect(&url)).unwrap();
+    graphctl_reads_runs_written_to(
+        &url.replacen("postgres://", "postgresql://", 1),
+        std::sync::Arc::new(store),
+    );
+    admin(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+}
+
+/// Needs the local MariaDB (or GRAPH_TEST_MYSQL_URL); a database of its own, dropped at the end.
+#[cfg(feature = "mysql")]
+#[test]
+fn graphctl_opens_mysql_urls() {
+    use graph_runtime::store::MySqlStore;
+    use graph_runtime::store::server::sqlx::{self, Connection};
+    let server =
+        std::env::var("GRAPH_TEST_MYSQL_URL").unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".into());
+    let name = format!("graphctl_test_{}", std::process::id());
+    let url = with_database(&server, &name);
+    let admin = |sql: String| {
+        let server = server.clone();
+        block_on(async move {
+            let mut c = sqlx::MySqlConnection::connect(&server)
+                .await
+                .unwrap_or_else(|e| panic!("cannot reach MySQL at {server}: {e}"));
+            sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut c).await.unwrap();
+        })
+    };
+    admin(format!("DROP DATABASE IF EXISTS {name}"));
+    admin(format!("CREATE DATABASE {name}"));
+    let store = block_on(MySqlStore::connect(&url)).unwrap();
+    graphctl_reads_runs_written_to(&url.replacen("mysql://", "mariadb://", 1), std::sync::Arc::new(store));
+    admin(format!("DROP DATABASE IF EXISTS {name}"));
 }

@@ -18,7 +18,15 @@ pub(crate) async fn open_store(spec: &str) -> Result<Arc<dyn Store>, Failure> {
         // Some(("sqlite", path)) => Ok(Arc::new(SqliteStore::open(path)?))`, and for the servers
         // `PostgresStore::connect(spec).await?`. Until then, and in a build without the feature:
         Some(("sqlite", _)) => Err(not_built("sqlite")),
+        #[cfg(feature = "postgres")]
+        Some(("postgres" | "postgresql", _)) => {
+            Ok(Arc::new(crate::store::PostgresStore::connect(spec).await?))
+        }
+        #[cfg(not(feature = "postgres"))]
         Some(("postgres" | "postgresql", _)) => Err(not_built("postgres")),
+        #[cfg(feature = "mysql")]
+        Some(("mysql" | "mariadb", _)) => Ok(Arc::new(crate::store::MySqlStore::connect(spec).await?)),
+        #[cfg(not(feature = "mysql"))]
         Some(("mysql" | "mariadb", _)) => Err(not_built("mysql")),
         Some((scheme, _)) => Err(Failure::new(
             Exit::Usage,

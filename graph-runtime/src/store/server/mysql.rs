@@ -188,6 +188,7 @@ mod sql {
     pub(super) const LOCK_RUN: &str = "SELECT row_bytes FROM graph_runs WHERE run_id = ? FOR UPDATE";
     pub(super) const RUN: &str = "SELECT row_bytes FROM graph_runs WHERE run_id = ?";
     pub(super) const CHECKPOINT: &str = "SELECT record FROM graph_checkpoints WHERE run_id = ? AND step = ?";
+    #[cfg(feature = "test-hooks")]
     pub(super) const OVERWRITE_CHECKPOINT: &str =
         "UPDATE graph_checkpoints SET record = ? WHERE run_id = ? AND step = ?";
     pub(super) const INSERT_CHECKPOINT: &str =

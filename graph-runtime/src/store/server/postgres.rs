@@ -160,6 +160,7 @@ mod sql {
     pub(super) const RUN: &str = "SELECT row_bytes FROM graph_runs WHERE run_id = $1";
     pub(super) const CHECKPOINT: &str =
         "SELECT record FROM graph_checkpoints WHERE run_id = $1 AND step = $2";
+    #[cfg(feature = "test-hooks")]
     pub(super) const OVERWRITE_CHECKPOINT: &str =
         "UPDATE graph_checkpoints SET record = $1 WHERE run_id = $2 AND step = $3";
     pub(super) const INSERT_CHECKPOINT: &str =
