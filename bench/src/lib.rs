@@ -1,6 +1,10 @@
 //! The benchmark workloads, shared by the criterion benches (`benches/engine.rs`) and the runner behind
 //! `docs/BENCHMARKS.md` (`src/main.rs`). Each mirrors a workload of `bench/langgraph/bench.py`.
 
+/// The `postgres` and `mysql` workloads of the runner (features `postgres`, `mysql`).
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub mod servers;
+
 use graph_runtime::node::BoxFuture;
 use graph_runtime::state::{Delta, FieldWrite, Reducer, Strategy, merge};
 use graph_runtime::{Branch, END, Graph, MergeError, NodeResult, Route};

@@ -10,7 +10,8 @@
 //! bare sled's own commit rate), `effects` (the same loop with one journaled effect per step),
 //! `concurrent` (1, 8, 64, 256 durable runs at once), `growth` (a 1 MiB state growing 1 KiB a step for
 //! 1,000 steps: bytes written per step), `resume` (latency of resuming after 100 and 100,000 steps),
-//! `memory` (resident memory of 10,000 runs in flight). `GRAPH_BENCH_MODE=memory` limits `loop` to one
+//! `memory` (resident memory of 10,000 runs in flight); with features `postgres` / `mysql`, the
+//! `postgres` and `mysql` workloads (not in the default list: see `graph_bench::servers`). `GRAPH_BENCH_MODE=memory` limits `loop` to one
 //! store, for profiling. `loop`, `fanout` and `resume` repeat `3 × K` times (they take milliseconds);
 //! `memory` runs in a child process of its own when other workloads run too.
 
@@ -128,6 +129,16 @@ fn main() {
                 assert!(child.status().expect("runs itself").success(), "the memory workload failed");
             }
             "memory" => rt.block_on(memory_workload(scale(10_000) as usize)),
+            // Database servers (features `postgres`, `mysql`): see `graph_bench::servers`.
+            #[cfg(feature = "postgres")]
+            "postgres" => {
+                rt.block_on(graph_bench::servers::postgres(scale(1_000), scale(200), a.repeat, &emit))
+            }
+            #[cfg(feature = "mysql")]
+            "mysql" => rt.block_on(graph_bench::servers::mysql(scale(1_000), scale(200), a.repeat, &emit)),
+            "postgres" | "mysql" => {
+                panic!("built without feature {w}: cargo run --release -p graph-bench --features {w}")
+            }
             other => panic!("unknown workload {other}"),
         }
         eprintln!("   {:.1} s", t0.elapsed().as_secs_f64());

@@ -1,0 +1,273 @@
+//! The `postgres` and `mysql` workloads (features `postgres`, `mysql` of graph-bench): durable
+//! sequential commits of the engine on a database server beside a floor measured the same way (a bare
+//! three-statement transaction: insert the key, insert the checkpoint, update the run row), and 64
+//! concurrent runs against one.
+//!
+//! Servers: GRAPH_BENCH_POSTGRES_URL / GRAPH_BENCH_MYSQL_URL (default: the local ones, as superuser/root);
+//! each workload creates a database of its own and drops it at the end.
+
+use std::time::Instant;
+
+use graph_runtime::store::server::sqlx::{self, Connection};
+use graph_runtime::{Engine, EngineOptions, Store};
+use serde_json::json;
+
+use crate::{Count, loop_graph};
+
+/// What a workload reports: one JSON object per measurement.
+pub type Emit<'a> = &'a dyn Fn(serde_json::Value);
+
+/// The median of `v`.
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n == 0 {
+        return 0.0;
+    }
+    if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 }
+}
+
+/// The engine part of a server workload, on stores `connect` opens: durable sequential commits of one
+/// run of `n` steps (`repeat` times), then 1 and 64 concurrent runs of `steps` steps; returns the
+/// median sequential commits/s.
+async fn engine_part<S, F, Fut>(
+    mode: &str,
+    n: u64,
+    steps: u64,
+    repeat: usize,
+    connect: F,
+    emit: Emit<'_>,
+) -> f64
+where
+    S: Store + Clone,
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = S>,
+{
+    let store = connect().await;
+    let mut all = Vec::new();
+    for i in 0..=repeat {
+        let engine = Engine::builder(loop_graph(n))
+            .store(store.clone())
+            .options(EngineOptions::default().max_steps(n + 1))
+            .build();
+        let t = Instant::now();
+        let out = engine.run(&format!("seq-{i}"), Count::default()).await.expect("the durable run");
+        assert_eq!(out.steps, n);
+        if i > 0 {
+            // The first is a warm-up (connections, statement caches).
+            all.push(t.elapsed().as_secs_f64());
+        }
+    }
+    let commits = n + 1;
+    let m = median(&all);
+    let sequential = commits as f64 / m;
+    emit(json!({"workload": "durable", "mode": mode, "n": n, "repeat": all.len(), "seconds_median": m,
+        "seconds_all": all, "commits_per_s": sequential,
+        "note": "one run, sequential steps, each commit one server transaction"}));
+    let mut one = 0.0;
+    for runs in [1usize, 64] {
+        let mut all = Vec::new();
+        for rep in 0..repeat.min(3) {
+            let engine = Engine::builder(loop_graph(steps))
+                .store(store.clone())
+                .options(EngineOptions::default().max_steps(steps + 1))
+                .build();
+            let t = Instant::now();
+            let tasks: Vec<_> = (0..runs)
+                .map(|r| {
+                    let engine = engine.clone();
+                    tokio::spawn(
+                        async move { engine.run(&format!("c{runs}-{rep}-{r}"), Count::default()).await },
+                    )
+                })
+                .collect();
+            for task in tasks {
+                task.await.expect("a run task").expect("a concurrent run");
+            }
+            all.push(t.elapsed().as_secs_f64());
+        }
+        let m = median(&all);
+        let rate = (runs as u64 * (steps + 1)) as f64 / m;
+        if runs == 1 {
+            one = rate;
+        }
+        emit(json!({"workload": "concurrent", "mode": mode, "n": runs, "steps_per_run": steps,
+            "repeat": all.len(), "seconds_median": m, "seconds_all": all, "commits_per_s": rate,
+            "ratio_to_one_run": rate / one, "note": "aggregate durable commits of all runs"}));
+    }
+    sequential
+}
+
+/// A name for the bench's database.
+fn database_name() -> String {
+    format!("graph_bench_{}", std::process::id())
+}
+
+/// `url` with its database replaced by `database`.
+fn with_database(url: &str, database: &str) -> String {
+    let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let slash = base[scheme_end..].find('/').map_or(base.len(), |i| scheme_end + i);
+    match query {
+        Some(q) => format!("{}/{database}?{q}", &base[..slash]),
+        None => format!("{}/{database}", &base[..slash]),
+    }
+}
+
+/// A record as large as the loop's checkpoints, for the floor's inserts.
+fn record_bytes(len: usize) -> Vec<u8> {
+    vec![0x5a; len]
+}
+
+/// The PostgreSQL workload.
+#[cfg(feature = "postgres")]
+pub async fn postgres(n: u64, steps: u64, repeat: usize, emit: Emit<'_>) {
+    use graph_runtime::store::PostgresStore;
+    let server = std::env::var("GRAPH_BENCH_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let name = database_name();
+    let admin = |sql: String| {
+        let server = server.clone();
+        async move {
+            let mut c = sqlx::PgConnection::connect(&server).await.expect("the PostgreSQL server");
+            sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut c).await.expect("admin statement");
+            let _ = c.close().await;
+        }
+    };
+    admin(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
+    admin(format!("CREATE DATABASE {name}")).await;
+    let url = with_database(&server, &name);
+    let connect = || async { PostgresStore::connect(&url).await.expect("connect the store") };
+    let sequential = engine_part("postgres", n, steps, repeat, connect, emit).await;
+    // The floor: the same number of bare transactions on the store's own tables, one connection.
+    let store = PostgresStore::connect(&url).await.expect("connect the store");
+    let len = record_len(&store).await;
+    let mut conn = store.pool().acquire().await.expect("a connection");
+    let record = record_bytes(len);
+    sqlx::query("INSERT INTO graph_runs (run_id, status, latest_step, version, row_bytes) VALUES ('floor', 'running', 0, 0, $1)")
+        .bind(&record[..64.min(len)])
+        .execute(&mut *conn)
+        .await
+        .expect("the floor's run row");
+    let mut floors = Vec::new();
+    for rep in 0..repeat {
+        let t = Instant::now();
+        for step in 0..=n {
+            let mut tx = sqlx::Connection::begin(&mut *conn).await.expect("begin");
+            sqlx::query("INSERT INTO graph_keys (idem_key, run_id, step) VALUES ($1, 'floor', $2)")
+                .bind(format!("floor-{rep}-{step}"))
+                .bind(step as i64)
+                .execute(&mut *tx)
+                .await
+                .expect("key");
+            sqlx::query(
+                "INSERT INTO graph_checkpoints (run_id, step, idem_key, record) VALUES ('floor', $1, $2, $3)",
+            )
+            .bind((rep as u64 * (n + 1) + step) as i64)
+            .bind(format!("floor-{rep}-{step}"))
+            .bind(&record[..])
+            .execute(&mut *tx)
+            .await
+            .expect("checkpoint");
+            sqlx::query(
+                "UPDATE graph_runs SET version = version + 1, latest_step = $1 WHERE run_id = 'floor'",
+            )
+            .bind(step as i64)
+            .execute(&mut *tx)
+            .await
+            .expect("run row");
+            tx.commit().await.expect("commit");
+        }
+        floors.push((n + 1) as f64 / t.elapsed().as_secs_f64());
+    }
+    drop(conn);
+    store.close().await;
+    let floor = median(&floors);
+    emit(json!({"workload": "floor", "mode": "postgres", "n": n, "repeat": repeat,
+        "commits_per_s_median": floor, "commits_per_s_all": floors, "record_bytes": len,
+        "durable_commits_per_s": sequential, "floor_over_durable": floor / sequential,
+        "note": "bare transaction: insert key, insert checkpoint, update run row; one connection"}));
+    admin(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
+}
+
+/// The MySQL / MariaDB workload.
+#[cfg(feature = "mysql")]
+pub async fn mysql(n: u64, steps: u64, repeat: usize, emit: Emit<'_>) {
+    use graph_runtime::store::MySqlStore;
+    let server =
+        std::env::var("GRAPH_BENCH_MYSQL_URL").unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".into());
+    let name = database_name();
+    let admin = |sql: String| {
+        let server = server.clone();
+        async move {
+            let mut c = sqlx::MySqlConnection::connect(&server).await.expect("the MySQL server");
+            sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut c).await.expect("admin statement");
+            let _ = c.close().await;
+        }
+    };
+    admin(format!("DROP DATABASE IF EXISTS {name}")).await;
+    admin(format!("CREATE DATABASE {name}")).await;
+    let url = with_database(&server, &name);
+    let connect = || async { MySqlStore::connect(&url).await.expect("connect the store") };
+    let sequential = engine_part("mysql", n, steps, repeat, connect, emit).await;
+    let store = MySqlStore::connect(&url).await.expect("connect the store");
+    let len = record_len(&store).await;
+    let mut conn = store.pool().acquire().await.expect("a connection");
+    let record = record_bytes(len);
+    sqlx::query("INSERT INTO graph_runs (run_id, status, latest_step, version, row_bytes) VALUES ('floor', 'running', 0, 0, ?)")
+        .bind(&record[..64.min(len)])
+        .execute(&mut *conn)
+        .await
+        .expect("the floor's run row");
+    let mut floors = Vec::new();
+    for rep in 0..repeat {
+        let t = Instant::now();
+        for step in 0..=n {
+            let mut tx = sqlx::Connection::begin(&mut *conn).await.expect("begin");
+            sqlx::query("INSERT INTO graph_keys (idem_key, run_id, step) VALUES (?, 'floor', ?)")
+                .bind(format!("floor-{rep}-{step}"))
+                .bind(step as i64)
+                .execute(&mut *tx)
+                .await
+                .expect("key");
+            sqlx::query(
+                "INSERT INTO graph_checkpoints (run_id, step, idem_key, record) VALUES ('floor', ?, ?, ?)",
+            )
+            .bind((rep as u64 * (n + 1) + step) as i64)
+            .bind(format!("floor-{rep}-{step}"))
+            .bind(&record[..])
+            .execute(&mut *tx)
+            .await
+            .expect("checkpoint");
+            sqlx::query(
+                "UPDATE graph_runs SET version = version + 1, latest_step = ? WHERE run_id = 'floor'",
+            )
+            .bind(step as i64)
+            .execute(&mut *tx)
+            .await
+            .expect("run row");
+            tx.commit().await.expect("commit");
+        }
+        floors.push((n + 1) as f64 / t.elapsed().as_secs_f64());
+    }
+    drop(conn);
+    store.close().await;
+    let floor = median(&floors);
+    emit(json!({"workload": "floor", "mode": "mysql", "n": n, "repeat": repeat,
+        "commits_per_s_median": floor, "commits_per_s_all": floors, "record_bytes": len,
+        "durable_commits_per_s": sequential, "floor_over_durable": floor / sequential,
+        "note": "bare transaction: insert key, insert checkpoint, update run row; one connection"}));
+    admin(format!("DROP DATABASE IF EXISTS {name}")).await;
+}
+
+/// The size of the sequential run's middle checkpoint record, as the store encodes it.
+async fn record_len(store: &impl Store) -> usize {
+    let history = store.history("seq-0").await.expect("the sequential run's history");
+    let step = history.get(history.len() / 2).map_or(0, |m| m.step);
+    store
+        .load_checkpoint("seq-0", step)
+        .await
+        .expect("a checkpoint")
+        .map_or(256, |cp| graph_runtime::store::record::encode(&cp).len())
+}
