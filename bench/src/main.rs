@@ -136,8 +136,13 @@ fn main() {
             }
             #[cfg(feature = "mysql")]
             "mysql" => rt.block_on(graph_bench::servers::mysql(scale(1_000), scale(200), a.repeat, &emit)),
-            "postgres" | "mysql" => {
-                panic!("built without feature {w}: cargo run --release -p graph-bench --features {w}")
+            #[cfg(not(feature = "postgres"))]
+            "postgres" => panic!(
+                "built without feature postgres: cargo run --release -p graph-bench --features postgres"
+            ),
+            #[cfg(not(feature = "mysql"))]
+            "mysql" => {
+                panic!("built without feature mysql: cargo run --release -p graph-bench --features mysql")
             }
             other => panic!("unknown workload {other}"),
         }
