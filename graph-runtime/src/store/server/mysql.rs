@@ -98,7 +98,7 @@ impl MySqlStore {
                 let class = classify(&e);
                 super::store_error(class, "connecting to MySQL", e)
             })?;
-        let store = MySqlStore { pool, fail: FailPoint::default() };
+        let store = MySqlStore { pool, fail: Default::default() };
         store.migrate().await?;
         Ok(store)
     }

@@ -78,7 +78,7 @@ impl PostgresStore {
             let class = classify(&e);
             super::store_error(class, "connecting to PostgreSQL", e)
         })?;
-        let store = PostgresStore { pool, fail: FailPoint::default() };
+        let store = PostgresStore { pool, fail: Default::default() };
         store.migrate().await?;
         Ok(store)
     }
