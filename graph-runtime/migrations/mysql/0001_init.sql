@@ -9,6 +9,8 @@ CREATE TABLE IF NOT EXISTS graph_runs (
     latest_step BIGINT NOT NULL,
     version     BIGINT NOT NULL,
     row_bytes   LONGBLOB NOT NULL,
+    -- The run has a row in graph_pending: save_checkpoint deletes it only then (one statement less).
+    has_pending BOOLEAN NOT NULL DEFAULT FALSE,
     -- list_runs with a status filter (WHERE status = ? ORDER BY run_id).
     KEY graph_runs_status (status, run_id)
 ) ENGINE = InnoDB;

@@ -7,7 +7,9 @@ CREATE TABLE IF NOT EXISTS graph_runs (
     status      TEXT NOT NULL,
     latest_step BIGINT NOT NULL,
     version     BIGINT NOT NULL,
-    row_bytes   BYTEA NOT NULL
+    row_bytes   BYTEA NOT NULL,
+    -- The run has a row in graph_pending: save_checkpoint deletes it only then (one statement less).
+    has_pending BOOLEAN NOT NULL DEFAULT FALSE
 );
 -- list_runs with a status filter (WHERE status = $1 ORDER BY run_id).
 CREATE INDEX IF NOT EXISTS graph_runs_status ON graph_runs (status, run_id);

@@ -14,9 +14,10 @@
 //!    `is_unique_violation`) is `AlreadyCommitted`; a concurrent commit of the same key waits on the
 //!    key's index entry until the first one commits or rolls back;
 //! 2. lock the run row (`SELECT … FOR UPDATE`): commits of one run are serialized from here on;
-//! 3. the step's checkpoint exists → `StepTaken`; the version differs → `VersionConflict` (both roll
-//!    back, releasing the key);
-//! 4. insert the checkpoint, its outbox rows and events, delete the pending step, write the run row;
+//! 3. insert the checkpoint: its primary key (run, step) refusing it is `StepTaken` (read back after the
+//!    rollback); then the version differs → `VersionConflict` (both roll back, releasing the key);
+//! 4. insert the outbox rows and events, delete the pending step (only when the run row says there is
+//!    one), write the run row;
 //! 5. commit.
 //!
 //! A unique violation after step 1 (two first commits of a new run racing past an absent run row),
@@ -241,6 +242,22 @@ macro_rules! sql_store {
                 })
             }
 
+            /// `StepTaken` for a checkpoint insert refused by the primary key (after rollback: the stored
+            /// checkpoint is committed); a race lost otherwise (pruned meanwhile), run again.
+            async fn step_taken(&self, run_id: &str, step: u64, refused: sqlx::Error) -> Result<CommitOutcome, Abort> {
+                let row = sqlx::query(sql::CHECKPOINT)
+                    .bind(run_id)
+                    .bind(db_int(step))
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(abort)?;
+                let Some(row) = row else { return Err(Abort::Sql(Class::Unique, refused)) };
+                let bytes: Vec<u8> = row.try_get(0).map_err(abort)?;
+                let existing_key = decode(run_id, step, &bytes)?.idempotency_key;
+                let version = self.version_of(run_id).await?;
+                Ok(CommitOutcome::StepTaken { existing_key, version })
+            }
+
             /// Appends `events` to the run's log in one statement.
             async fn put_events(tx: &mut Tx, run_id: &str, events: &[Event]) -> Result<(), Abort> {
                 if events.is_empty() {
@@ -305,40 +322,40 @@ macro_rules! sql_store {
                 self.wrote(1)?;
                 // 2. The run row, locked.
                 let row = sqlx::query(sql::LOCK_RUN).bind(run).fetch_optional(&mut *tx).await.map_err(abort)?;
-                let row = match row {
-                    Some(r) => Some(decode_run(&r.try_get::<Vec<u8>, _>(0).map_err(abort)?)?),
-                    None => None,
+                let (row, has_pending) = match row {
+                    Some(r) => (
+                        Some(decode_run(&r.try_get::<Vec<u8>, _>(0).map_err(abort)?)?),
+                        r.try_get::<bool, _>(1).map_err(abort)?,
+                    ),
+                    None => (None, false),
                 };
                 let version = row.as_ref().map_or(0, |r| r.version);
-                // 3. The step, then the version.
-                let existing = sqlx::query(sql::CHECKPOINT)
-                    .bind(run)
-                    .bind(db_int(cp.step))
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(abort)?;
-                if let Some(existing) = existing {
-                    let bytes: Vec<u8> = existing.try_get(0).map_err(abort)?;
-                    let existing_key = decode(run, cp.step, &bytes)?.idempotency_key;
-                    tx.rollback().await.map_err(abort)?;
-                    return Ok(CommitOutcome::StepTaken { existing_key, version });
-                }
-                if version != expected_version {
-                    tx.rollback().await.map_err(abort)?;
-                    return Ok(CommitOutcome::VersionConflict { current: version });
-                }
-                // 4. The checkpoint, its outbox rows, the events; the pending step goes.
-                sqlx::query(sql::INSERT_CHECKPOINT)
+                // 3. The step (its primary key refuses a second checkpoint), then the version.
+                let inserted = sqlx::query(sql::INSERT_CHECKPOINT)
                     .bind(run)
                     .bind(db_int(cp.step))
                     .bind(cp.idempotency_key.as_str())
                     .bind(record)
                     .execute(&mut *tx)
-                    .await
-                    .map_err(abort)?;
+                    .await;
+                match inserted {
+                    Ok(_) => {}
+                    Err(e) if classify(&e) == Class::Unique => {
+                        tx.rollback().await.map_err(abort)?;
+                        return self.step_taken(run, cp.step, e).await;
+                    }
+                    Err(e) => return Err(abort(e)),
+                }
+                if version != expected_version {
+                    tx.rollback().await.map_err(abort)?;
+                    return Ok(CommitOutcome::VersionConflict { current: version });
+                }
+                // 4. The checkpoint's outbox rows, the events; the pending step goes.
                 Self::put_outbox(&mut tx, cp).await?;
                 Self::put_events(&mut tx, run, events).await?;
-                sqlx::query(sql::DELETE_PENDING).bind(run).execute(&mut *tx).await.map_err(abort)?;
+                if has_pending {
+                    sqlx::query(sql::DELETE_PENDING).bind(run).execute(&mut *tx).await.map_err(abort)?;
+                }
                 self.wrote(2)?;
                 // 5. The run row.
                 let (fingerprint, head, latest) = match row.as_ref() {
@@ -353,6 +370,7 @@ macro_rules! sql_store {
                     .bind(db_int(info.latest_step))
                     .bind(db_int(info.version))
                     .bind(encode_run(&info))
+                    .bind(false)
                     .bind(run)
                     .execute(&mut *tx)
                     .await
@@ -378,6 +396,7 @@ macro_rules! sql_store {
                     return Ok(CommitOutcome::VersionConflict { current: 0 });
                 };
                 let mut info = decode_run(&row.try_get::<Vec<u8>, _>(0).map_err(abort)?)?;
+                let has_pending = pending.is_some() || row.try_get::<bool, _>(1).map_err(abort)?;
                 if info.version != expected_version {
                     tx.rollback().await.map_err(abort)?;
                     return Ok(CommitOutcome::VersionConflict { current: info.version });
@@ -394,6 +413,7 @@ macro_rules! sql_store {
                     .bind(db_int(info.latest_step))
                     .bind(db_int(info.version))
                     .bind(encode_run(&info))
+                    .bind(has_pending)
                     .bind(run_id)
                     .execute(&mut *tx)
                     .await

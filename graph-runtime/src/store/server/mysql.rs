@@ -185,7 +185,8 @@ fn classify(e: &sqlx::Error) -> Class {
 mod sql {
     pub(super) const VERSION: &str = "SELECT version FROM graph_runs WHERE run_id = ?";
     pub(super) const INSERT_KEY: &str = "INSERT INTO graph_keys (idem_key, run_id, step) VALUES (?, ?, ?)";
-    pub(super) const LOCK_RUN: &str = "SELECT row_bytes FROM graph_runs WHERE run_id = ? FOR UPDATE";
+    pub(super) const LOCK_RUN: &str =
+        "SELECT row_bytes, has_pending FROM graph_runs WHERE run_id = ? FOR UPDATE";
     pub(super) const RUN: &str = "SELECT row_bytes FROM graph_runs WHERE run_id = ?";
     pub(super) const CHECKPOINT: &str = "SELECT record FROM graph_checkpoints WHERE run_id = ? AND step = ?";
     #[cfg(feature = "test-hooks")]
@@ -200,10 +201,10 @@ mod sql {
     pub(super) const UPSERT_PENDING: &str = "INSERT INTO graph_pending (run_id, bytes) VALUES (?, ?) \
          ON DUPLICATE KEY UPDATE bytes = VALUES(bytes)";
     pub(super) const PENDING: &str = "SELECT bytes FROM graph_pending WHERE run_id = ?";
-    pub(super) const INSERT_RUN: &str =
-        "INSERT INTO graph_runs (status, latest_step, version, row_bytes, run_id) VALUES (?, ?, ?, ?, ?)";
-    pub(super) const UPDATE_RUN: &str =
-        "UPDATE graph_runs SET status = ?, latest_step = ?, version = ?, row_bytes = ? WHERE run_id = ?";
+    pub(super) const INSERT_RUN: &str = "INSERT INTO graph_runs \
+         (status, latest_step, version, row_bytes, has_pending, run_id) VALUES (?, ?, ?, ?, ?, ?)";
+    pub(super) const UPDATE_RUN: &str = "UPDATE graph_runs SET status = ?, latest_step = ?, version = ?, row_bytes = ?, \
+         has_pending = ? WHERE run_id = ?";
     pub(super) const EVENTS: &str =
         "SELECT seq, bytes FROM graph_events WHERE run_id = ? AND seq >= ? ORDER BY seq LIMIT ?";
     pub(super) const LATEST: &str =

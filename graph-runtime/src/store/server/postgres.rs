@@ -156,7 +156,8 @@ fn classify(e: &sqlx::Error) -> Class {
 mod sql {
     pub(super) const VERSION: &str = "SELECT version FROM graph_runs WHERE run_id = $1";
     pub(super) const INSERT_KEY: &str = "INSERT INTO graph_keys (idem_key, run_id, step) VALUES ($1, $2, $3)";
-    pub(super) const LOCK_RUN: &str = "SELECT row_bytes FROM graph_runs WHERE run_id = $1 FOR UPDATE";
+    pub(super) const LOCK_RUN: &str =
+        "SELECT row_bytes, has_pending FROM graph_runs WHERE run_id = $1 FOR UPDATE";
     pub(super) const RUN: &str = "SELECT row_bytes FROM graph_runs WHERE run_id = $1";
     pub(super) const CHECKPOINT: &str =
         "SELECT record FROM graph_checkpoints WHERE run_id = $1 AND step = $2";
@@ -172,9 +173,10 @@ mod sql {
     pub(super) const UPSERT_PENDING: &str = "INSERT INTO graph_pending (run_id, bytes) VALUES ($1, $2) \
          ON CONFLICT (run_id) DO UPDATE SET bytes = EXCLUDED.bytes";
     pub(super) const PENDING: &str = "SELECT bytes FROM graph_pending WHERE run_id = $1";
-    pub(super) const INSERT_RUN: &str = "INSERT INTO graph_runs (status, latest_step, version, row_bytes, run_id) VALUES ($1, $2, $3, $4, $5)";
-    pub(super) const UPDATE_RUN: &str =
-        "UPDATE graph_runs SET status = $1, latest_step = $2, version = $3, row_bytes = $4 WHERE run_id = $5";
+    pub(super) const INSERT_RUN: &str = "INSERT INTO graph_runs \
+         (status, latest_step, version, row_bytes, has_pending, run_id) VALUES ($1, $2, $3, $4, $5, $6)";
+    pub(super) const UPDATE_RUN: &str = "UPDATE graph_runs SET status = $1, latest_step = $2, version = $3, row_bytes = $4, \
+         has_pending = $5 WHERE run_id = $6";
     pub(super) const EVENTS: &str =
         "SELECT seq, bytes FROM graph_events WHERE run_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3";
     pub(super) const LATEST: &str =
