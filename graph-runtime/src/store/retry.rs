@@ -219,3 +219,151 @@ impl Store for RetryStore {
         self.retry("ack_outbox", |_| self.inner.ack_outbox(keys)).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::store::MemoryStore;
+    use crate::store::record::{SCHEMA_VERSION, StateRepr};
+
+    /// A memory store whose writes land and then report `Unavailable` (a connection lost after the
+    /// server committed), `lost` times; and whose reads fail `down` times before they work.
+    #[derive(Default)]
+    struct Flaky {
+        inner: MemoryStore,
+        lost: AtomicUsize,
+        down: AtomicUsize,
+    }
+
+    fn take(n: &AtomicUsize) -> bool {
+        n.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| v.checked_sub(1)).is_ok()
+    }
+
+    fn gone() -> StoreError {
+        StoreError::unavailable("the connection was closed", "test")
+    }
+
+    #[async_trait]
+    impl Store for Flaky {
+        async fn save_checkpoint(
+            &self,
+            cp: &Checkpoint,
+            events: &[Event],
+            status: &RunStatus,
+            expected_version: u64,
+        ) -> Result<CommitOutcome, StoreError> {
+            let out = self.inner.save_checkpoint(cp, events, status, expected_version).await?;
+            if take(&self.lost) { Err(gone()) } else { Ok(out) }
+        }
+        async fn set_status(
+            &self,
+            run_id: &str,
+            status: &RunStatus,
+            events: &[Event],
+            pending: Option<&[u8]>,
+            expected_version: u64,
+        ) -> Result<CommitOutcome, StoreError> {
+            let out = self.inner.set_status(run_id, status, events, pending, expected_version).await?;
+            if take(&self.lost) { Err(gone()) } else { Ok(out) }
+        }
+        async fn events(&self, run_id: &str, from: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
+            self.inner.events(run_id, from, limit).await
+        }
+        async fn pending(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+            self.inner.pending(run_id).await
+        }
+        async fn run_info(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {
+            if take(&self.down) {
+                return Err(gone());
+            }
+            self.inner.run_info(run_id).await
+        }
+        async fn load_checkpoint(&self, run_id: &str, step: u64) -> Result<Option<Checkpoint>, StoreError> {
+            self.inner.load_checkpoint(run_id, step).await
+        }
+        async fn latest(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError> {
+            self.inner.latest(run_id).await
+        }
+        async fn history(&self, run_id: &str) -> Result<Vec<CheckpointMeta>, StoreError> {
+            self.inner.history(run_id).await
+        }
+        async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunInfo>, StoreError> {
+            self.inner.list_runs(filter).await
+        }
+        async fn prune(&self, run_id: &str, keep: usize) -> Result<usize, StoreError> {
+            self.inner.prune(run_id, keep).await
+        }
+        async fn load_effect(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
+            self.inner.load_effect(key).await
+        }
+        async fn put_effect(
+            &self,
+            record: &EffectRecord,
+            expected: Option<&EffectState>,
+        ) -> Result<EffectOutcome, StoreError> {
+            let out = self.inner.put_effect(record, expected).await?;
+            if take(&self.lost) { Err(gone()) } else { Ok(out) }
+        }
+        async fn effects(&self, run_id: &str) -> Result<Vec<EffectRecord>, StoreError> {
+            self.inner.effects(run_id).await
+        }
+        async fn outbox(&self, limit: usize) -> Result<Vec<OutboxRow>, StoreError> {
+            self.inner.outbox(limit).await
+        }
+        async fn ack_outbox(&self, keys: &[String]) -> Result<usize, StoreError> {
+            self.inner.ack_outbox(keys).await
+        }
+    }
+
+    fn checkpoint(step: u64) -> Checkpoint {
+        Checkpoint {
+            run_id: "r".into(),
+            step,
+            timestamp_ms: step,
+            label: None,
+            state: StateRepr::Full(b"{}".to_vec()),
+            state_hash: String::new(),
+            rng_seed: 0,
+            frontier: Vec::new(),
+            waiting: Vec::new(),
+            outbox: Vec::new(),
+            idempotency_key: format!("key-{step}"),
+            graph_fingerprint: "fp".into(),
+            event_head: None,
+            schema_version: SCHEMA_VERSION,
+        }
+    }
+
+    #[tokio::test]
+    async fn writes_that_landed_before_the_connection_dropped_are_reported_as_done() {
+        let flaky = Arc::new(Flaky::default());
+        let store = RetryStore::new(flaky.clone(), Duration::from_secs(5));
+        flaky.lost.store(1, Ordering::SeqCst);
+        let first = store.save_checkpoint(&checkpoint(0), &[], &RunStatus::Running, 0).await.unwrap();
+        assert_eq!(first, CommitOutcome::Committed { version: 1 }, "the landed first commit is this call's");
+        flaky.lost.store(1, Ordering::SeqCst);
+        let status = store.set_status("r", &RunStatus::Cancelled, &[], None, 1).await.unwrap();
+        assert_eq!(status, CommitOutcome::Committed { version: 2 });
+        // Another writer's status is still a conflict.
+        assert_eq!(
+            store.set_status("r", &RunStatus::Running, &[], None, 1).await.unwrap(),
+            CommitOutcome::VersionConflict { current: 2 }
+        );
+        assert_eq!(flaky.inner.history("r").await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn reads_are_retried_until_the_store_is_back_and_then_give_up_after_the_timeout() {
+        let flaky = Arc::new(Flaky::default());
+        flaky.down.store(3, Ordering::SeqCst);
+        let store = RetryStore::new(flaky.clone(), Duration::from_secs(5));
+        assert_eq!(store.run_info("r").await.unwrap(), None);
+        flaky.down.store(usize::MAX, Ordering::SeqCst);
+        let short = RetryStore::new(flaky, Duration::from_millis(100));
+        let started = Instant::now();
+        assert!(short.run_info("r").await.unwrap_err().is_retryable());
+        assert!(started.elapsed() < Duration::from_secs(2));
+    }
+}
