@@ -499,6 +499,17 @@ fn docs_stores() {
     std::fs::write(dir.join("key"), KEY).unwrap();
 }
 
+/// Runs its closure when dropped (also when a test panics): drops a test database.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+struct Cleanup<F: Fn()>(F);
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+impl<F: Fn()> Drop for Cleanup<F> {
+    fn drop(&mut self) {
+        (self.0)();
+    }
+}
+
 /// `url` with its database (the path) replaced by `database`.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 fn with_database(url: &str, database: &str) -> String {
@@ -548,12 +559,12 @@ fn graphctl_opens_postgres_urls() {
     };
     admin(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
     admin(format!("CREATE DATABASE {name}"));
+    let _cleanup = Cleanup(|| admin(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")));
     let store = block_on(PostgresStore::connect(&url)).unwrap();
     graphctl_reads_runs_written_to(
         &url.replacen("postgres://", "postgresql://", 1),
         std::sync::Arc::new(store),
     );
-    admin(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
 }
 
 /// Needs the local MariaDB (or GRAPH_TEST_MYSQL_URL); a database of its own, dropped at the end.
@@ -577,7 +588,7 @@ fn graphctl_opens_mysql_urls() {
     };
     admin(format!("DROP DATABASE IF EXISTS {name}"));
     admin(format!("CREATE DATABASE {name}"));
+    let _cleanup = Cleanup(|| admin(format!("DROP DATABASE IF EXISTS {name}")));
     let store = block_on(MySqlStore::connect(&url)).unwrap();
     graphctl_reads_runs_written_to(&url.replacen("mysql://", "mariadb://", 1), std::sync::Arc::new(store));
-    admin(format!("DROP DATABASE IF EXISTS {name}"));
 }
