@@ -296,6 +296,13 @@ impl SledStore {
         self.inner.read(|| self.inner.checkpoints.insert(cp_key(run_id, step), bytes)).map(drop)
     }
 
+    /// Test hook (feature `test-hooks`): removes a checkpoint from the index (sled) only, not through the
+    /// log, as damaged sled files whose pages sled's recovery skips do.
+    #[cfg(feature = "test-hooks")]
+    pub fn remove_from_index(&self, run_id: &str, step: u64) -> Result<(), StoreError> {
+        self.inner.read(|| self.inner.checkpoints.remove(cp_key(run_id, step))).map(drop)
+    }
+
     /// Test hook (feature `test-hooks`): the raw record of a checkpoint.
     #[cfg(feature = "test-hooks")]
     pub fn raw_checkpoint(&self, run_id: &str, step: u64) -> Result<Option<Vec<u8>>, StoreError> {
