@@ -10,6 +10,11 @@ use graph_runtime::store::SledStore;
 use graph_runtime::store::conformance;
 use graph_runtime::{MemoryStore, StoreError};
 
+#[cfg(feature = "sqlite")]
+mod sqlite;
+#[cfg(feature = "sqlite")]
+pub use sqlite::Sqlite;
+
 /// Reading and writing a checkpoint's stored bytes (the envelope the store keeps), for corruption
 /// tests. `None` from [`RawAccess::raw_checkpoint`] when the backend keeps no bytes (the memory store).
 pub trait RawAccess: conformance::Backend {
