@@ -2,7 +2,7 @@
 //! workload: one commit at a time, each its own `BEGIN IMMEDIATE` transaction in WAL mode with
 //! `synchronous = FULL` (the store's `Durability::Sync`), writing what a step commit writes — the
 //! idempotency key row, a ~600-byte checkpoint row, the run row — in the store's own schema. Beside
-//! them: the disk's fdatasync rate, and `SqliteStore` itself (without the engine). Prints JSON Lines.
+//! them: the disk's fdatasync rate, and `SqliteStore` under the engine (the `durable` loop). Prints JSON Lines.
 //!
 //! ```text
 //! cargo run --release -p graph-bench --bin sqlite_drivers -- [commits] [repeat] [dir]
@@ -13,9 +13,9 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
+use graph_bench::{Count, loop_graph};
 use graph_runtime::store::SqliteStore;
-use graph_runtime::store::conformance::checkpoint;
-use graph_runtime::{RunStatus, Store};
+use graph_runtime::{Engine, EngineOptions};
 use serde_json::json;
 
 const SCHEMA: &str = include_str!("../../../graph-runtime/migrations/sqlite/0001_init.sql");
@@ -87,13 +87,16 @@ async fn sqlx_rate(path: &Path, n: u64) -> f64 {
     n as f64 / t.elapsed().as_secs_f64()
 }
 
+/// The engine's loop (`durable`'s workload) on `SqliteStore`: commits (steps + 1) per second.
 async fn store_rate(path: &Path, n: u64) -> f64 {
-    let store = SqliteStore::open(path).unwrap();
+    let engine = Engine::builder(loop_graph(n))
+        .store(SqliteStore::open(path).unwrap())
+        .options(EngineOptions::default().max_steps(n + 1))
+        .build();
     let t = Instant::now();
-    for step in 0..n {
-        store.save_checkpoint(&checkpoint("run", step, step), &[], &RunStatus::Running, step).await.unwrap();
-    }
-    n as f64 / t.elapsed().as_secs_f64()
+    let out = engine.run("run", Count::default()).await.unwrap();
+    assert_eq!(out.steps, n);
+    (n + 1) as f64 / t.elapsed().as_secs_f64()
 }
 
 fn fdatasync_rate(dir: &Path, duration: Duration) -> f64 {
@@ -125,12 +128,26 @@ fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let (mut disk, mut rusq, mut sqlx_, mut store) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     // Interleaved, so every driver sees the same disk conditions.
+    // `SQLITE_DRIVERS=rusqlite` (or `sqlx`, `store`) runs one of them only, e.g. under `strace -c`.
+    let only = std::env::var("SQLITE_DRIVERS").ok();
+    let runs = |what: &str| only.as_deref().is_none_or(|o| o == what);
     for _ in 0..repeat {
         let dir = tempfile::tempdir_in(&base).unwrap();
-        disk.push(fdatasync_rate(dir.path(), Duration::from_millis(700)));
-        rusq.push(rusqlite_rate(&dir.path().join("rusqlite.sqlite"), n));
-        sqlx_.push(rt.block_on(sqlx_rate(&dir.path().join("sqlx.sqlite"), n)));
-        store.push(rt.block_on(store_rate(&dir.path().join("store.sqlite"), n)));
+        if only.is_none() {
+            disk.push(fdatasync_rate(dir.path(), Duration::from_millis(700)));
+        }
+        if runs("rusqlite") {
+            rusq.push(rusqlite_rate(&dir.path().join("rusqlite.sqlite"), n));
+        }
+        if runs("sqlx") {
+            sqlx_.push(rt.block_on(sqlx_rate(&dir.path().join("sqlx.sqlite"), n)));
+        }
+        if runs("store") {
+            store.push(rt.block_on(store_rate(&dir.path().join("store.sqlite"), n)));
+        }
+    }
+    if only.is_some() {
+        disk.push(f64::NAN);
     }
     let fsync = median(&disk);
     for (what, all) in [("fdatasync", &disk), ("rusqlite", &rusq), ("sqlx", &sqlx_), ("SqliteStore", &store)]

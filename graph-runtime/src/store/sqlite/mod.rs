@@ -40,7 +40,7 @@ mod writer;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -77,7 +77,7 @@ pub struct SqliteOptions {
     /// How long a statement waits for a lock another connection (another process) holds before the
     /// call fails with [`StoreError::Unavailable`] (default 5 s).
     pub busy_timeout: Duration,
-    /// At most this many idle read-only connections are kept (default 4).
+    /// At most this many read-only connections (default 4); more reads at once wait for one.
     pub readers: usize,
 }
 
@@ -100,7 +100,7 @@ impl SqliteOptions {
         self
     }
 
-    /// Sets how many idle read-only connections are kept.
+    /// Sets the most read-only connections.
     pub fn readers(mut self, n: usize) -> Self {
         self.readers = n;
         self
@@ -131,8 +131,10 @@ struct Inner {
     /// Requests to the writer thread; `None` once the store is being dropped.
     sender: Option<mpsc::Sender<Job>>,
     thread: Option<JoinHandle<()>>,
-    /// Idle read-only connections.
-    readers: Mutex<Vec<Connection>>,
+    /// Read-only connections: the idle ones, and how many exist (at most `options.readers`).
+    readers: Mutex<Readers>,
+    /// Signalled when a reader is returned.
+    reader_returned: Condvar,
     stats: Arc<writer::Stats>,
     #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
     fail: FailPoint,
@@ -140,8 +142,10 @@ struct Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        // Closing the channel ends the writer thread once the requests queued so far are answered; its
-        // connection closes with it (checkpointing the WAL when it is the last one).
+        // Readers first, so the writer's connection is the last one to close: SQLite then checkpoints
+        // the WAL into the database file and removes it. Closing the channel ends the writer thread
+        // once the requests queued so far are answered; its connection closes with it.
+        self.readers.get_mut().unwrap_or_else(|e| e.into_inner()).idle.clear();
         self.sender = None;
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -204,6 +208,9 @@ impl SqliteStore {
         };
         conn.execute_batch(&format!("PRAGMA synchronous = {synchronous}"))
             .map_err(err("setting the durability"))?;
+        // 16 MiB of page cache for the writer (SQLite's default is 2 MiB): a group of concurrent runs'
+        // commits touches pages all over the checkpoint and key b-trees.
+        conn.execute_batch("PRAGMA cache_size = -16384").map_err(err("setting the page cache"))?;
         migrate(&mut conn, &path)?;
         let stats = Arc::new(writer::Stats::default());
         let fail = FailPoint::default();
@@ -219,7 +226,8 @@ impl SqliteStore {
                 options,
                 sender: Some(sender),
                 thread: Some(thread),
-                readers: Mutex::new(Vec::new()),
+                readers: Mutex::new(Readers::default()),
+                reader_returned: Condvar::new(),
                 stats,
                 fail,
             }),
@@ -318,10 +326,8 @@ impl SqliteStore {
         tokio::task::spawn_blocking(move || {
             let conn = inner.reader()?;
             let out = f(&conn);
-            let mut pool = inner.readers.lock().unwrap_or_else(|e| e.into_inner());
-            if pool.len() < inner.options.readers {
-                pool.push(conn);
-            }
+            inner.readers.lock().unwrap_or_else(|e| e.into_inner()).idle.push(conn);
+            inner.reader_returned.notify_one();
             out
         })
         .await
@@ -344,11 +350,30 @@ impl SqliteStore {
 }
 
 impl Inner {
-    /// An idle read-only connection, or a new one.
+    /// An idle read-only connection; a new one while fewer than `options.readers` exist; else waits
+    /// for one to be returned (on a blocking thread).
     fn reader(&self) -> Result<Connection, StoreError> {
-        if let Some(c) = self.readers.lock().unwrap_or_else(|e| e.into_inner()).pop() {
-            return Ok(c);
+        let mut pool = self.readers.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(c) = pool.idle.pop() {
+                return Ok(c);
+            }
+            if pool.open < self.options.readers.max(1) {
+                pool.open += 1;
+                break;
+            }
+            pool = self.reader_returned.wait(pool).unwrap_or_else(|e| e.into_inner());
         }
+        drop(pool);
+        let opened = self.open_reader();
+        if opened.is_err() {
+            self.readers.lock().unwrap_or_else(|e| e.into_inner()).open -= 1;
+            self.reader_returned.notify_one();
+        }
+        opened
+    }
+
+    fn open_reader(&self) -> Result<Connection, StoreError> {
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(&self.path, flags)
             .map_err(|e| sql_error(&self.path, "opening a reader", e))?;
@@ -356,6 +381,14 @@ impl Inner {
             .map_err(|e| sql_error(&self.path, "setting the busy timeout", e))?;
         Ok(conn)
     }
+}
+
+/// The read-only connections of a store.
+#[derive(Default)]
+struct Readers {
+    idle: Vec<Connection>,
+    /// Connections that exist, idle or in use.
+    open: usize,
 }
 
 fn writer_gone(path: &Path) -> StoreError {
