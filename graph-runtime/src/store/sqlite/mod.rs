@@ -213,7 +213,7 @@ impl SqliteStore {
         conn.execute_batch("PRAGMA cache_size = -16384").map_err(err("setting the page cache"))?;
         migrate(&mut conn, &path)?;
         let stats = Arc::new(writer::Stats::default());
-        let fail = FailPoint::default();
+        let fail: FailPoint = Default::default();
         let (sender, receiver) = mpsc::channel();
         let ctx = writer::Writer { conn, path: path.clone(), stats: stats.clone(), fail: fail.clone() };
         let thread = std::thread::Builder::new()
