@@ -105,7 +105,7 @@ def main():
     w("")
 
     # 3. durable sequential
-    o, fs, t = pick(ours, "durable", "sled-sync"), pick(ours, "fdatasync"), pick(theirs, "durable")
+    o, fs, t = pick(ours, "durable", "sled-sync"), pick(ours, "fdatasync", "disk"), pick(theirs, "durable")
     w("## 3. Durable sequential: one run, 1,000 steps, every commit durable\n")
     w("| what | steps/s | commits/s | ÷ fdatasync rate |")
     w("|---|---:|---:|---:|")
@@ -127,6 +127,9 @@ def main():
             ratio = e["steps_per_s"] * writes / fs["ops_per_s_median"] if fs else None
             w(f"| {what} | {fmt(e['steps_per_s'])} | {fmt(e['steps_per_s'] * writes)} | {fmt(ratio, 2)} |")
     # SQLite store (workload durable_sqlite): its ratio against the fdatasync rate probed in its own run.
+    fq = pick(ours, "fdatasync", "disk-sqlite-run")
+    if fq:
+        w(f"| this machine during the SQLite runs: 512-byte write + fdatasync | – | {fmt(fq['ops_per_s_median'])} | 1.0 |")
     for mode, what in [("sqlite-sync", "graph-runtime, SqliteStore, Durability::Sync (synchronous = FULL)"),
                        ("sqlite-async", "graph-runtime, SqliteStore, Durability::Async (synchronous = NORMAL: not power-loss safe)")]:
         q = pick(ours, "durable", mode)
