@@ -152,6 +152,9 @@ fn main() {
     let fsync = median(&disk);
     for (what, all) in [("fdatasync", &disk), ("rusqlite", &rusq), ("sqlx", &sqlx_), ("SqliteStore", &store)]
     {
+        if all.is_empty() {
+            continue;
+        }
         let m = median(all);
         let record = json!({"workload": "sqlite-drivers", "mode": what, "n": n, "repeat": repeat,
             "per_s_median": m, "per_s_all": all, "ratio_to_fdatasync": m / fsync,
