@@ -88,9 +88,12 @@ impl Fixture {
 /// (approval, interrupted: it waits for its approver) and `order-1-again` (a fork of `order-1` at step
 /// 1, running). The provider's ledger is `ledger`. The store is closed on return.
 fn store_with_runs(dir: &Path, ledger: &Path) {
+    fill(std::sync::Arc::new(SledStore::open(dir).unwrap()), ledger);
+}
+
+/// The runs of [`store_with_runs`], in `store`, which is closed on return.
+fn fill(store: std::sync::Arc<dyn graph_runtime::Store>, ledger: &Path) {
     block_on(async {
-        let store: std::sync::Arc<dyn graph_runtime::Store> =
-            std::sync::Arc::new(SledStore::open(dir).unwrap());
         let orders = Engine::builder(checkout::graph()).shared_store(store.clone()).build();
         let labelled = RunOptions::default().label("nightly");
         assert!(
@@ -460,11 +463,18 @@ fn failures_are_one_line_and_an_exit_code() {
     drop(held);
     graphctl(store, &["runs"]).ok();
 
-    for (url, feature) in
-        [("postgres://u:p@db/x", "postgres"), ("mysql://db/x", "mysql"), ("sqlite:///tmp/x.db", "sqlite")]
-    {
+    for (url, feature) in [("postgres://u:p@db/x", "postgres"), ("mysql://db/x", "mysql")] {
         let built_without = format!("this graphctl was built without the `{feature}` feature");
         graphctl(Path::new(url), &["runs"]).fails(6, &built_without);
+    }
+    // Built with `sqlite` (the feature, or unified in by another package of a workspace build): a
+    // missing database file is not created; built without it: says so.
+    let sqlite = graphctl(Path::new("sqlite:///tmp/graphctl-no-such-store.db"), &["runs"]);
+    if sqlite.code == 6 {
+        sqlite.fails(6, "this graphctl was built without the `sqlite` feature");
+    } else {
+        sqlite.fails(3, "the SQLite database file does not exist");
+        assert!(!Path::new("/tmp/graphctl-no-such-store.db").exists());
     }
     graphctl(Path::new("ftp://x"), &["runs"]).fails(2, "unknown store URL scheme `ftp://`");
 
@@ -496,4 +506,35 @@ fn docs_stores() {
     store_with_runs(&dir.join("store"), &dir.join("ledger.txt"));
     keyed_store(&dir.join("keyed"), &dir.join("ledger.txt"));
     std::fs::write(dir.join("key"), KEY).unwrap();
+}
+
+/// The same runs in a SQLite database: graphctl reads it by `sqlite://` URL and by a `.sqlite` file's
+/// path, and never creates a database.
+#[cfg(feature = "sqlite")]
+#[test]
+fn sqlite_stores_open_by_url_and_by_file_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("runs.sqlite");
+    fill(std::sync::Arc::new(SqliteStore::open(&file).unwrap()), &dir.path().join("ledger.txt"));
+    let url = format!("sqlite://{}", file.display());
+    let by_url = json(Path::new(&url), &["runs"]);
+    let ids: Vec<&str> =
+        by_url["runs"].as_array().unwrap().iter().map(|r| r["run_id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), 4, "{by_url}");
+    for id in ["order-1", "order-0", "expense-1", "order-1-again"] {
+        assert!(ids.contains(&id), "{id} in {ids:?}");
+    }
+    assert_eq!(json(&file, &["runs"]), by_url, "a .sqlite path reads the same");
+    let done = json(&file, &["show", "order-1"]);
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["latest_step"], 3);
+    assert_eq!(done["checkpoints"], 4);
+    assert_eq!(done["events"], 6);
+    let history = json(Path::new(&url), &["history", "order-1"]);
+    assert_eq!(history["history"].as_array().unwrap()[2]["ran"], json!(["charge"]));
+    graphctl(Path::new(&url), &["state", "order-1"]).ok();
+    let missing = dir.path().join("missing.sqlite");
+    graphctl(Path::new(&format!("sqlite://{}", missing.display())), &["runs"])
+        .fails(3, "the SQLite database file does not exist");
+    assert!(!missing.exists(), "graphctl must not create a database");
 }

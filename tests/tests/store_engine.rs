@@ -19,6 +19,16 @@ graph_tests::for_backends! {
     sled => Sled::new(),
 }
 
+#[cfg(feature = "sqlite")]
+graph_tests::for_backends! {
+    super: [
+        a_run_survives_reopening_the_store_and_equals_the_memory_run,
+        steps_are_stored_as_deltas_with_periodic_snapshots,
+        flipped_bytes_are_corrupted_and_a_newer_format_is_unsupported,
+    ];
+    sqlite => graph_tests::backends::Sqlite::new(),
+}
+
 /// A loop of `n` steps, each appending one entry and adding one.
 fn counter(n: u64) -> Graph<Trace> {
     Graph::<Trace>::builder("counter")

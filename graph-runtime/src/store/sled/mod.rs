@@ -60,18 +60,7 @@ use crate::events::Event;
 use commit::{Reply, Request, Writer};
 use redo::{Op, TreeId};
 
-/// When a commit is acknowledged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum Durability {
-    /// Once its record is in the commit log and `fdatasync`ed (shared with concurrent commits). A
-    /// reported commit survives a crash and a power loss.
-    #[default]
-    Sync,
-    /// As soon as sled applied it, without the commit log. Never partial; the most recent commits may
-    /// be lost on a crash (sled flushes in the background every 500 ms).
-    Async,
-}
+use super::Durability;
 
 /// Options of [`SledStore::open_with`].
 #[derive(Debug, Clone)]
