@@ -18,6 +18,8 @@ bash bench/langgraph/setup.sh
 cargo build --release -p graph-bench
 echo "graph-runtime workloads..." >&2
 "$TARGET/release/graph-bench" --repeat "$REPEAT" --dir "$WORK" > "$RESULTS/graph-runtime.jsonl"
+"$TARGET/release/graph-bench" --repeat "$REPEAT" --dir "$WORK" --workloads durable_sqlite,concurrent_sqlite \
+    >> "$RESULTS/graph-runtime.jsonl"
 echo "LangGraph workloads..." >&2
 bench/.venv/bin/python bench/langgraph/bench.py --repeat "$REPEAT" --tmp "$WORK" > "$RESULTS/langgraph.jsonl"
 python3 bench/report.py "$RESULTS/graph-runtime.jsonl" "$RESULTS/langgraph.jsonl" \

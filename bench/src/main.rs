@@ -10,8 +10,10 @@
 //! bare sled's own commit rate), `effects` (the same loop with one journaled effect per step),
 //! `concurrent` (1, 8, 64, 256 durable runs at once), `growth` (a 1 MiB state growing 1 KiB a step for
 //! 1,000 steps: bytes written per step), `resume` (latency of resuming after 100 and 100,000 steps),
-//! `memory` (resident memory of 10,000 runs in flight); with features `postgres` / `mysql`, the
-//! `postgres` and `mysql` workloads (not in the default list: see `graph_bench::servers`). `GRAPH_BENCH_MODE=memory` limits `loop` to one
+//! `memory` (resident memory of 10,000 runs in flight); `durable_sqlite` and `concurrent_sqlite`, the
+//! `durable` and `concurrent` workloads on the SQLite store (not in the default list); with features
+//! `postgres` / `mysql`, the `postgres` and `mysql` workloads (not in the default list either: see
+//! `graph_bench::servers`). `GRAPH_BENCH_MODE=memory` limits `loop` to one
 //! store, for profiling. `loop`, `fanout` and `resume` repeat `3 × K` times (they take milliseconds);
 //! `memory` runs in a child process of its own when other workloads run too.
 
@@ -22,7 +24,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use graph_bench::{Count, CountDelta, Fan, fanout_graph, growth_graph, growth_input, loop_graph};
-use graph_runtime::store::{Durability, SledOptions, SledStore, StateRepr};
+use graph_runtime::store::{Durability, SledOptions, SledStore, SqliteOptions, SqliteStore, StateRepr};
 use graph_runtime::{END, Engine, EngineOptions, Error, Graph, MemoryStore, Route, Store};
 use serde_json::{Value, json};
 
@@ -100,6 +102,10 @@ fn main() {
             "durable" => rt.block_on(durable_workload(&a, scale(1_000))),
             "effects" => rt.block_on(effects_workload(&a, scale(1_000))),
             "concurrent" => rt.block_on(concurrent_workload(&a, if a.quick { 10 } else { 100 })),
+            "durable_sqlite" => rt.block_on(durable_sqlite_workload(&a, scale(1_000))),
+            "concurrent_sqlite" => {
+                rt.block_on(concurrent_sqlite_workload(&a, if a.quick { 10 } else { 100 }))
+            }
             "growth" => rt.block_on(growth_workload(&a, scale(1_000) as usize)),
             "resume" => rt.block_on(resume_workload(&a, scale(100_000))),
             // The loop and the fan-out on the memory store again, in a process with a Prometheus recorder
@@ -175,6 +181,11 @@ fn fresh_dir(a: &Args) -> tempfile::TempDir {
 
 fn sled(dir: &Path, durability: Durability) -> SledStore {
     SledStore::open_with(dir, SledOptions::default().durability(durability)).expect("sled opens")
+}
+
+fn sqlite(dir: &Path, durability: Durability) -> SqliteStore {
+    let options = SqliteOptions::default().durability(durability);
+    SqliteStore::open_with(dir.join("store.sqlite"), options).expect("SQLite opens")
 }
 
 /// Times `f` `repeat` times after one warm-up.
@@ -342,6 +353,77 @@ async fn durable_workload(a: &Args, n: u64) {
         "commits_per_s_median": median(&flush_only), "commits_per_s_all": flush_only,
         "ratio_to_fdatasync": median(&flush_only) / fsync,
         "note": "bare sled, one thread: transaction over three trees, flush (sync_file_range only)"}));
+}
+
+/// `durable` on the SQLite store: 1,000 sequential steps, each commit durable (`Durability::Sync`:
+/// `synchronous = FULL`), beside the disk's fdatasync rate probed in between; and the same under
+/// `Durability::Async` (`synchronous = NORMAL`).
+async fn durable_sqlite_workload(a: &Args, n: u64) {
+    let dir = fresh_dir(a);
+    let mut rates = Vec::new();
+    let (mut sync, mut not_synced) = (Vec::new(), Vec::new());
+    for i in 0..a.repeat {
+        rates.push(fdatasync_rate(dir.path(), Duration::from_millis(700)).0);
+        for (durability, all) in [(Durability::Sync, &mut sync), (Durability::Async, &mut not_synced)] {
+            let run_dir = fresh_dir(a);
+            let engine = Engine::builder(loop_graph(n))
+                .store(sqlite(run_dir.path(), durability))
+                .options(EngineOptions::default().max_steps(n + 1))
+                .build();
+            let t = Instant::now();
+            let out = engine.run(&format!("durable-{i}"), Count::default()).await.unwrap();
+            all.push(t.elapsed().as_secs_f64());
+            assert_eq!(out.steps, n);
+        }
+    }
+    let commits = n + 1;
+    let fsync = median(&rates);
+    emit(json!({"workload": "fdatasync", "mode": "disk-sqlite-run", "n": a.repeat, "repeat": a.repeat,
+        "ops_per_s_median": fsync, "ops_per_s_all": rates,
+        "note": "512-byte append + fdatasync, one at a time, probed between the SQLite runs"}));
+    for (mode, all) in [("sqlite-sync", sync), ("sqlite-async", not_synced)] {
+        let m = median(&all);
+        emit(json!({"workload": "durable", "mode": mode, "n": n, "repeat": a.repeat, "seconds_median": m,
+            "seconds_all": all, "steps_per_s": n as f64 / m, "commits_per_s": commits as f64 / m,
+            "ratio_to_fdatasync": (commits as f64 / m) / fsync,
+            "note": "SqliteStore: sync = synchronous FULL (durable), async = synchronous NORMAL"}));
+    }
+}
+
+/// `concurrent` on the SQLite store (`Durability::Sync`): 1, 8, 64, 256 runs at once.
+async fn concurrent_sqlite_workload(a: &Args, steps: u64) {
+    for runs in [1usize, 8, 64, 256] {
+        let mut all = Vec::new();
+        let mut transactions = 0;
+        for rep in 0..a.repeat.min(3) {
+            let dir = fresh_dir(a);
+            let store = sqlite(dir.path(), Durability::Sync);
+            let engine = Engine::builder(loop_graph(steps))
+                .store(store.clone())
+                .options(EngineOptions::default().max_steps(steps + 1))
+                .build();
+            let t = Instant::now();
+            let tasks: Vec<_> = (0..runs)
+                .map(|r| {
+                    let engine = engine.clone();
+                    tokio::spawn(async move {
+                        engine.run(&format!("c{rep}-{r}"), Count::default()).await.unwrap()
+                    })
+                })
+                .collect();
+            for task in tasks {
+                task.await.unwrap();
+            }
+            all.push(t.elapsed().as_secs_f64());
+            transactions = store.transactions();
+        }
+        let commits = runs as u64 * (steps + 1);
+        let m = median(&all);
+        emit(json!({"workload": "concurrent", "mode": "sqlite-sync", "n": runs, "steps_per_run": steps,
+            "repeat": all.len(), "seconds_median": m, "seconds_all": all,
+            "commits_per_s": commits as f64 / m, "transactions_last_repeat": transactions,
+            "note": "aggregate durable commits of all runs, SqliteStore, group commit"}));
+    }
 }
 
 /// One effect per step on the durable sled store: the same loop as `durable`, whose step journals an

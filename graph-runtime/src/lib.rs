@@ -111,8 +111,11 @@ pub struct FromLangGraphDoctests;
 
 /// The names most workflows need.
 pub mod prelude {
+    pub use crate::store::Durability;
     #[cfg(feature = "sled")]
-    pub use crate::store::{Durability, SledOptions, SledStore};
+    pub use crate::store::{SledOptions, SledStore};
+    #[cfg(feature = "sqlite")]
+    pub use crate::store::{SqliteOptions, SqliteStore};
     pub use crate::{
         Backoff, Branch, CancellationToken, ConflictPolicy, Ctx, Delta, END, Engine, EngineOptions, Graph,
         Interrupt, InterruptKind, MemoryStore, NodeError, NodePolicy, NodeResult, PauseReason, Reducer,

@@ -1,4 +1,5 @@
-//! Crash tests with real processes: a child runs a workflow on a sled store and dies — aborted at a
+//! Crash tests with real processes, on the sled store and (feature `sqlite`) the SQLite store: a child
+//! runs a workflow on the store and dies — aborted at a
 //! chosen commit point (before, during, after the commit of a step) or SIGKILLed at a random moment —
 //! then is resumed to completion by a new process. Every time, the committed history must equal an
 //! uninterrupted run's checkpoint for checkpoint (same idempotency keys: nothing lost, nothing doubled)
@@ -7,9 +8,33 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use std::path::Path;
+use std::sync::Arc;
+
 use graph_runtime::store::SledStore;
 use graph_runtime::{Engine, MemoryStore, Store};
 use graph_tests::{Trace, crash_graph, random_delay, state_hash};
+
+/// The durable stores the crash families run on.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Sled,
+    #[cfg(feature = "sqlite")]
+    Sqlite,
+}
+
+/// The child's store spec (`graph_tests::backends::open_spec`) for a store kept in `dir`.
+fn spec(kind: Kind, dir: &Path) -> String {
+    match kind {
+        Kind::Sled => format!("sled:{}", dir.display()),
+        #[cfg(feature = "sqlite")]
+        Kind::Sqlite => format!("sqlite:{}", dir.join("store.sqlite").display()),
+    }
+}
+
+fn open(spec: &str) -> Arc<dyn Store> {
+    graph_tests::backends::open_spec(spec).expect("the store opens").shared()
+}
 
 const RUN: &str = "crash";
 const ITERATIONS: u64 = 20;
@@ -33,9 +58,9 @@ async fn reference() -> Reference {
     Reference { keys, state_hash: graph_tests::state_hash(&out.state) }
 }
 
-fn child(dir: &std::path::Path, crash_at: Option<String>) -> Command {
+fn child(spec: &str, crash_at: Option<String>) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_crash_child"));
-    c.arg(dir).arg(RUN).arg(ITERATIONS.to_string()).stdout(Stdio::piped()).stderr(Stdio::null());
+    c.arg(spec).arg(RUN).arg(ITERATIONS.to_string()).stdout(Stdio::piped()).stderr(Stdio::null());
     c.env_remove("CRASH_GRAPH");
     match crash_at {
         Some(at) => c.env("CRASH_AT", at),
@@ -45,8 +70,8 @@ fn child(dir: &std::path::Path, crash_at: Option<String>) -> Command {
 }
 
 /// Resumes to completion in a fresh process and returns its `done` line.
-fn finish(dir: &std::path::Path) -> String {
-    let out = child(dir, None).output().unwrap();
+fn finish(spec: &str) -> String {
+    let out = child(spec, None).output().unwrap();
     assert!(out.status.success(), "the resuming process failed: {:?}", out.status);
     let text = String::from_utf8(out.stdout).unwrap();
     text.lines().find_map(|l| l.strip_prefix("done ")).expect("a done line").to_owned()
@@ -58,23 +83,23 @@ fn last_ack(stdout: &[u8]) -> Option<u64> {
 }
 
 /// No commit the store acknowledged before the crash is missing after it.
-async fn acknowledged_commits_survive(dir: &std::path::Path, stdout: &[u8], what: &str) {
+async fn acknowledged_commits_survive(spec: &str, stdout: &[u8], what: &str) {
     let Some(acked) = last_ack(stdout) else { return };
-    let store = SledStore::open(dir).unwrap();
+    let store = open(spec);
     let latest = store.run_info(RUN).await.unwrap().map(|i| i.latest_step);
     assert!(latest >= Some(acked), "{what}: step {acked} was acknowledged, the store has {latest:?}");
 }
 
 /// The store holds exactly the reference history and the final state.
-async fn verify(dir: &std::path::Path, reference: &Reference, line: &str, what: &str) {
+async fn verify(spec: &str, reference: &Reference, line: &str, what: &str) {
     assert_eq!(line, format!("{STEPS} {}", reference.state_hash), "{what}: final state");
-    let store = SledStore::open(dir).unwrap();
+    let store = open(spec);
     let history = store.history(RUN).await.unwrap();
     let steps: Vec<u64> = history.iter().map(|m| m.step).collect();
     assert_eq!(steps, (0..=STEPS).collect::<Vec<_>>(), "{what}: one checkpoint per step");
     let keys: Vec<String> = history.into_iter().map(|m| m.idempotency_key).collect();
     assert_eq!(keys, reference.keys, "{what}: the same commits as an uninterrupted run");
-    let engine = Engine::builder(crash_graph(ITERATIONS)).store(store).build();
+    let engine = Engine::builder(crash_graph(ITERATIONS)).shared_store(store).build();
     let done = engine.resume(RUN).await.unwrap();
     assert!(done.is_completed());
     assert_eq!(state_hash(&done.state), reference.state_hash, "{what}");
@@ -82,6 +107,16 @@ async fn verify(dir: &std::path::Path, reference: &Reference, line: &str, what: 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crashes_at_every_commit_point_and_random_kills_resume_to_the_same_history() {
+    crashes_resume_to_the_same_history(Kind::Sled).await;
+}
+
+#[cfg(feature = "sqlite")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_crashes_at_every_commit_point_and_random_kills_resume_to_the_same_history() {
+    crashes_resume_to_the_same_history(Kind::Sqlite).await;
+}
+
+async fn crashes_resume_to_the_same_history(kind: Kind) {
     let reference = reference().await;
     let mut crashes = 0;
 
@@ -90,14 +125,14 @@ async fn crashes_at_every_commit_point_and_random_kills_resume_to_the_same_histo
     for point in ["before", "during", "after"] {
         for step in [0, 1, 2, 3, 4, 14, 29, 45, 59, STEPS] {
             let dir = tempfile::tempdir().unwrap();
-            let out = child(dir.path(), Some(format!("{step}:{point}"))).output().unwrap();
+            let spec = spec(kind, dir.path());
+            let out = child(&spec, Some(format!("{step}:{point}"))).output().unwrap();
             if !out.status.success() {
                 crashes += 1;
             }
-            acknowledged_commits_survive(dir.path(), &out.stdout, &format!("abort {point} step {step}"))
-                .await;
-            let line = finish(dir.path());
-            verify(dir.path(), &reference, &line, &format!("abort {point} step {step}")).await;
+            acknowledged_commits_survive(&spec, &out.stdout, &format!("abort {point} step {step}")).await;
+            let line = finish(&spec);
+            verify(&spec, &reference, &line, &format!("abort {point} step {step}")).await;
         }
     }
     let aborts = crashes;
@@ -106,8 +141,9 @@ async fn crashes_at_every_commit_point_and_random_kills_resume_to_the_same_histo
     // run may finish.
     for trial in 0..25u64 {
         let dir = tempfile::tempdir().unwrap();
+        let spec = spec(kind, dir.path());
         for attempt in 0..5u64 {
-            let mut proc = child(dir.path(), None).spawn().unwrap();
+            let mut proc = child(&spec, None).spawn().unwrap();
             let started = Instant::now();
             std::thread::sleep(
                 Duration::from_millis(5) + random_delay(Duration::from_millis(55), trial * 10 + attempt),
@@ -118,12 +154,12 @@ async fn crashes_at_every_commit_point_and_random_kills_resume_to_the_same_histo
             }
             let out = proc.wait_with_output().unwrap();
             assert!(out.status.success() || started.elapsed() < Duration::from_secs(30));
-            acknowledged_commits_survive(dir.path(), &out.stdout, &format!("kill trial {trial}")).await;
+            acknowledged_commits_survive(&spec, &out.stdout, &format!("kill trial {trial}")).await;
         }
-        let line = finish(dir.path());
-        verify(dir.path(), &reference, &line, &format!("kill trial {trial}")).await;
+        let line = finish(&spec);
+        verify(&spec, &reference, &line, &format!("kill trial {trial}")).await;
     }
-    println!("{aborts} aborts at commit points, {} random SIGKILLs", crashes - aborts);
+    println!("{kind:?}: {aborts} aborts at commit points, {} random SIGKILLs", crashes - aborts);
     assert!(crashes - aborts >= 25, "only {} random kills landed", crashes - aborts);
     assert!(crashes >= 50, "only {crashes} crashes happened");
 }
@@ -160,6 +196,16 @@ fn a_store_held_by_another_process_is_locked() {
 /// for its slower predecessor, durably) resumes to the uninterrupted history, running once per round.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_join_killed_at_any_commit_point_runs_once_per_round() {
+    a_waiting_join_runs_once_per_round(Kind::Sled).await;
+}
+
+#[cfg(feature = "sqlite")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_waiting_join_killed_at_any_commit_point_runs_once_per_round() {
+    a_waiting_join_runs_once_per_round(Kind::Sqlite).await;
+}
+
+async fn a_waiting_join_runs_once_per_round(kind: Kind) {
     const ROUNDS: u64 = 2;
     let graph = || graph_tests::graphs::wait_for_join(ROUNDS, false);
     let store = MemoryStore::new();
@@ -168,9 +214,9 @@ async fn a_waiting_join_killed_at_any_commit_point_runs_once_per_round() {
         store.history(RUN).await.unwrap().into_iter().map(|m| m.idempotency_key).collect();
     let d_runs = out.state.log.iter().filter(|l| l.starts_with("d@")).count() as u64;
     assert_eq!(d_runs, ROUNDS);
-    let join_child = |dir: &std::path::Path, crash_at: Option<String>| {
+    let join_child = |spec: &str, crash_at: Option<String>| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_crash_child"));
-        c.arg(dir).arg(RUN).arg(ROUNDS.to_string()).env("CRASH_GRAPH", "join");
+        c.arg(spec).arg(RUN).arg(ROUNDS.to_string()).env("CRASH_GRAPH", "join");
         c.stdout(Stdio::piped()).stderr(Stdio::null());
         if let Some(at) = crash_at {
             c.env("CRASH_AT", at);
@@ -180,13 +226,14 @@ async fn a_waiting_join_killed_at_any_commit_point_runs_once_per_round() {
     for step in 0..=out.steps {
         for point in ["before", "during", "after"] {
             let dir = tempfile::tempdir().unwrap();
-            let crashed = join_child(dir.path(), Some(format!("{step}:{point}"))).output().unwrap();
-            let done = join_child(dir.path(), None).output().unwrap();
+            let spec = spec(kind, dir.path());
+            let crashed = join_child(&spec, Some(format!("{step}:{point}"))).output().unwrap();
+            let done = join_child(&spec, None).output().unwrap();
             assert!(done.status.success(), "resume after {point} {step}");
             let line = String::from_utf8(done.stdout).unwrap();
             let line = line.lines().find_map(|l| l.strip_prefix("done ")).unwrap().to_owned();
             assert_eq!(line, format!("{} {}", out.steps, state_hash(&out.state)), "{point} {step}");
-            let store = SledStore::open(dir.path()).unwrap();
+            let store = open(&spec);
             let stored: Vec<String> =
                 store.history(RUN).await.unwrap().into_iter().map(|m| m.idempotency_key).collect();
             assert_eq!(stored, keys, "{point} {step}: the same commits as an uninterrupted run");

@@ -25,6 +25,22 @@ graph_tests::for_backends! {
     mysql => graph_tests::backends::MySql::new(),
 }
 
+#[cfg(feature = "sqlite")]
+graph_tests::for_backends! {
+    suite: [
+        concurrent_same_key,
+        step_taken_keeps_the_stored_row,
+        version_conflicts,
+        thousand_commits,
+        injected_failures_leave_nothing,
+        restarts_between_operations,
+        effect_journal_is_compare_and_set,
+        outbox_rows_come_with_their_commit,
+        events_and_pending_steps_go_with_their_writes,
+    ];
+    sqlite => graph_tests::backends::Sqlite::new(),
+}
+
 /// Says, in a run without the feature, that the PostgreSQL suite did not run.
 #[cfg(not(feature = "postgres"))]
 #[test]
@@ -56,6 +72,13 @@ proptest! {
     fn sled_matches_the_memory_model(ops in proptest::collection::vec(op(), 1..40)) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(suite::matches_the_model(&Sled::new(), &ops));
+    }
+
+    #[cfg(feature = "sqlite")]
+    #[test]
+    fn sqlite_matches_the_memory_model(ops in proptest::collection::vec(op(), 1..40)) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(suite::matches_the_model(&graph_tests::backends::Sqlite::new(), &ops));
     }
 }
 

@@ -14,6 +14,12 @@ use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
 use tracing_subscriber::layer::SubscriberExt;
 
+/// The tests of this file run one at a time. tracing caches whether a callsite is enabled when it is
+/// first hit; the metrics test hitting the engine's span callsites on another thread (no subscriber
+/// there) while the OpenTelemetry test installs its thread's subscriber can cache them as disabled, and
+/// that test then sees no spans (seen once under load).
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// The process's Prometheus recorder (a recorder is global: installed once per test binary).
 fn prometheus() -> &'static PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
@@ -37,6 +43,7 @@ fn sample(text: &str, metric: &str, labels: &[&str]) -> Option<f64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_after_runs_render_with_bounded_labels() {
+    let _serial = SERIAL.lock().await;
     let handle = prometheus();
     // A run with retries: one flaky node failing twice.
     let retry = RetryPolicy::attempts(3);
@@ -96,6 +103,7 @@ fn fan() -> Graph<Trace> {
 
 #[tokio::test(flavor = "current_thread")]
 async fn spans_export_to_opentelemetry_as_run_step_node() {
+    let _serial = SERIAL.lock().await;
     let exporter = InMemorySpanExporter::default();
     let provider = SdkTracerProvider::builder().with_simple_exporter(exporter.clone()).build();
     let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("graph-tests"));

@@ -1,6 +1,7 @@
 //! Opening the store `--store` names: one function, one match on the URL scheme.
 //!
-//! A plain path is a sled folder, which must exist and hold a store: graphctl never creates one. The SQL
+//! A plain path is a sled folder, which must exist and hold a store: graphctl never creates one; a plain
+//! path ending in `.sqlite` or `.db` that is a file is a SQLite database, as `sqlite://<path>` is. The SQL
 //! schemes (`sqlite://`, `postgres://`, `mysql://`) belong to the SQL stores of features `sqlite`,
 //! `postgres` and `mysql`; a graphctl built without the scheme's feature says so and exits 6.
 
@@ -13,11 +14,10 @@ use crate::store::Store;
 /// Opens the store `spec` names.
 pub(crate) async fn open_store(spec: &str) -> Result<Arc<dyn Store>, Failure> {
     match spec.split_once("://") {
+        None if is_sqlite_file(Path::new(spec)) => open_sqlite(Path::new(spec)),
         None => open_folder(Path::new(spec)),
-        // Each SQL store plugs in here, behind its feature: e.g. `#[cfg(feature = "sqlite")]
-        // Some(("sqlite", path)) => Ok(Arc::new(SqliteStore::open(path)?))`, and for the servers
-        // `PostgresStore::connect(spec).await?`. Until then, and in a build without the feature:
-        Some(("sqlite", _)) => Err(not_built("sqlite")),
+        // Each SQL store behind its feature; a build without the feature says so.
+        Some(("sqlite", path)) => open_sqlite(Path::new(path)),
         #[cfg(feature = "postgres")]
         Some(("postgres" | "postgresql", _)) => {
             Ok(Arc::new(crate::store::PostgresStore::connect(spec).await?))
@@ -40,6 +40,31 @@ pub(crate) async fn open_store(spec: &str) -> Result<Arc<dyn Store>, Failure> {
 
 fn not_built(feature: &str) -> Failure {
     Failure::new(Exit::Unsupported, format!("this graphctl was built without the `{feature}` feature"))
+}
+
+/// A plain path naming a SQLite database: an existing file ending in `.sqlite` or `.db`.
+fn is_sqlite_file(path: &Path) -> bool {
+    path.is_file() && path.extension().is_some_and(|e| e == "sqlite" || e == "db")
+}
+
+/// A SQLite database file, which must exist: `SqliteStore::open` would create it.
+#[cfg(feature = "sqlite")]
+fn open_sqlite(path: &Path) -> Result<Arc<dyn Store>, Failure> {
+    if !path.is_file() {
+        return Err(Failure::new(
+            Exit::NotFound,
+            format!(
+                "no store at {}: the SQLite database file does not exist (graphctl never creates one)",
+                path.display()
+            ),
+        ));
+    }
+    Ok(Arc::new(crate::store::SqliteStore::open(path)?))
+}
+
+#[cfg(not(feature = "sqlite"))]
+fn open_sqlite(_path: &Path) -> Result<Arc<dyn Store>, Failure> {
+    Err(not_built("sqlite"))
 }
 
 /// A sled store's folder, checked before opening: `SledStore::open` creates what is missing.

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::step::{ItemOutput, StepDone, StepInput, StepStop, execute_step};
-use super::{Engine, RunOutcome, frontier, interrupt};
+use super::{Engine, RunOptions, RunOutcome, frontier, interrupt};
 use crate::ctx::CtxStop;
 use crate::error::{Error, NodeError, StoreError};
 use crate::events::{ChainHead, EventType};
@@ -63,6 +63,9 @@ impl<S: Reducer> Driven<S> {
     }
 }
 
+/// What a DEBUG stream shows of a commit: the effects it records, its idempotency key and state hash.
+type Observed<S> = Option<(Vec<StreamEvent<S>>, String, String)>;
+
 /// Why a step did not advance the run.
 pub(super) enum Stop {
     Paused(PauseReason),
@@ -87,6 +90,59 @@ impl From<StoreError> for Stop {
 }
 
 impl<S: Reducer> Engine<S> {
+    /// A stored run's row and latest checkpoint, checked against this engine's graph (`GraphChanged`)
+    /// and against the tail of the run's event log.
+    pub(super) async fn stored(&self, run_id: &str) -> Result<(crate::store::RunInfo, Checkpoint), Error> {
+        let store = &self.inner.store;
+        let not_found = || Error::RunNotFound { run: run_id.to_owned() };
+        let info = store.run_info(run_id).await?.ok_or_else(not_found)?;
+        let graph = &self.inner.graph;
+        if info.graph_fingerprint != graph.fingerprint() {
+            return Err(Error::GraphChanged {
+                run: run_id.to_owned(),
+                stored: info.graph_fingerprint,
+                current: graph.fingerprint().to_owned(),
+            });
+        }
+        let cp = store.latest(run_id).await?.ok_or_else(not_found)?;
+        self.verify_tail(&info, &cp).await?;
+        Ok((info, cp))
+    }
+
+    /// A driver of run `run_id` at checkpoint `cp` (whose frontier and joins it takes) with `state`: a
+    /// resumed one at version 0 with no event head, nothing queued and no resumption, which the callers
+    /// then set.
+    pub(super) fn driver(
+        &self,
+        run_id: Arc<str>,
+        cp: &mut Checkpoint,
+        state: S,
+        chain: Chain,
+        nodes: Vec<usize>,
+        opts: RunOptions,
+    ) -> Driven<S> {
+        Driven {
+            run_id,
+            step: cp.step,
+            state: Arc::new(state),
+            frontier: std::mem::take(&mut cp.frontier),
+            nodes,
+            waiting: std::mem::take(&mut cp.waiting),
+            seed: cp.rng_seed,
+            version: 0,
+            cancel: opts.cancel.unwrap_or_default(),
+            deadline: Instant::now() + self.inner.options.run_wall_clock_budget,
+            chain,
+            time_ms: cp.timestamp_ms,
+            head: None,
+            queued: Vec::new(),
+            resumption: None,
+            past_breakpoint: false,
+            observer: opts.observer.get(),
+            resumed: true,
+        }
+    }
+
     /// Executes step `run.step`, merges, and commits step `run.step + 1`; on success `run` is at the
     /// new step, as committed.
     pub(super) async fn advance(&self, run: &mut Driven<S>) -> Result<(), Stop> {
@@ -105,6 +161,41 @@ impl<S: Reducer> Engine<S> {
             .into_iter()
             .map(|o| o.expect("a step without interrupts finished every item"))
             .collect();
+        let mut chain = run.chain;
+        let (cp, next_nodes, events) = self.barrier(run, outputs, &mut chain)?;
+        let status = if cp.frontier.is_empty() { RunStatus::Completed } else { RunStatus::Running };
+        let (events, head) = self.chain(run.head.as_ref(), events, cp.timestamp_ms);
+        let observed = self.observe_commit(run, &cp, &events);
+        let graph_name = self.inner.graph.name();
+        let committing = std::time::Instant::now();
+        let outcome = self.inner.store.save_checkpoint(&cp, &events, &status, run.version).await;
+        telemetry::commit(graph_name, committing.elapsed(), outcome.as_ref().ok());
+        let outcome = outcome?;
+        if matches!(outcome, CommitOutcome::Committed { .. }) {
+            run.head = head;
+        } else {
+            // Another writer's commit stands, with its own events.
+            run.head = self.inner.store.run_info(&run.run_id).await?.and_then(|i| i.event_head);
+        }
+        run.resumption = None;
+        run.past_breakpoint = false;
+        self.adopt(run, cp, next_nodes, chain, outcome).await?;
+        telemetry::step_latency(graph_name, started.elapsed());
+        self.emit_committed(run, observed).await;
+        tracing::debug!(run = %run.run_id, step = run.step, items = run.frontier.len(), "step committed");
+        Ok(())
+    }
+
+    /// The barrier of step `run.step`: merges the items' deltas in order-key order (routing before or
+    /// after the merge, as each router asks), builds frontier `N+1` and drafts checkpoint `N+1` with the
+    /// events to commit with it. Returns the checkpoint, its nodes' graph indices and the events.
+    #[allow(clippy::type_complexity)]
+    fn barrier(
+        &self,
+        run: &mut Driven<S>,
+        outputs: Vec<ItemOutput<S>>,
+        chain: &mut Chain,
+    ) -> Result<(Checkpoint, Vec<usize>, Vec<(EventType, serde_json::Value)>), Stop> {
         let outbox = self.outbox_rows(run, &outputs);
         let mut events = std::mem::take(&mut run.queued);
         events.extend(self.effect_events(run, &outputs));
@@ -123,8 +214,6 @@ impl<S: Reducer> Engine<S> {
             &routes,
             &run.waiting,
         )?;
-        let next_nodes = next.nodes;
-        let mut chain = run.chain;
         let draft = Draft {
             run_id: &run.run_id,
             step: step + 1,
@@ -140,9 +229,8 @@ impl<S: Reducer> Engine<S> {
             at_ms: self.recorded_time(step + 1),
             event_head: run.head.clone(),
         };
-        let cp = record::draft(draft, &mut chain)?;
+        let cp = record::draft(draft, chain)?;
         self.compare_with_recording(&cp)?;
-        let status = if cp.frontier.is_empty() { RunStatus::Completed } else { RunStatus::Running };
         let graph = &self.inner.graph;
         let committed = serde_json::json!({
             "step": cp.step,
@@ -156,53 +244,46 @@ impl<S: Reducer> Engine<S> {
             let completed = serde_json::json!({ "step": cp.step, "state_hash": cp.state_hash });
             events.push((EventType::RunCompleted, completed));
         }
-        let (events, head) = self.chain(run.head.as_ref(), events, cp.timestamp_ms);
-        let observed = run.observer.as_ref().filter(|o| o.wants(StreamModes::DEBUG)).map(|_| {
+        Ok((cp, next.nodes, events))
+    }
+
+    /// What a DEBUG stream shows of a commit, taken before the commit consumes the checkpoint: the
+    /// effects it records, its idempotency key and state hash. `None` when nobody streams DEBUG.
+    fn observe_commit(
+        &self,
+        run: &Driven<S>,
+        cp: &Checkpoint,
+        events: &[crate::events::Event],
+    ) -> Observed<S> {
+        run.observer.as_ref().filter(|o| o.wants(StreamModes::DEBUG)).map(|_| {
             let effects: Vec<StreamEvent<S>> = events
                 .iter()
                 .filter(|e| e.event_type == EventType::EffectRecorded)
                 .map(|e| StreamEvent::Effect {
-                    step,
+                    step: run.step,
                     node: e.payload["node"].as_str().unwrap_or_default().to_owned(),
                     key: e.payload["key"].as_str().unwrap_or_default().to_owned(),
                     name: e.payload["name"].as_str().unwrap_or_default().to_owned(),
                 })
                 .collect();
             (effects, cp.idempotency_key.clone(), cp.state_hash.clone())
-        });
-        let graph_name = self.inner.graph.name();
-        let committing = std::time::Instant::now();
-        let outcome = self.inner.store.save_checkpoint(&cp, &events, &status, run.version).await;
-        telemetry::commit(graph_name, committing.elapsed(), outcome.as_ref().ok());
-        let outcome = outcome?;
-        if matches!(outcome, CommitOutcome::Committed { .. }) {
-            run.head = head;
-        } else {
-            // Another writer's commit stands, with its own events.
-            run.head = self.inner.store.run_info(&run.run_id).await?.and_then(|i| i.event_head);
-        }
-        run.resumption = None;
-        run.past_breakpoint = false;
-        self.adopt(run, cp, next_nodes, chain, outcome).await?;
-        telemetry::step_latency(graph_name, started.elapsed());
-        if let Some(o) = &run.observer {
-            if let Some((effects, idempotency_key, state_hash)) = observed {
-                for e in effects {
-                    o.emit(StreamModes::DEBUG, e).await;
-                }
-                let committed = StreamEvent::StepCommitted { step: run.step, idempotency_key, state_hash };
-                o.emit(StreamModes::DEBUG, committed).await;
+        })
+    }
+
+    /// Streams a committed step: its effects and commit (DEBUG), then the new state (VALUES).
+    async fn emit_committed(&self, run: &Driven<S>, observed: Observed<S>) {
+        let Some(o) = &run.observer else { return };
+        if let Some((effects, idempotency_key, state_hash)) = observed {
+            for e in effects {
+                o.emit(StreamModes::DEBUG, e).await;
             }
-            if o.wants(StreamModes::VALUES) {
-                o.emit(
-                    StreamModes::VALUES,
-                    StreamEvent::Values { step: run.step, state: (*run.state).clone() },
-                )
+            let committed = StreamEvent::StepCommitted { step: run.step, idempotency_key, state_hash };
+            o.emit(StreamModes::DEBUG, committed).await;
+        }
+        if o.wants(StreamModes::VALUES) {
+            o.emit(StreamModes::VALUES, StreamEvent::Values { step: run.step, state: (*run.state).clone() })
                 .await;
-            }
         }
-        tracing::debug!(run = %run.run_id, step = run.step, items = run.frontier.len(), "step committed");
-        Ok(())
     }
 
     /// Runs every item of the current step (see [`execute_step`]) that a resumption has no output for.

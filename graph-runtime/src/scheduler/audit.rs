@@ -9,6 +9,7 @@ use super::advance::Driven;
 use super::{Engine, RunOutcome};
 use crate::error::{Error, Result, StoreError};
 use crate::events::{self, Appender, ChainHead, ChainKey, Event, EventType};
+use crate::graph::Graph;
 use crate::state::Reducer;
 use crate::store::record::{self, Chain, Draft};
 use crate::store::{Checkpoint, CommitOutcome, RunInfo, RunStatus, Store};
@@ -255,24 +256,7 @@ impl<S: Reducer> Engine<S> {
         }
         // Checkpoint `step` is written in full (it is the fork's root: it must load before its chain is
         // copied) and, when edited, holds the edited state under a new key and hash.
-        let root = record::draft(
-            Draft {
-                run_id: &new_run,
-                step,
-                state: &state,
-                deltas: None,
-                frontier: at.frontier.clone(),
-                waiting: at.waiting.clone(),
-                outbox: Vec::new(),
-                seed: at.rng_seed,
-                label: at.label.clone(),
-                fingerprint: graph.fingerprint_arc(),
-                not_before_ms: at.timestamp_ms,
-                at_ms: Some(at.timestamp_ms),
-                event_head: None,
-            },
-            &mut Chain::default(),
-        )?;
+        let root = fork_root(graph, &new_run, step, &state, &at)?;
         let forked = serde_json::json!({
             "step": step,
             "parent": run_id,
@@ -299,6 +283,33 @@ impl<S: Reducer> Engine<S> {
         tracing::info!(run = new_run_id, parent = run_id, step, edited, "run forked");
         Ok(RunOutcome { run_id: new_run_id.to_owned(), state, status, steps: step })
     }
+}
+
+/// The root checkpoint of a fork at `at` (step `step` of the parent) holding `state`: in full, with the
+/// parent's frontier, joins, seed, label and time.
+fn fork_root<S: Reducer>(
+    graph: &Graph<S>,
+    new_run: &Arc<str>,
+    step: u64,
+    state: &S,
+    at: &Checkpoint,
+) -> Result<Checkpoint> {
+    let draft = Draft {
+        run_id: new_run,
+        step,
+        state,
+        deltas: None,
+        frontier: at.frontier.clone(),
+        waiting: at.waiting.clone(),
+        outbox: Vec::new(),
+        seed: at.rng_seed,
+        label: at.label.clone(),
+        fingerprint: graph.fingerprint_arc(),
+        not_before_ms: at.timestamp_ms,
+        at_ms: Some(at.timestamp_ms),
+        event_head: None,
+    };
+    record::draft(draft, &mut Chain::default())
 }
 
 /// [`Engine::verify`] on any store, without a graph: what tools that do not have the graph's code use.

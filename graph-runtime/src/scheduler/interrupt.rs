@@ -104,16 +104,7 @@ impl<S: Reducer> Engine<S> {
             interrupt: interrupt.map(str::to_owned),
             detail,
         };
-        let info =
-            store.run_info(run_id).await?.ok_or_else(|| Error::RunNotFound { run: run_id.to_owned() })?;
-        let graph = &self.inner.graph;
-        if info.graph_fingerprint != graph.fingerprint() {
-            return Err(Error::GraphChanged {
-                run: run_id.to_owned(),
-                stored: info.graph_fingerprint,
-                current: graph.fingerprint().to_owned(),
-            });
-        }
+        let (info, mut cp) = self.stored(run_id).await?;
         let waiting: Vec<&Interrupt> = match &info.status {
             RunStatus::Interrupted(list) => list.iter().filter(|i| i.kind == InterruptKind::Input).collect(),
             _ => Vec::new(),
@@ -125,68 +116,21 @@ impl<S: Reducer> Engine<S> {
             };
             return Err(reject(None, format!("the run waits for no input: it is {status}")));
         }
-        let cp = store.latest(run_id).await?.ok_or_else(|| Error::RunNotFound { run: run_id.to_owned() })?;
-        self.verify_tail(&info, &cp).await?;
         let mut pending = self
             .load_pending(run_id, cp.step)
             .await?
             .unwrap_or(PendingStep { step: cp.step, items: Vec::new() });
-        let mut answered = Vec::new();
-        for (id, value) in inputs {
-            let Some(i) = waiting.iter().find(|i| i.id == id) else {
-                let ids: Vec<&str> = waiting.iter().map(|i| i.id.as_str()).collect();
-                return Err(reject(
-                    Some(&id),
-                    format!("no interrupt waits with this id; waiting: {}", ids.join(", ")),
-                ));
-            };
-            if answered.iter().any(|a: &serde_json::Value| a["id"] == *id) {
-                return Err(reject(Some(&id), "answered twice".into()));
-            }
-            let item = pending_item(&mut pending, &i.path);
-            if item.inputs.len() != i.index as usize {
-                return Err(Error::Store(StoreError::corrupted_record(
-                    run_id,
-                    cp.step,
-                    format!(
-                        "interrupt `{id}` is call {} of its node, but the pending step holds {} earlier inputs",
-                        i.index,
-                        item.inputs.len()
-                    ),
-                )));
-            }
-            item.inputs.push(value.clone());
-            answered.push(serde_json::json!({
-                "id": id, "node": i.node, "path": i.path, "index": i.index, "input": value,
-            }));
-        }
-        if answered.is_empty() {
-            return Err(reject(None, "no input was given".into()));
-        }
+        let answered = deliver(run_id, cp.step, &waiting, &mut pending, inputs)?;
         let (state, chain) = record::load_state(store, &cp).await?;
         let nodes = self.node_indices(&cp)?;
-        let run = Driven {
-            run_id: run_id.into(),
-            step: cp.step,
-            state: Arc::new(state),
-            frontier: cp.frontier,
-            nodes,
-            waiting: cp.waiting,
-            seed: cp.rng_seed,
-            version: info.version,
-            cancel: opts.cancel.clone().unwrap_or_default(),
-            deadline: tokio::time::Instant::now() + self.inner.options.run_wall_clock_budget,
-            chain,
-            time_ms: cp.timestamp_ms,
-            head: info.event_head,
-            queued: vec![(EventType::Resumed, serde_json::json!({ "step": cp.step, "inputs": answered }))],
-            resumption: Some(pending),
-            // The step had started: its breakpoints before were passed.
-            past_breakpoint: true,
-            observer: opts.observer.get(),
-            resumed: true,
-        };
-        tracing::info!(run = run_id, step = cp.step, inputs = answered.len(), "run resumed with input");
+        let step = cp.step;
+        let mut run = self.driver(run_id.into(), &mut cp, state, chain, nodes, opts);
+        (run.version, run.head) = (info.version, info.event_head);
+        run.queued = vec![(EventType::Resumed, serde_json::json!({ "step": step, "inputs": answered }))];
+        run.resumption = Some(pending);
+        // The step had started: its breakpoints before were passed.
+        run.past_breakpoint = true;
+        tracing::info!(run = run_id, step, inputs = answered.len(), "run resumed with input");
         self.drive(run).await
     }
 
@@ -366,4 +310,54 @@ fn output_of<S: Reducer>(run: &str, step: u64, d: &DoneItem) -> std::result::Res
         StoredRoute::End => Route::End,
     };
     Ok(ItemOutput { delta, route, emits: d.emits.clone(), effects: d.effects.clone() })
+}
+
+/// Delivers `inputs` to the interrupts of `waiting` they answer, into the pending step's items: what the
+/// `Resumed` event records of each. Any input that answers no waiting interrupt, answers one twice, or
+/// finds the pending step out of line with its interrupt refuses the whole resumption (nothing written).
+fn deliver(
+    run_id: &str,
+    step: u64,
+    waiting: &[&Interrupt],
+    pending: &mut PendingStep,
+    inputs: impl IntoIterator<Item = (String, serde_json::Value)>,
+) -> Result<Vec<serde_json::Value>> {
+    let reject = |interrupt: Option<&str>, detail: String| Error::ResumeInput {
+        run: run_id.to_owned(),
+        interrupt: interrupt.map(str::to_owned),
+        detail,
+    };
+    let mut answered = Vec::new();
+    for (id, value) in inputs {
+        let Some(i) = waiting.iter().find(|i| i.id == id) else {
+            let ids: Vec<&str> = waiting.iter().map(|i| i.id.as_str()).collect();
+            return Err(reject(
+                Some(&id),
+                format!("no interrupt waits with this id; waiting: {}", ids.join(", ")),
+            ));
+        };
+        if answered.iter().any(|a: &serde_json::Value| a["id"] == *id) {
+            return Err(reject(Some(&id), "answered twice".into()));
+        }
+        let item = pending_item(pending, &i.path);
+        if item.inputs.len() != i.index as usize {
+            return Err(Error::Store(StoreError::corrupted_record(
+                run_id,
+                step,
+                format!(
+                    "interrupt `{id}` is call {} of its node, but the pending step holds {} earlier inputs",
+                    i.index,
+                    item.inputs.len()
+                ),
+            )));
+        }
+        item.inputs.push(value.clone());
+        answered.push(serde_json::json!({
+            "id": id, "node": i.node, "path": i.path, "index": i.index, "input": value,
+        }));
+    }
+    if answered.is_empty() {
+        return Err(reject(None, "no input was given".into()));
+    }
+    Ok(answered)
 }

@@ -24,7 +24,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Semaphore;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument;
@@ -154,26 +153,8 @@ impl<S: Reducer> Engine<S> {
             return Err(Error::RunExists { run: run_id.to_owned() });
         };
         tracing::info!(run = run_id, graph = graph.name(), "run started");
-        let run = Driven {
-            run_id: run,
-            step: 0,
-            state: Arc::new(input),
-            frontier: std::mem::take(&mut cp.frontier),
-            nodes: vec![entry],
-            waiting: Vec::new(),
-            seed,
-            version,
-            cancel: opts.cancel.unwrap_or_default(),
-            deadline: Instant::now() + self.inner.options.run_wall_clock_budget,
-            chain,
-            time_ms: cp.timestamp_ms,
-            head,
-            queued: Vec::new(),
-            resumption: None,
-            past_breakpoint: false,
-            observer: opts.observer.get(),
-            resumed: false,
-        };
+        let mut run = self.driver(run, &mut cp, input, chain, vec![entry], opts);
+        (run.version, run.head, run.resumed) = (version, head, false);
         self.drive(run).await
     }
 
@@ -196,62 +177,25 @@ impl<S: Reducer> Engine<S> {
     ///
     /// As [`Engine::resume`].
     pub async fn resume_with(&self, run_id: &str, opts: RunOptions) -> Result<RunOutcome<S>> {
-        let store = &self.inner.store;
-        let not_found = || Error::RunNotFound { run: run_id.to_owned() };
-        let info = store.run_info(run_id).await?.ok_or_else(not_found)?;
-        let graph = &self.inner.graph;
-        if info.graph_fingerprint != graph.fingerprint() {
-            return Err(Error::GraphChanged {
-                run: run_id.to_owned(),
-                stored: info.graph_fingerprint,
-                current: graph.fingerprint().to_owned(),
-            });
-        }
-        let cp = store.latest(run_id).await?.ok_or_else(not_found)?;
-        self.verify_tail(&info, &cp).await?;
-        let (state, chain) = record::load_state(&**store, &cp).await?;
+        let (info, mut cp) = self.stored(run_id).await?;
+        let (state, chain) = record::load_state(&*self.inner.store, &cp).await?;
         let nodes = self.node_indices(&cp)?;
-        if cp.frontier.is_empty() {
-            return Ok(RunOutcome {
-                run_id: run_id.to_owned(),
-                state,
-                status: RunStatus::Completed,
-                steps: cp.step,
-            });
-        }
-        let mut past_breakpoint = false;
-        if let RunStatus::Interrupted(list) = &info.status {
-            if list.iter().any(|i| i.kind == InterruptKind::Input) {
-                return Ok(RunOutcome {
-                    run_id: run_id.to_owned(),
-                    state,
-                    status: info.status,
-                    steps: cp.step,
-                });
-            }
-            past_breakpoint = list.iter().any(|i| i.kind == InterruptKind::Before && i.step == cp.step);
-        }
-        let resumption = self.load_pending(run_id, cp.step).await?;
-        let mut run = Driven {
-            run_id: run_id.into(),
-            step: cp.step,
-            state: Arc::new(state),
-            frontier: cp.frontier,
-            nodes,
-            waiting: cp.waiting,
-            seed: cp.rng_seed,
-            version: info.version,
-            cancel: opts.cancel.unwrap_or_default(),
-            deadline: Instant::now() + self.inner.options.run_wall_clock_budget,
-            chain,
-            time_ms: cp.timestamp_ms,
-            head: info.event_head,
-            queued: Vec::new(),
-            resumption,
-            past_breakpoint,
-            observer: opts.observer.get(),
-            resumed: true,
+        // A completed run, or one that waits for input, stays as it is.
+        let waits = |i: &crate::store::Interrupt| i.kind == InterruptKind::Input;
+        let stays = match &info.status {
+            _ if cp.frontier.is_empty() => Some(RunStatus::Completed),
+            RunStatus::Interrupted(list) if list.iter().any(waits) => Some(info.status.clone()),
+            _ => None,
         };
+        if let Some(status) = stays {
+            return Ok(RunOutcome { run_id: run_id.to_owned(), state, status, steps: cp.step });
+        }
+        let past_breakpoint = matches!(&info.status, RunStatus::Interrupted(list)
+            if list.iter().any(|i| i.kind == InterruptKind::Before && i.step == cp.step));
+        let resumption = self.load_pending(run_id, cp.step).await?;
+        let mut run = self.driver(run_id.into(), &mut cp, state, chain, nodes, opts);
+        (run.version, run.head) = (info.version, info.event_head.clone());
+        (run.resumption, run.past_breakpoint) = (resumption, past_breakpoint);
         if info.status != RunStatus::Running {
             let resumed = serde_json::json!({ "step": cp.step, "from": status_name(&info.status) });
             match self
@@ -397,21 +341,7 @@ impl<S: Reducer> Engine<S> {
     /// an error.
     async fn drive_here(&self, mut run: Driven<S>) -> Result<RunOutcome<S>> {
         let _registration = Registration::new(&self.inner.active, &run)?;
-        if let Some(o) = &run.observer {
-            let started = StreamEvent::RunStarted {
-                run_id: run.run_id.to_string(),
-                step: run.step,
-                resumed: run.resumed,
-            };
-            o.emit(StreamModes::DEBUG, started).await;
-            if o.wants(StreamModes::VALUES) {
-                o.emit(
-                    StreamModes::VALUES,
-                    StreamEvent::Values { step: run.step, state: (*run.state).clone() },
-                )
-                .await;
-            }
-        }
+        emit_started(&run).await;
         loop {
             if run.frontier.is_empty() {
                 tracing::info!(run = %run.run_id, steps = run.step, "run completed");
@@ -487,6 +417,18 @@ impl<S: Reducer> Engine<S> {
             Ok(other) => tracing::warn!(run = %run.run_id, ?other, "run status not updated"),
             Err(e) => tracing::warn!(run = %run.run_id, error = %e, "run status not updated"),
         }
+    }
+}
+
+/// Streams the start of a driver: `RunStarted` (DEBUG) and the state it starts from (VALUES).
+async fn emit_started<S: Reducer>(run: &Driven<S>) {
+    let Some(o) = &run.observer else { return };
+    let started =
+        StreamEvent::RunStarted { run_id: run.run_id.to_string(), step: run.step, resumed: run.resumed };
+    o.emit(StreamModes::DEBUG, started).await;
+    if o.wants(StreamModes::VALUES) {
+        o.emit(StreamModes::VALUES, StreamEvent::Values { step: run.step, state: (*run.state).clone() })
+            .await;
     }
 }
 

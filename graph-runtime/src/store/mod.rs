@@ -26,6 +26,8 @@ pub mod retry;
 pub mod server;
 #[cfg(feature = "sled")]
 mod sled;
+#[cfg(feature = "sqlite")]
+mod sqlite;
 
 pub use journal::{EffectClass, EffectOutcome, EffectRecord, EffectState, OutboxRow, Resolution};
 pub use memory::MemoryStore;
@@ -36,13 +38,30 @@ pub use server::MySqlStore;
 #[cfg(feature = "postgres")]
 pub use server::PostgresStore;
 #[cfg(feature = "sled")]
-pub use sled::{Durability, SledOptions, SledStore};
+pub use sled::{SledOptions, SledStore};
+#[cfg(feature = "sqlite")]
+pub use sqlite::{SQLITE_SCHEMA_VERSION, SqliteOptions, SqliteStore};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::error::StoreError;
 use crate::events::{ChainHead, Event};
+
+/// When a durable store acknowledges a commit (the sled and SQLite stores).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Durability {
+    /// Once it is on disk and synced (`fdatasync`; shared with concurrent commits): a reported commit
+    /// survives a crash and a power loss. sled: its commit-log record is synced; SQLite: `synchronous =
+    /// FULL` in WAL mode.
+    #[default]
+    Sync,
+    /// Without waiting for the sync. Never partial; the most recent commits may be lost on a crash
+    /// (sled: those of the last 500 ms, until its background flush) or on a power loss (SQLite:
+    /// `synchronous = NORMAL`, until the next WAL checkpoint; a process crash loses nothing).
+    Async,
+}
 
 /// Where a run stands.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

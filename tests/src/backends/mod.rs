@@ -32,6 +32,51 @@ use graph_runtime::store::SledStore;
 use graph_runtime::store::conformance;
 use graph_runtime::{MemoryStore, StoreError};
 
+#[cfg(feature = "sqlite")]
+mod sqlite;
+#[cfg(feature = "sqlite")]
+pub use sqlite::Sqlite;
+
+/// A store opened from a spec by [`open_spec`]: the crash tests' child processes are told which store to
+/// use this way.
+pub enum SpecStore {
+    /// `sled:<folder>` (or a plain path).
+    Sled(SledStore),
+    /// `sqlite:<database file>`.
+    #[cfg(feature = "sqlite")]
+    Sqlite(graph_runtime::store::SqliteStore),
+}
+
+impl SpecStore {
+    /// The store as a shared trait object.
+    pub fn shared(self) -> std::sync::Arc<dyn graph_runtime::Store> {
+        match self {
+            SpecStore::Sled(s) => std::sync::Arc::new(s),
+            #[cfg(feature = "sqlite")]
+            SpecStore::Sqlite(s) => std::sync::Arc::new(s),
+        }
+    }
+}
+
+/// Opens the store `spec` names: `sled:<folder>`, `sqlite:<database file>`, or a plain path (a sled
+/// folder, as the crash children were first called).
+///
+/// # Errors
+///
+/// The store's own open errors; `Backend` for a spec of a backend this build lacks.
+pub fn open_spec(spec: &str) -> Result<SpecStore, StoreError> {
+    match spec.split_once(':') {
+        Some(("sled", dir)) => Ok(SpecStore::Sled(SledStore::open(dir)?)),
+        #[cfg(feature = "sqlite")]
+        Some(("sqlite", file)) => Ok(SpecStore::Sqlite(graph_runtime::store::SqliteStore::open(file)?)),
+        #[cfg(not(feature = "sqlite"))]
+        Some(("sqlite", _)) => {
+            Err(StoreError::backend("no SQLite store", "graph-tests built without `sqlite`"))
+        }
+        _ => Ok(SpecStore::Sled(SledStore::open(spec)?)),
+    }
+}
+
 /// Reading and writing a checkpoint's stored bytes (the envelope the store keeps), for corruption
 /// tests. `None` from [`RawAccess::raw_checkpoint`] when the backend keeps no bytes (the memory store).
 pub trait RawAccess: conformance::Backend {

@@ -1,7 +1,8 @@
-//! The process the crash tests kill: starts or resumes one run of [`graph_tests::crash_graph`] on a sled
+//! The process the crash tests kill: starts or resumes one run of [`graph_tests::crash_graph`] on a
 //! store and prints the final state's hash.
 //!
-//! `crash_child <store dir> <run id> <iterations>` (with `CRASH_GRAPH=join`, the rounds of
+//! `crash_child <store> <run id> <iterations>`, the store as [`graph_tests::backends::open_spec`] reads
+//! it (`sled:<folder>`, `sqlite:<file>`, or a sled folder's path) (with `CRASH_GRAPH=join`, the rounds of
 //! [`graph_tests::graphs::wait_for_join`] instead); with `CRASH_AT=<step>:<before|during|after>` the
 //! process aborts just before, in the middle of, or just after the commit of that step. Every commit the
 //! store acknowledged is printed as `ack <step>` the moment it is, so the test can check that no
@@ -11,8 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use graph_runtime::node::BoxFuture;
-use graph_runtime::store::{Checkpoint, SledStore};
+use graph_runtime::store::Checkpoint;
 use graph_runtime::{CommitOutcome, Engine, Store, StoreError};
+use graph_tests::backends::{SpecStore, open_spec};
 use graph_tests::hooked::{Hooked, Hooks};
 use graph_tests::{Trace, crash_graph, random_delay, state_hash};
 
@@ -56,12 +58,12 @@ impl Hooks for Crashing {
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let [_, dir, run, iterations] = args.as_slice() else {
-        eprintln!("usage: crash_child <store dir> <run id> <iterations>");
+    let [_, spec, run, iterations] = args.as_slice() else {
+        eprintln!("usage: crash_child <store> <run id> <iterations>");
         std::process::exit(2);
     };
     let iterations: u64 = iterations.parse().expect("iterations is a number");
-    let sled = SledStore::open(dir).expect("the store opens");
+    let opened = open_spec(spec).expect("the store opens");
     let (step, point) = match std::env::var("CRASH_AT") {
         Ok(spec) => {
             let (step, point) = spec.split_once(':').expect("CRASH_AT=<step>:<point>");
@@ -69,7 +71,12 @@ async fn main() {
         }
         Err(_) => (u64::MAX, String::new()),
     };
-    let store: Arc<dyn Store> = Arc::new(Hooked { inner: sled, hooks: Crashing { step, point } });
+    let hooks = Crashing { step, point };
+    let store: Arc<dyn Store> = match opened {
+        SpecStore::Sled(inner) => Arc::new(Hooked { inner, hooks }),
+        #[cfg(feature = "sqlite")]
+        SpecStore::Sqlite(inner) => Arc::new(Hooked { inner, hooks }),
+    };
     let graph = match std::env::var("CRASH_GRAPH").as_deref() {
         Ok("join") => graph_tests::graphs::wait_for_join(iterations, false),
         _ => crash_graph(iterations),

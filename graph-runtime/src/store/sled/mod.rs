@@ -15,9 +15,11 @@
 //! # Recovery
 //!
 //! sled also records, after each group's writes, the sequence number of the last commit group it applied.
-//! `open` replays the log's records after the last checkpoint into sled. If sled comes back behind the manifest
-//! (it lost commits it had durably held) and the log no longer reaches back that far, `open` fails with
-//! `Corrupted` naming the lost commits: never a silent rollback.
+//! `open` replays every record the log still holds into sled (at least one checkpoint interval before the
+//! last checkpoint). If sled comes back behind the manifest (it lost commits it had durably held) and the
+//! log no longer reaches back that far, `open` fails with `Corrupted` naming the lost commits: never a
+//! silent rollback. Reads check a run's checkpoints against its row (they end at the step the row says,
+//! with no hole), so pages sled lost to damaged files are `Corrupted`, not a shorter history.
 //!
 //! # Fail-stop
 //!
@@ -58,18 +60,7 @@ use crate::events::Event;
 use commit::{Reply, Request, Writer};
 use redo::{Op, TreeId};
 
-/// When a commit is acknowledged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum Durability {
-    /// Once its record is in the commit log and `fdatasync`ed (shared with concurrent commits). A
-    /// reported commit survives a crash and a power loss.
-    #[default]
-    Sync,
-    /// As soon as sled applied it, without the commit log. Never partial; the most recent commits may
-    /// be lost on a crash (sled flushes in the background every 500 ms).
-    Async,
-}
+use super::Durability;
 
 /// Options of [`SledStore::open_with`].
 #[derive(Debug, Clone)]
@@ -294,6 +285,13 @@ impl SledStore {
         self.inner.read(|| self.inner.checkpoints.insert(cp_key(run_id, step), bytes)).map(drop)
     }
 
+    /// Test hook (feature `test-hooks`): removes a checkpoint from the index (sled) only, not through the
+    /// log, as damaged sled files whose pages sled's recovery skips do.
+    #[cfg(feature = "test-hooks")]
+    pub fn remove_from_index(&self, run_id: &str, step: u64) -> Result<(), StoreError> {
+        self.inner.read(|| self.inner.checkpoints.remove(cp_key(run_id, step))).map(drop)
+    }
+
     /// Test hook (feature `test-hooks`): the raw record of a checkpoint.
     #[cfg(feature = "test-hooks")]
     pub fn raw_checkpoint(&self, run_id: &str, step: u64) -> Result<Option<Vec<u8>>, StoreError> {
@@ -346,10 +344,14 @@ impl Inner {
             return Err(StoreError::corrupted_file(self.path.join("wal"), detail, REMEDY_INDEX));
         }
         let last_logged = records.last().map(|r| r.seq);
-        // Replay from the last checkpoint (or from where sled is, if it is behind it): a record after it
-        // may be in sled only in part. Records are blind writes applied in order, so replaying one that
-        // sled holds changes nothing.
-        let from = applied.min(manifest.checkpoint_seq);
+        // Replay every record the log still holds, not only those after the last checkpoint: a record after
+        // it may be in sled only in part, and damaged sled files can make sled come back without pages it
+        // had durably written before it (its recovery skips them without an error), which the retained
+        // log repairs. Records are blind writes applied in order, so replaying one that sled holds changes
+        // nothing. The exception: sled holds groups the log does not (the log's tail was damaged after
+        // sled applied it). sled's log is sequential, so it then holds every record of the log whole, and
+        // replaying them would overwrite newer values with older ones: nothing is replayed.
+        let from = if last_logged.is_some_and(|l| l < applied) { applied } else { 0 };
         for record in records.into_iter().filter(|r| r.seq > from) {
             self.apply_record(&record.payload, Some(record.seq))?;
             applied = applied.max(record.seq);
@@ -395,6 +397,43 @@ impl Inner {
             Ok(())
         })?;
         applied.map_err(|e| self.fail_stop(format!("writing sled: {}", sled_cause(&e))))
+    }
+
+    /// Checks what the index returned for a run against the run's own row: its last checkpoint (`last`)
+    /// is the step the row says the run reached. Commits write a run's row and its checkpoint together,
+    /// so a mismatch means sled lost some of its pages (damaged files whose pages sled's recovery skipped
+    /// without an error): `Corrupted` naming the run, the step and sled's folder, never a shorter history.
+    /// (Holes before the last step are not checked: a fork cut short by a crash leaves some.)
+    fn check_index(&self, run_id: &str, last: Option<u64>) -> Result<(), StoreError> {
+        let row = self.read(|| self.runs.get(run_id.as_bytes()))?;
+        let latest = row.map(|b| decode_run(&b)).transpose()?.map(|info| info.latest_step);
+        let (step, detail) = match (latest, last) {
+            (None, None) => return Ok(()),
+            (Some(latest), Some(last)) if latest == last => return Ok(()),
+            (None, Some(last)) => (
+                last,
+                format!("the index holds checkpoints of the run up to step {last} but not the run's row"),
+            ),
+            (Some(latest), None) => (
+                latest,
+                format!(
+                    "the run's row says it reached step {latest} but the index holds none of its checkpoints"
+                ),
+            ),
+            (Some(latest), Some(last)) => (
+                latest.max(last),
+                format!(
+                    "the run's row says it reached step {latest} but its last checkpoint in the index is step {last}"
+                ),
+            ),
+        };
+        Err(StoreError::Corrupted {
+            run: Some(run_id.to_owned()),
+            step: Some(step),
+            file: Some(self.path.join("db")),
+            detail,
+            remedy: REMEDY_INDEX,
+        })
     }
 
     /// The sled tree of `t`.
@@ -795,6 +834,7 @@ impl Store for SledStore {
         let last = self
             .inner
             .read(|| self.inner.checkpoints.scan_prefix(run_key(run_id)).next_back().transpose())?;
+        self.inner.check_index(run_id, last.as_ref().map(|(k, _)| step_of(k)))?;
         match last {
             Some((k, v)) => Ok(Some(decode(run_id, step_of(&k), &v)?)),
             None => Ok(None),
@@ -815,6 +855,7 @@ impl Store for SledStore {
         let rows = self
             .inner
             .read(|| self.inner.checkpoints.scan_prefix(run_key(run_id)).collect::<sled::Result<Vec<_>>>())?;
+        self.inner.check_index(run_id, rows.last().map(|(k, _)| step_of(k)))?;
         rows.iter().map(|(k, v)| Ok(decode(run_id, step_of(k), v)?.meta())).collect()
     }
 

@@ -1,0 +1,714 @@
+//! The SQLite store (feature `sqlite`): one database file, written by one thread with group commit.
+//!
+//! # Commits
+//!
+//! Every write (`save_checkpoint`, `set_status`, `prune`, `put_effect`, `ack_outbox`) is a request to
+//! the store's writer thread, which owns the only writing connection. The thread takes every request
+//! queued so far — a *group* — and runs it in one transaction (`BEGIN IMMEDIATE` … `COMMIT`), each
+//! request inside a savepoint of its own: a request whose checks refuse it (`AlreadyCommitted`,
+//! `StepTaken`, `VersionConflict`) or that fails rolls back its savepoint alone. One `COMMIT`, so one
+//! WAL sync, makes the whole group durable; only then is any request of it answered. Requests that
+//! arrive while a group commits form the next group: one sequential run pays one sync per step, and
+//! concurrent runs share them.
+//!
+//! The checks are the database's own: the idempotency key row is inserted first, and its primary key
+//! refuses a second one (`AlreadyCommitted`); the checkpoint's primary key `(run_id, step)` refuses a
+//! second result for a step (`StepTaken`). Unique violations are recognised by SQLite's extended error
+//! codes (`SQLITE_CONSTRAINT_PRIMARYKEY`, `SQLITE_CONSTRAINT_UNIQUE`), never by message text.
+//!
+//! # Durability
+//!
+//! The database is in WAL mode. [`Durability::Sync`] sets `synchronous = FULL`: the WAL is synced at
+//! every commit, so an acknowledged commit survives a power loss. [`Durability::Async`] sets
+//! `synchronous = NORMAL`: never partial and safe against a process crash, but the last commits may be
+//! lost on a power loss (until the next WAL checkpoint).
+//!
+//! # Reads
+//!
+//! Reads run on `tokio::task::spawn_blocking`, on a small pool of read-only connections; in WAL mode
+//! they never wait for the writer.
+//!
+//! # Files and schema
+//!
+//! `<file>`, `<file>-wal`, `<file>-shm`. The schema is `migrations/sqlite/*.sql`, applied by
+//! [`SqliteStore::open`] in one transaction and recorded in `graph_schema_version`; a database of a
+//! newer schema is refused with [`StoreError::UnsupportedSchemaVersion`]. Every value is stored as the
+//! bytes of [`super::record`] (checkpoints, run rows), [`super::journal`] or [`crate::events`]; the
+//! other columns exist to be queried by.
+
+mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex, mpsc};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use tokio::sync::oneshot;
+
+use super::journal::{decode_effect, decode_outbox};
+use super::record::{decode, decode_run};
+use super::{
+    Checkpoint, CheckpointMeta, CommitOutcome, Durability, EffectOutcome, EffectRecord, EffectState,
+    FailPoint, OutboxRow, RunFilter, RunInfo, RunStatus, Store,
+};
+use crate::error::StoreError;
+use crate::events::Event;
+use writer::{Job, Op, Reply};
+
+/// The schema migrations, in order: (version, SQL). Applied by `open`, each at most once.
+const MIGRATIONS: &[(u32, &str)] = &[(1, include_str!("../../../migrations/sqlite/0001_init.sql"))];
+
+/// The schema version this build creates and reads.
+pub const SQLITE_SCHEMA_VERSION: u32 = 1;
+
+/// What to do about a damaged database file.
+const REMEDY_FILE: &str = "the database file is damaged (a disk fault, or a file that is not this store's \
+     database): restore it from a backup; the store changed nothing";
+
+/// Options of [`SqliteStore::open_with`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SqliteOptions {
+    /// When commits are acknowledged (`synchronous = FULL` for `Sync`, `NORMAL` for `Async`).
+    pub durability: Durability,
+    /// How long a statement waits for a lock another connection (another process) holds before the
+    /// call fails with [`StoreError::Unavailable`] (default 5 s).
+    pub busy_timeout: Duration,
+    /// At most this many read-only connections (default 4); more reads at once wait for one.
+    pub readers: usize,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions { durability: Durability::Sync, busy_timeout: Duration::from_secs(5), readers: 4 }
+    }
+}
+
+impl SqliteOptions {
+    /// Sets the durability.
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// Sets the busy timeout.
+    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
+        self.busy_timeout = timeout;
+        self
+    }
+
+    /// Sets the most read-only connections.
+    pub fn readers(mut self, n: usize) -> Self {
+        self.readers = n;
+        self
+    }
+}
+
+/// A checkpoint store in one SQLite database file (feature `sqlite`). Clones share the writer thread
+/// and the readers; several stores (in one process or several) may open the same file.
+///
+/// # Examples
+///
+/// ```
+/// # fn main() -> Result<(), graph_runtime::StoreError> {
+/// let dir = tempfile::tempdir().unwrap();
+/// let store = graph_runtime::store::SqliteStore::open(dir.path().join("runs.sqlite"))?;
+/// # drop(store);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct SqliteStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    options: SqliteOptions,
+    /// Requests to the writer thread; `None` once the store is being dropped.
+    sender: Option<mpsc::Sender<Job>>,
+    thread: Option<JoinHandle<()>>,
+    /// Read-only connections: the idle ones, and how many exist (at most `options.readers`).
+    readers: Mutex<Readers>,
+    /// Signalled when a reader is returned.
+    reader_returned: Condvar,
+    stats: Arc<writer::Stats>,
+    #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
+    fail: FailPoint,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Readers first, so the writer's connection is the last one to close: SQLite then checkpoints
+        // the WAL into the database file and removes it. Closing the channel ends the writer thread
+        // once the requests queued so far are answered; its connection closes with it.
+        self.readers.get_mut().unwrap_or_else(|e| e.into_inner()).idle.clear();
+        self.sender = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.inner.path)
+            .field("durability", &self.inner.options.durability)
+            .finish()
+    }
+}
+
+impl SqliteStore {
+    /// Opens (or creates) the database file `path` with [`Durability::Sync`].
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Corrupted`] naming the file when it is damaged or not a database;
+    /// [`StoreError::UnsupportedSchemaVersion`] when a newer build created it; [`StoreError::Unavailable`]
+    /// when another connection holds it locked past the busy timeout; backend errors.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::open_with(path, SqliteOptions::default())
+    }
+
+    /// Opens (or creates) the database file `path`: sets WAL mode and the durability, applies the
+    /// schema migrations this build knows in one transaction (safe when several open it at once), and
+    /// starts the writer thread.
+    ///
+    /// # Errors
+    ///
+    /// As [`SqliteStore::open`].
+    pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let mut conn = Connection::open_with_flags(&path, flags)
+            .map_err(|e| sql_error(&path, "opening the database", e))?;
+        let err = |what: &'static str| {
+            let path = path.clone();
+            move |e| sql_error(&path, what, e)
+        };
+        conn.busy_timeout(options.busy_timeout).map_err(err("setting the busy timeout"))?;
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(err("switching to WAL mode"))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::backend(
+                format!("cannot use {}", path.display()),
+                format!("SQLite kept journal mode `{mode}` instead of WAL"),
+            ));
+        }
+        let synchronous = match options.durability {
+            Durability::Sync => "FULL",
+            Durability::Async => "NORMAL",
+        };
+        conn.execute_batch(&format!("PRAGMA synchronous = {synchronous}"))
+            .map_err(err("setting the durability"))?;
+        // 16 MiB of page cache for the writer (SQLite's default is 2 MiB): a group of concurrent runs'
+        // commits touches pages all over the checkpoint and key b-trees.
+        conn.execute_batch("PRAGMA cache_size = -16384").map_err(err("setting the page cache"))?;
+        migrate(&mut conn, &path)?;
+        let stats = Arc::new(writer::Stats::default());
+        let fail: FailPoint = Default::default();
+        let (sender, receiver) = mpsc::channel();
+        let ctx = writer::Writer { conn, path: path.clone(), stats: stats.clone(), fail: fail.clone() };
+        let thread = std::thread::Builder::new()
+            .name("graph-sqlite-writer".into())
+            .spawn(move || ctx.run(receiver))
+            .map_err(|e| StoreError::backend("cannot start the SQLite writer thread", e))?;
+        Ok(SqliteStore {
+            inner: Arc::new(Inner {
+                path,
+                options,
+                sender: Some(sender),
+                thread: Some(thread),
+                readers: Mutex::new(Readers::default()),
+                reader_returned: Condvar::new(),
+                stats,
+                fail,
+            }),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Write transactions committed since open: one per commit group, however many commits it held.
+    pub fn transactions(&self) -> u64 {
+        self.inner.stats.transactions.load(Ordering::Relaxed)
+    }
+
+    /// Write requests answered since open (commits, status updates, prunes, journal writes).
+    pub fn requests(&self) -> u64 {
+        self.inner.stats.requests.load(Ordering::Relaxed)
+    }
+
+    /// The writer connection's `journal_mode` and `synchronous` (0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA), as
+    /// SQLite reports them.
+    ///
+    /// # Errors
+    ///
+    /// Backend failures.
+    pub async fn writer_pragmas(&self) -> Result<(String, u32), StoreError> {
+        match self.request(Op::Pragmas).await? {
+            Reply::Pragmas(mode, sync) => Ok((mode, sync)),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Test hook (feature `test-hooks`): the next commit fails after its `n`-th write (1 = the
+    /// idempotency key, 2 = the checkpoint with its outbox rows and events, 3 = the run row) and rolls
+    /// back.
+    #[cfg(feature = "test-hooks")]
+    pub fn fail_point(&self) -> &FailPoint {
+        &self.inner.fail
+    }
+
+    /// Test hook (feature `test-hooks`): overwrites the stored bytes of a checkpoint (to simulate damage
+    /// or a newer format).
+    ///
+    /// # Errors
+    ///
+    /// Backend failures.
+    #[cfg(feature = "test-hooks")]
+    pub async fn put_raw_checkpoint(&self, run_id: &str, step: u64, bytes: &[u8]) -> Result<(), StoreError> {
+        let op = Op::PutRaw { run_id: run_id.to_owned(), step, bytes: bytes.to_vec() };
+        self.request(op).await.map(drop)
+    }
+
+    /// Test hook (feature `test-hooks`): the stored bytes of a checkpoint.
+    ///
+    /// # Errors
+    ///
+    /// Backend failures.
+    #[cfg(feature = "test-hooks")]
+    pub async fn raw_checkpoint(&self, run_id: &str, step: u64) -> Result<Option<Vec<u8>>, StoreError> {
+        let run = run_id.to_owned();
+        let step = int(step)?;
+        self.read(move |c| {
+            c.prepare_cached("SELECT record FROM checkpoints WHERE run_id = ?1 AND step = ?2")?
+                .query_row(params![run, step], |r| r.get(0))
+                .optional()
+        })
+        .await
+    }
+
+    /// Hands `op` to the writer thread and waits for its answer (after its group committed).
+    async fn request(&self, op: Op) -> Result<Reply, StoreError> {
+        let (answer, reply) = oneshot::channel();
+        let sender = self.inner.sender.as_ref().ok_or_else(|| writer_gone(&self.inner.path))?;
+        sender.send(Job { op, answer }).map_err(|_| writer_gone(&self.inner.path))?;
+        reply.await.map_err(|_| writer_gone(&self.inner.path))?
+    }
+
+    /// Runs `f` on a read-only connection of the pool, on a blocking thread.
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        self.read_decoded(move |c| Ok(f(c)))
+            .await?
+            .map_err(|e| sql_error(&self.inner.path, "reading the database", e))
+    }
+
+    /// Runs `f` on a read-only connection of the pool, on a blocking thread; `f` decodes what it read.
+    async fn read_decoded<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = inner.reader()?;
+            let out = f(&conn);
+            inner.readers.lock().unwrap_or_else(|e| e.into_inner()).idle.push(conn);
+            inner.reader_returned.notify_one();
+            out
+        })
+        .await
+        .map_err(|e| StoreError::backend("a read of the SQLite store did not finish", e))?
+    }
+
+    async fn outcome(&self, op: Op) -> Result<CommitOutcome, StoreError> {
+        match self.request(op).await? {
+            Reply::Outcome(o) => Ok(o),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn count(&self, op: Op) -> Result<usize, StoreError> {
+        match self.request(op).await? {
+            Reply::Count(n) => Ok(n),
+            other => Err(unexpected(&other)),
+        }
+    }
+}
+
+impl Inner {
+    /// An idle read-only connection; a new one while fewer than `options.readers` exist; else waits
+    /// for one to be returned (on a blocking thread).
+    fn reader(&self) -> Result<Connection, StoreError> {
+        let mut pool = self.readers.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(c) = pool.idle.pop() {
+                return Ok(c);
+            }
+            if pool.open < self.options.readers.max(1) {
+                pool.open += 1;
+                break;
+            }
+            pool = self.reader_returned.wait(pool).unwrap_or_else(|e| e.into_inner());
+        }
+        drop(pool);
+        let opened = self.open_reader();
+        if opened.is_err() {
+            self.readers.lock().unwrap_or_else(|e| e.into_inner()).open -= 1;
+            self.reader_returned.notify_one();
+        }
+        opened
+    }
+
+    fn open_reader(&self) -> Result<Connection, StoreError> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(&self.path, flags)
+            .map_err(|e| sql_error(&self.path, "opening a reader", e))?;
+        conn.busy_timeout(self.options.busy_timeout)
+            .map_err(|e| sql_error(&self.path, "setting the busy timeout", e))?;
+        Ok(conn)
+    }
+}
+
+/// The read-only connections of a store.
+#[derive(Default)]
+struct Readers {
+    idle: Vec<Connection>,
+    /// Connections that exist, idle or in use.
+    open: usize,
+}
+
+fn writer_gone(path: &Path) -> StoreError {
+    StoreError::backend(
+        format!("the SQLite store at {} cannot write", path.display()),
+        "its writer thread stopped",
+    )
+}
+
+fn unexpected(reply: &Reply) -> StoreError {
+    StoreError::backend("the SQLite writer answered another request", format!("{reply:?}"))
+}
+
+/// Applies the migrations the database lacks, in one `BEGIN IMMEDIATE` transaction: two processes
+/// opening a new file at once serialize here, and the second finds the schema in place.
+fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(|e| sql_error(path, "starting the schema migration", e))?;
+    let err = |e| sql_error(path, "migrating the schema", e);
+    tx.execute_batch(
+        "CREATE TABLE IF NOT EXISTS graph_schema_version (
+             version    INTEGER NOT NULL PRIMARY KEY,
+             applied_ms INTEGER NOT NULL
+         )",
+    )
+    .map_err(err)?;
+    let current: i64 = tx
+        .query_row("SELECT COALESCE(MAX(version), 0) FROM graph_schema_version", [], |r| r.get(0))
+        .map_err(err)?;
+    if current > i64::from(SQLITE_SCHEMA_VERSION) {
+        return Err(StoreError::UnsupportedSchemaVersion {
+            found: u32::try_from(current).unwrap_or(u32::MAX),
+            supported: SQLITE_SCHEMA_VERSION,
+        });
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| i64::from(*v) > current) {
+        tx.execute_batch(sql).map_err(err)?;
+        tx.execute(
+            "INSERT INTO graph_schema_version (version, applied_ms) VALUES (?1, ?2)",
+            params![version, now],
+        )
+        .map_err(err)?;
+    }
+    tx.commit().map_err(|e| sql_error(path, "committing the schema migration", e))
+}
+
+/// A SQLite error as a store error: busy or locked → `Unavailable` (nothing was written; retry),
+/// damaged or not a database → `Corrupted` naming the file, anything else → `Backend`.
+pub(crate) fn sql_error(path: &Path, what: &str, e: rusqlite::Error) -> StoreError {
+    use rusqlite::ErrorCode;
+    if let rusqlite::Error::SqliteFailure(f, _) = &e {
+        match f.code {
+            ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => {
+                return StoreError::unavailable(
+                    format!(
+                        "{what}: {} is locked by another connection past the busy timeout",
+                        path.display()
+                    ),
+                    e,
+                );
+            }
+            ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase => {
+                return StoreError::corrupted_file(path, format!("{what}: {e}"), REMEDY_FILE);
+            }
+            _ => {}
+        }
+    }
+    StoreError::backend(format!("{what} ({})", path.display()), e)
+}
+
+/// Whether `e` is a primary-key or unique-constraint violation (by extended error code).
+pub(crate) fn is_unique_violation(e: &rusqlite::Error) -> bool {
+    matches!(
+        e,
+        rusqlite::Error::SqliteFailure(f, _)
+            if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+                || f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+    )
+}
+
+/// A u64 of the API as SQLite's i64.
+pub(crate) fn int(v: u64) -> Result<i64, StoreError> {
+    i64::try_from(v)
+        .map_err(|_| StoreError::backend("a value does not fit SQLite's integers", format!("{v}")))
+}
+
+/// A u64 bound of a range query, clamped to SQLite's integers (nothing is stored beyond them).
+fn bound(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// A stored i64 back as the API's u64.
+fn uint(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+/// The name `runs.status` holds for a status (its variant).
+pub(crate) fn status_name(s: &RunStatus) -> &'static str {
+    match s {
+        RunStatus::Running => "running",
+        RunStatus::Completed => "completed",
+        RunStatus::Paused(_) => "paused",
+        RunStatus::Interrupted(_) => "interrupted",
+        RunStatus::Failed(_) => "failed",
+        RunStatus::Cancelled => "cancelled",
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn save_checkpoint(
+        &self,
+        cp: &Checkpoint,
+        events: &[Event],
+        status: &RunStatus,
+        expected_version: u64,
+    ) -> Result<CommitOutcome, StoreError> {
+        self.outcome(Op::save(cp, events, status, expected_version)).await
+    }
+
+    async fn set_status(
+        &self,
+        run_id: &str,
+        status: &RunStatus,
+        events: &[Event],
+        pending: Option<&[u8]>,
+        expected_version: u64,
+    ) -> Result<CommitOutcome, StoreError> {
+        let op = Op::Status {
+            run_id: run_id.to_owned(),
+            status: status.clone(),
+            events: writer::encode_events(events),
+            pending: pending.map(<[u8]>::to_vec),
+            expected_version,
+        };
+        self.outcome(op).await
+    }
+
+    async fn events(&self, run_id: &str, from: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
+        let run = run_id.to_owned();
+        let (from, limit) = (bound(from), i64::try_from(limit).unwrap_or(i64::MAX));
+        let rows: Vec<(i64, Vec<u8>)> = self
+            .read(move |c| {
+                c.prepare_cached(
+                    "SELECT seq, event FROM events WHERE run_id = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3",
+                )?
+                .query_map(params![run, from, limit], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect()
+            })
+            .await?;
+        rows.iter().map(|(seq, b)| crate::events::decode(run_id, uint(*seq), b)).collect()
+    }
+
+    async fn pending(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let run = run_id.to_owned();
+        self.read(move |c| {
+            c.prepare_cached("SELECT step FROM pending WHERE run_id = ?1")?
+                .query_row(params![run], |r| r.get(0))
+                .optional()
+        })
+        .await
+    }
+
+    async fn run_info(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {
+        let run = run_id.to_owned();
+        let row: Option<Vec<u8>> = self
+            .read(move |c| {
+                c.prepare_cached("SELECT row FROM runs WHERE run_id = ?1")?
+                    .query_row(params![run], |r| r.get(0))
+                    .optional()
+            })
+            .await?;
+        row.map(|b| decode_run(&b)).transpose()
+    }
+
+    async fn load_checkpoint(&self, run_id: &str, step: u64) -> Result<Option<Checkpoint>, StoreError> {
+        let Ok(at) = i64::try_from(step) else { return Ok(None) };
+        let run = run_id.to_owned();
+        let row: Option<Vec<u8>> = self
+            .read(move |c| {
+                c.prepare_cached("SELECT record FROM checkpoints WHERE run_id = ?1 AND step = ?2")?
+                    .query_row(params![run, at], |r| r.get(0))
+                    .optional()
+            })
+            .await?;
+        row.map(|b| decode(run_id, step, &b)).transpose()
+    }
+
+    async fn latest(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError> {
+        let run = run_id.to_owned();
+        let row: Option<(i64, Vec<u8>)> = self
+            .read(move |c| {
+                c.prepare_cached(
+                    "SELECT step, record FROM checkpoints WHERE run_id = ?1 ORDER BY step DESC LIMIT 1",
+                )?
+                .query_row(params![run], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()
+            })
+            .await?;
+        row.map(|(step, b)| decode(run_id, uint(step), &b)).transpose()
+    }
+
+    async fn checkpoints(&self, run_id: &str, from: u64, to: u64) -> Result<Vec<Checkpoint>, StoreError> {
+        if from > to {
+            return Ok(Vec::new());
+        }
+        let run = run_id.to_owned();
+        let (from, to) = (bound(from), bound(to));
+        let rows: Vec<(i64, Vec<u8>)> = self
+            .read(move |c| {
+                c.prepare_cached(
+                    "SELECT step, record FROM checkpoints WHERE run_id = ?1 AND step BETWEEN ?2 AND ?3 \
+                     ORDER BY step",
+                )?
+                .query_map(params![run, from, to], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect()
+            })
+            .await?;
+        rows.iter().map(|(step, b)| decode(run_id, uint(*step), b)).collect()
+    }
+
+    async fn history(&self, run_id: &str) -> Result<Vec<CheckpointMeta>, StoreError> {
+        let run = run_id.to_owned();
+        let rows: Vec<(i64, Vec<u8>)> = self
+            .read(move |c| {
+                c.prepare_cached("SELECT step, record FROM checkpoints WHERE run_id = ?1 ORDER BY step")?
+                    .query_map(params![run], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect()
+            })
+            .await?;
+        rows.iter().map(|(step, b)| Ok(decode(run_id, uint(*step), b)?.meta())).collect()
+    }
+
+    async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunInfo>, StoreError> {
+        let limit = filter.limit.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+        let status = filter.status.as_ref().map(status_name);
+        let rows: Vec<Vec<u8>> = self
+            .read(move |c| match status {
+                Some(s) => c
+                    .prepare_cached("SELECT row FROM runs WHERE status = ?1 ORDER BY run_id LIMIT ?2")?
+                    .query_map(params![s, limit], |r| r.get(0))?
+                    .collect(),
+                None => c
+                    .prepare_cached("SELECT row FROM runs ORDER BY run_id LIMIT ?1")?
+                    .query_map(params![limit], |r| r.get(0))?
+                    .collect(),
+            })
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for b in rows {
+            let info = decode_run(&b)?;
+            if filter.matches(&info) {
+                out.push(info);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn prune(&self, run_id: &str, keep: usize) -> Result<usize, StoreError> {
+        self.count(Op::Prune { run_id: run_id.to_owned(), keep }).await
+    }
+
+    async fn load_effect(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
+        let key = key.to_owned();
+        let row: Option<Vec<u8>> = self
+            .read(move |c| {
+                c.prepare_cached("SELECT record FROM effects WHERE key = ?1")?
+                    .query_row(params![key], |r| r.get(0))
+                    .optional()
+            })
+            .await?;
+        row.map(|b| decode_effect(&b)).transpose()
+    }
+
+    async fn put_effect(
+        &self,
+        record: &EffectRecord,
+        expected: Option<&EffectState>,
+    ) -> Result<EffectOutcome, StoreError> {
+        let op = Op::Effect { record: Box::new(record.clone()), expected: expected.cloned() };
+        match self.request(op).await? {
+            Reply::Effect(o) => Ok(o),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn effects(&self, run_id: &str) -> Result<Vec<EffectRecord>, StoreError> {
+        let run = run_id.to_owned();
+        let rows: Vec<Vec<u8>> = self
+            .read(move |c| {
+                c.prepare_cached(
+                    "SELECT record FROM effects WHERE run_id = ?1 ORDER BY step, path, call_index",
+                )?
+                .query_map(params![run], |r| r.get(0))?
+                .collect()
+            })
+            .await?;
+        rows.iter().map(|b| decode_effect(b)).collect()
+    }
+
+    async fn outbox(&self, limit: usize) -> Result<Vec<OutboxRow>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows: Vec<Vec<u8>> = self
+            .read(move |c| {
+                c.prepare_cached("SELECT row FROM outbox ORDER BY run_id, step, idx LIMIT ?1")?
+                    .query_map(params![limit], |r| r.get(0))?
+                    .collect()
+            })
+            .await?;
+        rows.iter().map(|b| decode_outbox(b)).collect()
+    }
+
+    async fn ack_outbox(&self, keys: &[String]) -> Result<usize, StoreError> {
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        self.count(Op::Ack { keys: keys.to_vec() }).await
+    }
+}

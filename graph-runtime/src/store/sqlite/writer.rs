@@ -1,0 +1,517 @@
+//! The writer thread: group commit, one savepoint per request.
+//!
+//! The thread blocks for a request, then takes every other request queued so far (a *group*, at most
+//! [`MAX_GROUP`]) and runs the group in one `BEGIN IMMEDIATE` transaction. Each request runs inside
+//! `SAVEPOINT request`: one that its checks refuse, or that fails, is rolled back to its savepoint and
+//! the others go on. One `COMMIT` (one WAL sync under `synchronous = FULL`) makes the group durable, and
+//! only then is each request answered: with its outcome, or with the error of the `COMMIT` if that
+//! failed (then nothing of the group is written).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+
+use rusqlite::{Connection, OptionalExtension, params};
+use tokio::sync::oneshot;
+
+use super::{int, is_unique_violation, sql_error, status_name};
+use crate::error::StoreError;
+use crate::events::{ChainHead, Event};
+use crate::store::journal::{decode_effect, encode_effect, encode_outbox};
+use crate::store::memory::effect_cas;
+use crate::store::record::{decode, decode_run, encode, encode_run};
+use crate::store::{
+    Checkpoint, CommitOutcome, EffectOutcome, EffectRecord, EffectState, FailPoint, RunInfo, RunStatus,
+};
+
+/// At most this many requests in one transaction.
+const MAX_GROUP: usize = 512;
+
+/// Counters the store reports.
+#[derive(Default)]
+pub(super) struct Stats {
+    /// Write transactions committed.
+    pub(super) transactions: AtomicU64,
+    /// Requests answered.
+    pub(super) requests: AtomicU64,
+}
+
+/// A write for the writer thread.
+pub(super) enum Op {
+    /// `Store::save_checkpoint`.
+    Save {
+        run_id: Arc<str>,
+        step: u64,
+        key: String,
+        record: Vec<u8>,
+        /// (outbox key, encoded row), in emit order.
+        outbox: Vec<(String, Vec<u8>)>,
+        events: Vec<EncodedEvent>,
+        fingerprint: Arc<str>,
+        status: RunStatus,
+        expected_version: u64,
+    },
+    /// `Store::set_status`.
+    Status {
+        run_id: String,
+        status: RunStatus,
+        events: Vec<EncodedEvent>,
+        pending: Option<Vec<u8>>,
+        expected_version: u64,
+    },
+    /// `Store::prune`.
+    Prune { run_id: String, keep: usize },
+    /// `Store::ack_outbox`.
+    Ack { keys: Vec<String> },
+    /// `Store::put_effect`.
+    Effect { record: Box<EffectRecord>, expected: Option<EffectState> },
+    /// Test hook: overwrite a checkpoint's bytes.
+    #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
+    PutRaw { run_id: String, step: u64, bytes: Vec<u8> },
+    /// The writer connection's `journal_mode` and `synchronous`.
+    Pragmas,
+}
+
+impl Op {
+    pub(super) fn save(cp: &Checkpoint, events: &[Event], status: &RunStatus, expected_version: u64) -> Self {
+        Op::Save {
+            run_id: cp.run_id.clone(),
+            step: cp.step,
+            key: cp.idempotency_key.clone(),
+            record: encode(cp),
+            outbox: cp.outbox.iter().map(|r| (r.key.clone(), encode_outbox(r))).collect(),
+            events: encode_events(events),
+            fingerprint: cp.graph_fingerprint.clone(),
+            status: status.clone(),
+            expected_version,
+        }
+    }
+}
+
+/// An event as written: its head and its bytes.
+pub(super) struct EncodedEvent {
+    head: ChainHead,
+    bytes: Vec<u8>,
+}
+
+pub(super) fn encode_events(events: &[Event]) -> Vec<EncodedEvent> {
+    events
+        .iter()
+        .map(|e| EncodedEvent {
+            head: ChainHead { seq: e.seq, hash: e.hash.clone() },
+            bytes: crate::events::encode(e),
+        })
+        .collect()
+}
+
+/// What a request did.
+#[derive(Debug)]
+pub(super) enum Reply {
+    Outcome(CommitOutcome),
+    Count(usize),
+    Effect(EffectOutcome),
+    Pragmas(String, u32),
+    Done,
+}
+
+/// A request and where its answer goes.
+pub(super) struct Job {
+    pub(super) op: Op,
+    pub(super) answer: oneshot::Sender<Result<Reply, StoreError>>,
+}
+
+/// What a request's savepoint becomes.
+enum Applied {
+    /// Released: the request's writes are part of the group.
+    Keep(Reply),
+    /// Rolled back: the checks refused the request (its writes so far are undone).
+    Undo(Reply),
+}
+
+/// The writer thread's state.
+pub(super) struct Writer {
+    pub(super) conn: Connection,
+    pub(super) path: PathBuf,
+    pub(super) stats: Arc<Stats>,
+    pub(super) fail: FailPoint,
+}
+
+impl Writer {
+    /// Commits groups until every sender is gone.
+    pub(super) fn run(self, requests: mpsc::Receiver<Job>) {
+        while let Ok(first) = requests.recv() {
+            let mut group = vec![first];
+            while group.len() < MAX_GROUP {
+                match requests.try_recv() {
+                    Ok(job) => group.push(job),
+                    Err(_) => break,
+                }
+            }
+            self.commit_group(group);
+        }
+    }
+
+    fn err(&self, what: &'static str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+        move |e| sql_error(&self.path, what, e)
+    }
+
+    fn commit_group(&self, group: Vec<Job>) {
+        let mut jobs = Vec::with_capacity(group.len());
+        for job in group {
+            if matches!(job.op, Op::Pragmas) {
+                let _ = job.answer.send(self.pragmas());
+            } else {
+                jobs.push(job);
+            }
+        }
+        if jobs.is_empty() {
+            return;
+        }
+        if let Err(e) = self.conn.execute_batch("BEGIN IMMEDIATE") {
+            return fail_all(jobs, &self.err("starting a write transaction")(e));
+        }
+        let mut replies = Vec::with_capacity(jobs.len());
+        for job in &jobs {
+            match self.in_savepoint(&job.op) {
+                Ok(reply) => replies.push(reply),
+                Err(e) => {
+                    // The savepoint itself failed: nothing of the group is kept.
+                    let _ = self.conn.execute_batch("ROLLBACK");
+                    return fail_all(jobs, &e);
+                }
+            }
+        }
+        if let Err(e) = self.conn.execute_batch("COMMIT") {
+            let e = self.err("committing a write transaction")(e);
+            if !self.conn.is_autocommit() {
+                let _ = self.conn.execute_batch("ROLLBACK");
+            }
+            return fail_all(jobs, &e);
+        }
+        self.stats.transactions.fetch_add(1, Ordering::Relaxed);
+        self.stats.requests.fetch_add(jobs.len() as u64, Ordering::Relaxed);
+        for (job, reply) in jobs.into_iter().zip(replies) {
+            let _ = job.answer.send(reply);
+        }
+    }
+
+    /// Runs one request in its own savepoint: `Ok(reply)` for the request (its outcome or its own
+    /// error), `Err` when the savepoint could not be managed (the group must be abandoned).
+    fn in_savepoint(&self, op: &Op) -> Result<Result<Reply, StoreError>, StoreError> {
+        self.conn.execute_batch("SAVEPOINT request").map_err(self.err("starting a savepoint"))?;
+        let (release, reply) = match self.apply(op) {
+            Ok(Applied::Keep(r)) => (true, Ok(r)),
+            Ok(Applied::Undo(r)) => (false, Ok(r)),
+            Err(e) => (false, Err(e)),
+        };
+        let end = if release { "RELEASE request" } else { "ROLLBACK TO request; RELEASE request" };
+        self.conn.execute_batch(end).map_err(self.err("ending a savepoint"))?;
+        Ok(reply)
+    }
+
+    fn pragmas(&self) -> Result<Reply, StoreError> {
+        let mode: String = self
+            .conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .map_err(self.err("reading the journal mode"))?;
+        let sync: u32 = self
+            .conn
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .map_err(self.err("reading the synchronous setting"))?;
+        Ok(Reply::Pragmas(mode, sync))
+    }
+
+    fn apply(&self, op: &Op) -> Result<Applied, StoreError> {
+        match op {
+            Op::Save { run_id, step, key, record, outbox, events, fingerprint, status, expected_version } => {
+                self.save(Save {
+                    run_id,
+                    step: *step,
+                    key,
+                    record,
+                    outbox,
+                    events,
+                    fingerprint,
+                    status,
+                    expected_version: *expected_version,
+                })
+            }
+            Op::Status { run_id, status, events, pending, expected_version } => {
+                self.status(run_id, status, events, pending.as_deref(), *expected_version)
+            }
+            Op::Prune { run_id, keep } => self.prune(run_id, *keep),
+            Op::Ack { keys } => {
+                let mut stmt = self
+                    .conn
+                    .prepare_cached("DELETE FROM outbox WHERE key = ?1")
+                    .map_err(self.err("acknowledging outbox rows"))?;
+                let mut n = 0;
+                for k in keys {
+                    n += stmt.execute(params![k]).map_err(self.err("acknowledging outbox rows"))?;
+                }
+                Ok(Applied::Keep(Reply::Count(n)))
+            }
+            Op::Effect { record, expected } => self.effect(record, expected.as_ref()),
+            Op::PutRaw { run_id, step, bytes } => {
+                self.conn
+                    .prepare_cached("UPDATE checkpoints SET record = ?3 WHERE run_id = ?1 AND step = ?2")
+                    .and_then(|mut s| s.execute(params![run_id, int(*step).unwrap_or(i64::MAX), bytes]))
+                    .map_err(self.err("overwriting a checkpoint"))?;
+                Ok(Applied::Keep(Reply::Done))
+            }
+            Op::Pragmas => self.pragmas().map(Applied::Keep),
+        }
+    }
+
+    fn row(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {
+        let bytes: Option<Vec<u8>> = self
+            .conn
+            .prepare_cached("SELECT row FROM runs WHERE run_id = ?1")
+            .and_then(|mut s| s.query_row(params![run_id], |r| r.get(0)).optional())
+            .map_err(self.err("reading a run row"))?;
+        bytes.map(|b| decode_run(&b)).transpose()
+    }
+
+    fn put_row(&self, info: &RunInfo) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached(
+                "INSERT OR REPLACE INTO runs (run_id, status, latest_step, version, row) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    info.run_id,
+                    status_name(&info.status),
+                    int(info.latest_step).unwrap_or(i64::MAX),
+                    int(info.version).unwrap_or(i64::MAX),
+                    encode_run(info)
+                ])
+            })
+            .map_err(self.err("writing a run row"))?;
+        Ok(())
+    }
+
+    /// The store contract's checks, by the database's constraints: the key row first, then the
+    /// checkpoint row, then the version; each write followed by the fail point.
+    fn save(&self, s: Save<'_>) -> Result<Applied, StoreError> {
+        let row = self.row(s.run_id)?;
+        let version = row.as_ref().map_or(0, |r| r.version);
+        let step = int(s.step)?;
+        let fail = |n: usize| {
+            if self.fail.hit(n) { Err(StoreError::backend("injected failure", "fail point")) } else { Ok(()) }
+        };
+        let key = self
+            .conn
+            .prepare_cached("INSERT INTO idempotency_keys (key, run_id, step) VALUES (?1, ?2, ?3)")
+            .and_then(|mut st| st.execute(params![s.key, &**s.run_id, step]));
+        match key {
+            Ok(_) => {}
+            Err(e) if is_unique_violation(&e) => {
+                return Ok(Applied::Undo(Reply::Outcome(CommitOutcome::AlreadyCommitted { version })));
+            }
+            Err(e) => return Err(self.err("writing an idempotency key")(e)),
+        }
+        fail(1)?;
+        let cp = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO checkpoints (run_id, step, idempotency_key, record) VALUES (?1, ?2, ?3, ?4)",
+            )
+            .and_then(|mut st| st.execute(params![&**s.run_id, step, s.key, s.record]));
+        match cp {
+            Ok(_) => {}
+            Err(e) if is_unique_violation(&e) => {
+                let existing: String = self
+                    .conn
+                    .prepare_cached("SELECT idempotency_key FROM checkpoints WHERE run_id = ?1 AND step = ?2")
+                    .and_then(|mut st| st.query_row(params![&**s.run_id, step], |r| r.get(0)))
+                    .map_err(self.err("reading a checkpoint's key"))?;
+                return Ok(Applied::Undo(Reply::Outcome(CommitOutcome::StepTaken {
+                    existing_key: existing,
+                    version,
+                })));
+            }
+            Err(e) => return Err(self.err("writing a checkpoint")(e)),
+        }
+        if version != s.expected_version {
+            return Ok(Applied::Undo(Reply::Outcome(CommitOutcome::VersionConflict { current: version })));
+        }
+        {
+            let mut st = self
+                .conn
+                .prepare_cached(
+                    "INSERT INTO outbox (run_id, step, idx, key, row) VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
+                .map_err(self.err("writing outbox rows"))?;
+            for (i, (key, bytes)) in s.outbox.iter().enumerate() {
+                st.execute(params![&**s.run_id, step, i as i64, key, bytes])
+                    .map_err(self.err("writing outbox rows"))?;
+            }
+        }
+        self.append_events(s.run_id, s.events)?;
+        self.conn
+            .prepare_cached("DELETE FROM pending WHERE run_id = ?1")
+            .and_then(|mut st| st.execute(params![&**s.run_id]))
+            .map_err(self.err("clearing the pending step"))?;
+        fail(2)?;
+        let (fingerprint, head) = match row.as_ref() {
+            Some(r) => (r.graph_fingerprint.clone(), r.event_head.clone()),
+            None => (s.fingerprint.to_string(), None),
+        };
+        let mut info = RunInfo::new(
+            &**s.run_id,
+            s.status.clone(),
+            row.as_ref().map_or(s.step, |r| r.latest_step.max(s.step)),
+            version + 1,
+            fingerprint,
+        );
+        info.event_head = head_after(head, s.events);
+        self.put_row(&info)?;
+        fail(3)?;
+        Ok(Applied::Keep(Reply::Outcome(CommitOutcome::Committed { version: version + 1 })))
+    }
+
+    fn status(
+        &self,
+        run_id: &str,
+        status: &RunStatus,
+        events: &[EncodedEvent],
+        pending: Option<&[u8]>,
+        expected_version: u64,
+    ) -> Result<Applied, StoreError> {
+        let Some(mut info) = self.row(run_id)? else {
+            return Ok(Applied::Undo(Reply::Outcome(CommitOutcome::VersionConflict { current: 0 })));
+        };
+        if info.version != expected_version {
+            return Ok(Applied::Undo(Reply::Outcome(CommitOutcome::VersionConflict {
+                current: info.version,
+            })));
+        }
+        info.version += 1;
+        info.status = status.clone();
+        info.event_head = head_after(info.event_head.take(), events);
+        self.append_events(run_id, events)?;
+        if let Some(p) = pending {
+            self.conn
+                .prepare_cached("INSERT OR REPLACE INTO pending (run_id, step) VALUES (?1, ?2)")
+                .and_then(|mut st| st.execute(params![run_id, p]))
+                .map_err(self.err("writing the pending step"))?;
+        }
+        self.put_row(&info)?;
+        Ok(Applied::Keep(Reply::Outcome(CommitOutcome::Committed { version: info.version })))
+    }
+
+    fn append_events(&self, run_id: &str, events: &[EncodedEvent]) -> Result<(), StoreError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let mut st = self
+            .conn
+            .prepare_cached("INSERT OR REPLACE INTO events (run_id, seq, event) VALUES (?1, ?2, ?3)")
+            .map_err(self.err("appending events"))?;
+        for e in events {
+            st.execute(params![run_id, int(e.head.seq)?, e.bytes]).map_err(self.err("appending events"))?;
+        }
+        Ok(())
+    }
+
+    /// Deletes all but the latest `keep` checkpoints, never the snapshot a kept one starts from.
+    fn prune(&self, run_id: &str, keep: usize) -> Result<Applied, StoreError> {
+        let steps: Vec<i64> = self
+            .conn
+            .prepare_cached("SELECT step FROM checkpoints WHERE run_id = ?1 ORDER BY step")
+            .and_then(|mut st| st.query_map(params![run_id], |r| r.get(0))?.collect())
+            .map_err(self.err("listing checkpoints"))?;
+        let Some(&oldest_kept) = steps.iter().rev().nth(keep.max(1) - 1).or(steps.first()) else {
+            return Ok(Applied::Keep(Reply::Count(0)));
+        };
+        let bytes: Vec<u8> = self
+            .conn
+            .prepare_cached("SELECT record FROM checkpoints WHERE run_id = ?1 AND step = ?2")
+            .and_then(|mut st| st.query_row(params![run_id, oldest_kept], |r| r.get(0)))
+            .map_err(self.err("reading a checkpoint"))?;
+        let oldest = super::uint(oldest_kept);
+        let floor = decode(run_id, oldest, &bytes)?.state.base(oldest);
+        let floor = int(floor)?;
+        let n = self
+            .conn
+            .prepare_cached("DELETE FROM checkpoints WHERE run_id = ?1 AND step < ?2")
+            .and_then(|mut st| st.execute(params![run_id, floor]))
+            .map_err(self.err("pruning checkpoints"))?;
+        Ok(Applied::Keep(Reply::Count(n)))
+    }
+
+    /// `Store::put_effect`: the compare-and-set the memory store defines.
+    fn effect(&self, record: &EffectRecord, expected: Option<&EffectState>) -> Result<Applied, StoreError> {
+        let bytes: Option<Vec<u8>> = self
+            .conn
+            .prepare_cached("SELECT record FROM effects WHERE key = ?1")
+            .and_then(|mut st| st.query_row(params![record.key], |r| r.get(0)).optional())
+            .map_err(self.err("reading an effect"))?;
+        let current = bytes.map(|b| decode_effect(&b)).transpose()?;
+        let outcome = effect_cas(current.as_ref(), expected);
+        if outcome == EffectOutcome::Written {
+            self.conn
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO effects (key, run_id, step, path, call_index, record) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                )
+                .and_then(|mut st| {
+                    st.execute(params![
+                        record.key,
+                        record.run_id,
+                        int(record.step).unwrap_or(i64::MAX),
+                        record.path,
+                        record.call_index,
+                        encode_effect(record)
+                    ])
+                })
+                .map_err(self.err("writing an effect"))?;
+        }
+        Ok(Applied::Keep(Reply::Effect(outcome)))
+    }
+}
+
+/// Answers every job with (a copy of) `e`.
+fn fail_all(jobs: Vec<Job>, e: &StoreError) {
+    for job in jobs {
+        let _ = job.answer.send(Err(copy_error(e)));
+    }
+}
+
+/// A copy of `e` for every request of a failed group (store errors are not `Clone`: they carry
+/// sources).
+fn copy_error(e: &StoreError) -> StoreError {
+    match e {
+        StoreError::Corrupted { run, step, file, detail, remedy } => StoreError::Corrupted {
+            run: run.clone(),
+            step: *step,
+            file: file.clone(),
+            detail: detail.clone(),
+            remedy,
+        },
+        StoreError::Unavailable { message, .. } => StoreError::unavailable(message.clone(), e.to_string()),
+        StoreError::UnsupportedSchemaVersion { found, supported } => {
+            StoreError::UnsupportedSchemaVersion { found: *found, supported: *supported }
+        }
+        _ => StoreError::backend("the commit failed", e.to_string()),
+    }
+}
+
+/// The head after `events`, or `before` when there are none.
+fn head_after(before: Option<ChainHead>, events: &[EncodedEvent]) -> Option<ChainHead> {
+    events.last().map_or(before, |e| Some(e.head.clone()))
+}
+
+/// An `Op::Save`, borrowed.
+struct Save<'a> {
+    run_id: &'a Arc<str>,
+    step: u64,
+    key: &'a str,
+    record: &'a [u8],
+    outbox: &'a [(String, Vec<u8>)],
+    events: &'a [EncodedEvent],
+    fingerprint: &'a Arc<str>,
+    status: &'a RunStatus,
+    expected_version: u64,
+}

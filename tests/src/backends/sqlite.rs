@@ -1,0 +1,59 @@
+//! The SQLite store in a temporary directory (feature `sqlite`).
+
+use graph_runtime::StoreError;
+use graph_runtime::store::{SqliteStore, conformance};
+
+use super::RawAccess;
+
+/// The SQLite store, its database file in a temporary directory.
+pub struct Sqlite(tempfile::TempDir);
+
+impl Sqlite {
+    /// A fresh, empty directory.
+    pub fn new() -> Self {
+        Sqlite(tempfile::tempdir().expect("a temporary directory"))
+    }
+
+    /// The database file.
+    pub fn file(&self) -> std::path::PathBuf {
+        self.0.path().join("store.sqlite")
+    }
+}
+
+impl Default for Sqlite {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl conformance::Backend for Sqlite {
+    type Store = SqliteStore;
+    async fn open(&self) -> SqliteStore {
+        SqliteStore::open(self.file()).expect("open the SQLite store")
+    }
+    async fn reopen(&self, store: SqliteStore) -> SqliteStore {
+        drop(store);
+        self.open().await
+    }
+    fn fail_point(store: &SqliteStore) -> graph_runtime::store::FailPoint {
+        store.fail_point().clone()
+    }
+}
+
+impl RawAccess for Sqlite {
+    async fn raw_checkpoint(
+        store: &SqliteStore,
+        run: &str,
+        step: u64,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        store.raw_checkpoint(run, step).await
+    }
+    async fn put_raw_checkpoint(
+        store: &SqliteStore,
+        run: &str,
+        step: u64,
+        bytes: &[u8],
+    ) -> Result<(), StoreError> {
+        store.put_raw_checkpoint(run, step, bytes).await
+    }
+}

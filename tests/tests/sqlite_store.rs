@@ -1,0 +1,196 @@
+//! What is particular to the SQLite store (feature `sqlite`): group commit, a database locked by
+//! another connection, schema versions, damaged files, its pragmas, concurrent opens.
+#![cfg(feature = "sqlite")]
+
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+use graph_runtime::store::conformance::checkpoint;
+use graph_runtime::store::{Durability, SQLITE_SCHEMA_VERSION, SqliteOptions, SqliteStore};
+use graph_runtime::{CommitOutcome, RunStatus, Store, StoreError};
+
+fn file(dir: &tempfile::TempDir) -> std::path::PathBuf {
+    dir.path().join("store.sqlite")
+}
+
+/// 64 runs committing concurrently share transactions; a sequential run pays one per commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_runs_share_transactions() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(file(&dir)).unwrap();
+    let (runs, steps) = (64u64, 10u64);
+    let tasks: Vec<_> = (0..runs)
+        .map(|r| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for step in 0..steps {
+                    let cp = checkpoint(&format!("g{r}"), step, step);
+                    let o = store.save_checkpoint(&cp, &[], &RunStatus::Running, step).await.unwrap();
+                    assert_eq!(o, CommitOutcome::Committed { version: step + 1 });
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let (commits, transactions) = (runs * steps, store.transactions());
+    println!("{commits} concurrent commits in {transactions} transactions");
+    assert!(transactions * 4 <= commits, "{commits} commits took {transactions} transactions");
+    let before = store.transactions();
+    for step in 0..5 {
+        store.save_checkpoint(&checkpoint("seq", step, step), &[], &RunStatus::Running, step).await.unwrap();
+    }
+    assert_eq!(store.transactions() - before, 5);
+    assert_eq!(store.history("g63").await.unwrap().len(), steps as usize);
+}
+
+/// A failure inside one request of a group rolls back that request alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_request_rolls_back_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(file(&dir)).unwrap();
+    store.fail_point().fail_after(2);
+    let tasks: Vec<_> = (0..32)
+        .map(|r| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let run = format!("f{r}");
+                (
+                    run.clone(),
+                    store.save_checkpoint(&checkpoint(&run, 0, r), &[], &RunStatus::Running, 0).await,
+                )
+            })
+        })
+        .collect();
+    let mut failed = Vec::new();
+    for t in tasks {
+        let (run, outcome) = t.await.unwrap();
+        match outcome {
+            Ok(CommitOutcome::Committed { version: 1 }) => {
+                assert!(store.load_checkpoint(&run, 0).await.unwrap().is_some())
+            }
+            Err(_) => failed.push(run),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(store.load_checkpoint(&failed[0], 0).await.unwrap().is_none());
+    assert!(store.run_info(&failed[0]).await.unwrap().is_none());
+}
+
+/// Another connection holding the write lock past the busy timeout: `Unavailable` (retryable), nothing
+/// written; reads go on; once the lock is gone the same commit succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_locked_database_is_unavailable() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = SqliteOptions::default().busy_timeout(Duration::from_millis(200));
+    let store = SqliteStore::open_with(file(&dir), options).unwrap();
+    store.save_checkpoint(&checkpoint("l", 0, 0), &[], &RunStatus::Running, 0).await.unwrap();
+    let other = rusqlite::Connection::open(file(&dir)).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let cp = checkpoint("l", 1, 1);
+    let err = store.save_checkpoint(&cp, &[], &RunStatus::Running, 1).await.unwrap_err();
+    assert!(matches!(err, StoreError::Unavailable { .. }), "{err:?}");
+    assert!(err.is_retryable());
+    assert_eq!(store.history("l").await.unwrap().len(), 1, "reads go on, nothing was written");
+    other.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(
+        store.save_checkpoint(&cp, &[], &RunStatus::Running, 1).await.unwrap(),
+        CommitOutcome::Committed { version: 2 }
+    );
+}
+
+#[tokio::test]
+async fn a_newer_schema_version_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(SqliteStore::open(file(&dir)).unwrap());
+    let raw = rusqlite::Connection::open(file(&dir)).unwrap();
+    raw.execute("INSERT INTO graph_schema_version (version, applied_ms) VALUES (99, 0)", []).unwrap();
+    drop(raw);
+    match SqliteStore::open(file(&dir)) {
+        Err(StoreError::UnsupportedSchemaVersion { found: 99, supported }) => {
+            assert_eq!(supported, SQLITE_SCHEMA_VERSION)
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A file that is not a database, and a database whose pages are damaged: `Corrupted` naming the file,
+/// at open or at the first read that meets the damage; never a panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_file_is_corrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = file(&dir);
+    std::fs::write(&path, b"this is not a database, just some text. ".repeat(200)).unwrap();
+    match SqliteStore::open(&path) {
+        Err(StoreError::Corrupted { file: Some(f), .. }) => assert_eq!(f, path),
+        other => panic!("{other:?}"),
+    }
+
+    std::fs::remove_file(&path).unwrap();
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        for step in 0..200 {
+            let cp = checkpoint("d", step, step);
+            store.save_checkpoint(&cp, &[], &RunStatus::Running, step).await.unwrap();
+        }
+    }
+    let good = std::fs::read(&path).unwrap();
+    assert!(good.len() > 4 * 4096, "the WAL was checkpointed into the file: {}", good.len());
+    // Damage every page after the first (the schema stays readable).
+    let mut bad = good.clone();
+    for (i, b) in bad.iter_mut().enumerate().skip(4096) {
+        *b = (i as u8).wrapping_mul(31) ^ 0x5a;
+    }
+    std::fs::write(&path, &bad).unwrap();
+    let outcome = match SqliteStore::open(&path) {
+        Err(e) => Err(e),
+        Ok(store) => store.history("d").await.map(drop),
+    };
+    match outcome {
+        Err(StoreError::Corrupted { file: Some(f), .. }) => assert_eq!(f, path),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn durability_sets_wal_and_synchronous() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(file(&dir)).unwrap();
+    assert_eq!(store.writer_pragmas().await.unwrap(), ("wal".to_owned(), 2), "Sync: synchronous = FULL");
+    drop(store);
+    let options = SqliteOptions::default().durability(Durability::Async);
+    let store = SqliteStore::open_with(file(&dir), options).unwrap();
+    assert_eq!(store.writer_pragmas().await.unwrap(), ("wal".to_owned(), 1), "Async: synchronous = NORMAL");
+}
+
+/// Eight opens of a new file at once: each succeeds, the schema is applied once, and every store
+/// commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_opens_migrate_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = file(&dir);
+    let barrier = Arc::new(Barrier::new(8));
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let (path, barrier) = (path.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                SqliteStore::open(&path)
+            })
+        })
+        .collect();
+    let stores: Vec<SqliteStore> = threads.into_iter().map(|t| t.join().unwrap().unwrap()).collect();
+    for (i, store) in stores.iter().enumerate() {
+        let cp = checkpoint(&format!("o{i}"), 0, 0);
+        assert!(matches!(
+            store.save_checkpoint(&cp, &[], &RunStatus::Running, 0).await.unwrap(),
+            CommitOutcome::Committed { .. }
+        ));
+    }
+    assert_eq!(stores[0].list_runs(&graph_runtime::store::RunFilter::all()).await.unwrap().len(), 8);
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    let versions: i64 = raw.query_row("SELECT COUNT(*) FROM graph_schema_version", [], |r| r.get(0)).unwrap();
+    assert_eq!(versions, 1);
+}
