@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the benchmark workloads on graph-runtime and on LangGraph (installed from PyPI into bench/.venv,
 # pinned in bench/langgraph/requirements.txt) in one run, on the same file system, and writes
-# docs/BENCHMARKS.md. Takes about 10 minutes and needs ~2 GB free in $TMPDIR (LangGraph's growth run).
+# docs/BENCHMARKS.md. Needs PostgreSQL and MariaDB/MySQL running (see README). Takes about 15 minutes and needs ~2 GB free in $TMPDIR (LangGraph's growth run).
 #
 #   bench/compare.sh            # REPEAT=5 by default: medians of 5 runs
 #   REPEAT=3 bench/compare.sh
@@ -15,10 +15,13 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
 bash bench/langgraph/setup.sh
-cargo build --release -p graph-bench
+cargo build --release -p graph-bench --features postgres,mysql
 echo "graph-runtime workloads..." >&2
 "$TARGET/release/graph-bench" --repeat "$REPEAT" --dir "$WORK" > "$RESULTS/graph-runtime.jsonl"
 "$TARGET/release/graph-bench" --repeat "$REPEAT" --dir "$WORK" --workloads durable_sqlite,concurrent_sqlite \
+    >> "$RESULTS/graph-runtime.jsonl"
+# The server stores, on the local PostgreSQL and MariaDB (GRAPH_BENCH_POSTGRES_URL / GRAPH_BENCH_MYSQL_URL).
+"$TARGET/release/graph-bench" --repeat "$REPEAT" --dir "$WORK" --workloads postgres,mysql \
     >> "$RESULTS/graph-runtime.jsonl"
 echo "LangGraph workloads..." >&2
 bench/.venv/bin/python bench/langgraph/bench.py --repeat "$REPEAT" --tmp "$WORK" > "$RESULTS/langgraph.jsonl"

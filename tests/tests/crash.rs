@@ -1,4 +1,5 @@
-//! Crash tests with real processes, on the sled store and (feature `sqlite`) the SQLite store: a child
+//! Crash tests with real processes, on the sled store, (feature `sqlite`) the SQLite store and (feature
+//! `postgres`) the PostgreSQL store, each trial on a database of its own: a child
 //! runs a workflow on the store and dies — aborted at a
 //! chosen commit point (before, during, after the commit of a step) or SIGKILLed at a random moment —
 //! then is resumed to completion by a new process. Every time, the committed history must equal an
@@ -8,7 +9,6 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use std::path::Path;
 use std::sync::Arc;
 
 use graph_runtime::store::SledStore;
@@ -21,19 +21,50 @@ enum Kind {
     Sled,
     #[cfg(feature = "sqlite")]
     Sqlite,
+    #[cfg(feature = "postgres")]
+    Postgres,
 }
 
-/// The child's store spec (`graph_tests::backends::open_spec`) for a store kept in `dir`.
-fn spec(kind: Kind, dir: &Path) -> String {
-    match kind {
-        Kind::Sled => format!("sled:{}", dir.display()),
-        #[cfg(feature = "sqlite")]
-        Kind::Sqlite => format!("sqlite:{}", dir.join("store.sqlite").display()),
+/// Where one trial's store lives: a temporary folder, or (PostgreSQL) a database of its own, removed when
+/// dropped.
+enum Place {
+    Dir(tempfile::TempDir),
+    #[cfg(feature = "postgres")]
+    Database(graph_tests::backends::Postgres),
+}
+
+impl Place {
+    /// A fresh, empty place for a store of `kind`.
+    async fn new(kind: Kind) -> Place {
+        match kind {
+            #[cfg(feature = "postgres")]
+            Kind::Postgres => {
+                let db = graph_tests::backends::Postgres::new();
+                db.create().await;
+                Place::Database(db)
+            }
+            _ => Place::Dir(tempfile::tempdir().unwrap()),
+        }
+    }
+
+    /// The child's store spec (`graph_tests::backends::open_spec`) for a store of `kind` kept here.
+    fn spec(&self, kind: Kind) -> String {
+        match (kind, self) {
+            (Kind::Sled, Place::Dir(dir)) => format!("sled:{}", dir.path().display()),
+            #[cfg(feature = "sqlite")]
+            (Kind::Sqlite, Place::Dir(dir)) => {
+                format!("sqlite:{}", dir.path().join("store.sqlite").display())
+            }
+            #[cfg(feature = "postgres")]
+            (Kind::Postgres, Place::Database(db)) => format!("postgres:{}", db.url()),
+            #[allow(unreachable_patterns)]
+            _ => unreachable!("a place is made for its kind"),
+        }
     }
 }
 
-fn open(spec: &str) -> Arc<dyn Store> {
-    graph_tests::backends::open_spec(spec).expect("the store opens").shared()
+async fn open(spec: &str) -> Arc<dyn Store> {
+    graph_tests::backends::open_spec(spec).await.expect("the store opens").shared()
 }
 
 const RUN: &str = "crash";
@@ -85,7 +116,7 @@ fn last_ack(stdout: &[u8]) -> Option<u64> {
 /// No commit the store acknowledged before the crash is missing after it.
 async fn acknowledged_commits_survive(spec: &str, stdout: &[u8], what: &str) {
     let Some(acked) = last_ack(stdout) else { return };
-    let store = open(spec);
+    let store = open(spec).await;
     let latest = store.run_info(RUN).await.unwrap().map(|i| i.latest_step);
     assert!(latest >= Some(acked), "{what}: step {acked} was acknowledged, the store has {latest:?}");
 }
@@ -93,7 +124,7 @@ async fn acknowledged_commits_survive(spec: &str, stdout: &[u8], what: &str) {
 /// The store holds exactly the reference history and the final state.
 async fn verify(spec: &str, reference: &Reference, line: &str, what: &str) {
     assert_eq!(line, format!("{STEPS} {}", reference.state_hash), "{what}: final state");
-    let store = open(spec);
+    let store = open(spec).await;
     let history = store.history(RUN).await.unwrap();
     let steps: Vec<u64> = history.iter().map(|m| m.step).collect();
     assert_eq!(steps, (0..=STEPS).collect::<Vec<_>>(), "{what}: one checkpoint per step");
@@ -116,6 +147,12 @@ async fn sqlite_crashes_at_every_commit_point_and_random_kills_resume_to_the_sam
     crashes_resume_to_the_same_history(Kind::Sqlite).await;
 }
 
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_crashes_at_every_commit_point_and_random_kills_resume_to_the_same_history() {
+    crashes_resume_to_the_same_history(Kind::Postgres).await;
+}
+
 async fn crashes_resume_to_the_same_history(kind: Kind) {
     let reference = reference().await;
     let mut crashes = 0;
@@ -124,8 +161,8 @@ async fn crashes_resume_to_the_same_history(kind: Kind) {
     // after it but before the engine could act on it.
     for point in ["before", "during", "after"] {
         for step in [0, 1, 2, 3, 4, 14, 29, 45, 59, STEPS] {
-            let dir = tempfile::tempdir().unwrap();
-            let spec = spec(kind, dir.path());
+            let place = Place::new(kind).await;
+            let spec = place.spec(kind);
             let out = child(&spec, Some(format!("{step}:{point}"))).output().unwrap();
             if !out.status.success() {
                 crashes += 1;
@@ -140,8 +177,8 @@ async fn crashes_resume_to_the_same_history(kind: Kind) {
     // SIGKILL at random moments (a whole run takes ~100 ms here), up to five times in a row before the
     // run may finish.
     for trial in 0..25u64 {
-        let dir = tempfile::tempdir().unwrap();
-        let spec = spec(kind, dir.path());
+        let place = Place::new(kind).await;
+        let spec = place.spec(kind);
         for attempt in 0..5u64 {
             let mut proc = child(&spec, None).spawn().unwrap();
             let started = Instant::now();
@@ -225,15 +262,15 @@ async fn a_waiting_join_runs_once_per_round(kind: Kind) {
     };
     for step in 0..=out.steps {
         for point in ["before", "during", "after"] {
-            let dir = tempfile::tempdir().unwrap();
-            let spec = spec(kind, dir.path());
+            let place = Place::new(kind).await;
+            let spec = place.spec(kind);
             let crashed = join_child(&spec, Some(format!("{step}:{point}"))).output().unwrap();
             let done = join_child(&spec, None).output().unwrap();
             assert!(done.status.success(), "resume after {point} {step}");
             let line = String::from_utf8(done.stdout).unwrap();
             let line = line.lines().find_map(|l| l.strip_prefix("done ")).unwrap().to_owned();
             assert_eq!(line, format!("{} {}", out.steps, state_hash(&out.state)), "{point} {step}");
-            let store = open(&spec);
+            let store = open(&spec).await;
             let stored: Vec<String> =
                 store.history(RUN).await.unwrap().into_iter().map(|m| m.idempotency_key).collect();
             assert_eq!(stored, keys, "{point} {step}: the same commits as an uninterrupted run");

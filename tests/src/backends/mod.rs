@@ -45,6 +45,9 @@ pub enum SpecStore {
     /// `sqlite:<database file>`.
     #[cfg(feature = "sqlite")]
     Sqlite(graph_runtime::store::SqliteStore),
+    /// `postgres:<database URL>`.
+    #[cfg(feature = "postgres")]
+    Postgres(graph_runtime::store::PostgresStore),
 }
 
 impl SpecStore {
@@ -54,18 +57,28 @@ impl SpecStore {
             SpecStore::Sled(s) => std::sync::Arc::new(s),
             #[cfg(feature = "sqlite")]
             SpecStore::Sqlite(s) => std::sync::Arc::new(s),
+            #[cfg(feature = "postgres")]
+            SpecStore::Postgres(s) => std::sync::Arc::new(s),
         }
     }
 }
 
-/// Opens the store `spec` names: `sled:<folder>`, `sqlite:<database file>`, or a plain path (a sled
-/// folder, as the crash children were first called).
+/// Opens the store `spec` names: `sled:<folder>`, `sqlite:<database file>`, `postgres:<database URL>`,
+/// or a plain path (a sled folder, as the crash children were first called).
 ///
 /// # Errors
 ///
 /// The store's own open errors; `Backend` for a spec of a backend this build lacks.
-pub fn open_spec(spec: &str) -> Result<SpecStore, StoreError> {
+pub async fn open_spec(spec: &str) -> Result<SpecStore, StoreError> {
     match spec.split_once(':') {
+        #[cfg(feature = "postgres")]
+        Some(("postgres", url)) => {
+            Ok(SpecStore::Postgres(graph_runtime::store::PostgresStore::connect(url).await?))
+        }
+        #[cfg(not(feature = "postgres"))]
+        Some(("postgres", _)) => {
+            Err(StoreError::backend("no PostgreSQL store", "graph-tests built without `postgres`"))
+        }
         Some(("sled", dir)) => Ok(SpecStore::Sled(SledStore::open(dir)?)),
         #[cfg(feature = "sqlite")]
         Some(("sqlite", file)) => Ok(SpecStore::Sqlite(graph_runtime::store::SqliteStore::open(file)?)),

@@ -63,7 +63,7 @@ async fn main() {
         std::process::exit(2);
     };
     let iterations: u64 = iterations.parse().expect("iterations is a number");
-    let opened = open_spec(spec).expect("the store opens");
+    let opened = open_spec(spec).await.expect("the store opens");
     let (step, point) = match std::env::var("CRASH_AT") {
         Ok(spec) => {
             let (step, point) = spec.split_once(':').expect("CRASH_AT=<step>:<point>");
@@ -76,6 +76,8 @@ async fn main() {
         SpecStore::Sled(inner) => Arc::new(Hooked { inner, hooks }),
         #[cfg(feature = "sqlite")]
         SpecStore::Sqlite(inner) => Arc::new(Hooked { inner, hooks }),
+        #[cfg(feature = "postgres")]
+        SpecStore::Postgres(inner) => Arc::new(Hooked { inner, hooks }),
     };
     let graph = match std::env::var("CRASH_GRAPH").as_deref() {
         Ok("join") => graph_tests::graphs::wait_for_join(iterations, false),
