@@ -143,8 +143,8 @@ def main():
                                 f"{fmt(q['steps_per_s'] / t['steps_per_s'])}×", q["steps_per_s"] / t["steps_per_s"] >= 5))
     # Server stores (workloads postgres, mysql): against the fdatasync rate, and against the floor each
     # measured on its own server (a bare transaction of the commit's three statements).
-    for mode, what in [("postgres", "graph-runtime, PostgresStore (local PostgreSQL, one connection per commit)"),
-                       ("mysql", "graph-runtime, MySqlStore (local MariaDB, one connection per commit)")]:
+    for mode, what in [("postgres", "graph-runtime, PostgresStore (local PostgreSQL 15, synchronous_commit on)"),
+                       ("mysql", "graph-runtime, MySqlStore (local MariaDB 10.11, innodb_flush_log_at_trx_commit 1)")]:
         q, fl = pick(ours, "durable", mode), pick(ours, "floor", mode)
         if fl:
             w(f"| {mode} floor: bare transaction (insert key, insert checkpoint, update run) | – | {fmt(fl['commits_per_s_median'])} | {fmt(fl['commits_per_s_median'] / fs['ops_per_s_median'], 2) if fs else '–'} |")
