@@ -189,6 +189,26 @@ async fn checkpoints_the_index_lost_are_corrupted_on_read_and_restored_from_the_
     assert_eq!(store.latest("r").await.unwrap().unwrap().step, 5);
 }
 
+/// The check above reads the run's row before its checkpoints: reads racing a run's commits never see a
+/// false `Corrupted`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_during_commits_are_never_reported_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let store =
+        SledStore::open_with(dir.path(), SledOptions::default().durability(Durability::Async)).unwrap();
+    let engine = Engine::builder(counter(300)).store(store.clone()).build();
+    let run = tokio::spawn(async move { engine.run("busy", Trace::default()).await });
+    let mut reads = 0;
+    while !run.is_finished() {
+        store.history("busy").await.unwrap();
+        store.latest("busy").await.unwrap();
+        reads += 1;
+    }
+    run.await.unwrap().unwrap();
+    assert!(reads > 0);
+    assert_eq!(store.history("busy").await.unwrap().len(), 301);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn async_durability_commits_the_same_history() {
     let dir = tempfile::tempdir().unwrap();

@@ -18,8 +18,8 @@
 //! `open` replays every record the log still holds into sled (at least one checkpoint interval before the
 //! last checkpoint). If sled comes back behind the manifest (it lost commits it had durably held) and the
 //! log no longer reaches back that far, `open` fails with `Corrupted` naming the lost commits: never a
-//! silent rollback. Reads check a run's checkpoints against its row (they end at the step the row says,
-//! with no hole), so pages sled lost to damaged files are `Corrupted`, not a shorter history.
+//! silent rollback. Reads check a run's checkpoints against its row (they reach the step the row says), so
+//! pages sled lost to damaged files are `Corrupted`, not a shorter history.
 //!
 //! # Fail-stop
 //!
@@ -399,37 +399,37 @@ impl Inner {
         applied.map_err(|e| self.fail_stop(format!("writing sled: {}", sled_cause(&e))))
     }
 
-    /// Checks what the index returned for a run against the run's own row: its last checkpoint (`last`)
-    /// is the step the row says the run reached. Commits write a run's row and its checkpoint together,
-    /// so a mismatch means sled lost some of its pages (damaged files whose pages sled's recovery skipped
-    /// without an error): `Corrupted` naming the run, the step and sled's folder, never a shorter history.
-    /// (Holes before the last step are not checked: a fork cut short by a crash leaves some.)
-    fn check_index(&self, run_id: &str, last: Option<u64>) -> Result<(), StoreError> {
+    /// The step a run's row says the run reached (`None`: no row), read BEFORE its checkpoints by the
+    /// reads that [`Inner::check_index`] checks.
+    fn latest_step(&self, run_id: &str) -> Result<Option<u64>, StoreError> {
         let row = self.read(|| self.runs.get(run_id.as_bytes()))?;
-        let latest = row.map(|b| decode_run(&b)).transpose()?.map(|info| info.latest_step);
-        let (step, detail) = match (latest, last) {
-            (None, None) => return Ok(()),
-            (Some(latest), Some(last)) if latest == last => return Ok(()),
-            (None, Some(last)) => (
-                last,
-                format!("the index holds checkpoints of the run up to step {last} but not the run's row"),
+        Ok(row.map(|b| decode_run(&b)).transpose()?.map(|info| info.latest_step))
+    }
+
+    /// Checks what the index returned for a run against the run's own row, read before: its last
+    /// checkpoint (`last`) is at least the step the row said the run reached (`latest`). A commit writes
+    /// the checkpoint before the row, so a read of the row followed by a read of the checkpoints finds the
+    /// row's step even while commits go on (a later one may add more). Fewer means sled lost some of its
+    /// pages (damaged files whose pages sled's recovery skipped without an error): `Corrupted` naming the
+    /// run, the step and sled's folder, never a shorter history. (Holes before the last step are not
+    /// checked: a fork cut short by a crash leaves some; nor are checkpoints without a row, which a
+    /// commit racing the read also shows.)
+    fn check_index(&self, run_id: &str, latest: Option<u64>, last: Option<u64>) -> Result<(), StoreError> {
+        let Some(latest) = latest else { return Ok(()) };
+        let detail = match last {
+            Some(last) if last >= latest => return Ok(()),
+            Some(last) => format!(
+                "the run's row says it reached step {latest} but its last checkpoint in the index is step {last}"
             ),
-            (Some(latest), None) => (
-                latest,
+            None => {
                 format!(
                     "the run's row says it reached step {latest} but the index holds none of its checkpoints"
-                ),
-            ),
-            (Some(latest), Some(last)) => (
-                latest.max(last),
-                format!(
-                    "the run's row says it reached step {latest} but its last checkpoint in the index is step {last}"
-                ),
-            ),
+                )
+            }
         };
         Err(StoreError::Corrupted {
             run: Some(run_id.to_owned()),
-            step: Some(step),
+            step: Some(latest),
             file: Some(self.path.join("db")),
             detail,
             remedy: REMEDY_INDEX,
@@ -831,10 +831,11 @@ impl Store for SledStore {
     }
 
     async fn latest(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError> {
+        let latest = self.inner.latest_step(run_id)?;
         let last = self
             .inner
             .read(|| self.inner.checkpoints.scan_prefix(run_key(run_id)).next_back().transpose())?;
-        self.inner.check_index(run_id, last.as_ref().map(|(k, _)| step_of(k)))?;
+        self.inner.check_index(run_id, latest, last.as_ref().map(|(k, _)| step_of(k)))?;
         match last {
             Some((k, v)) => Ok(Some(decode(run_id, step_of(&k), &v)?)),
             None => Ok(None),
@@ -852,10 +853,11 @@ impl Store for SledStore {
     }
 
     async fn history(&self, run_id: &str) -> Result<Vec<CheckpointMeta>, StoreError> {
+        let latest = self.inner.latest_step(run_id)?;
         let rows = self
             .inner
             .read(|| self.inner.checkpoints.scan_prefix(run_key(run_id)).collect::<sled::Result<Vec<_>>>())?;
-        self.inner.check_index(run_id, rows.last().map(|(k, _)| step_of(k)))?;
+        self.inner.check_index(run_id, latest, rows.last().map(|(k, _)| step_of(k)))?;
         rows.iter().map(|(k, v)| Ok(decode(run_id, step_of(k), v)?.meta())).collect()
     }
 
