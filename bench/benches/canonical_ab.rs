@@ -10,7 +10,7 @@ mod fixtures;
 use std::hint::black_box;
 use std::time::Instant;
 
-use fixtures::{plain, with_map};
+use fixtures::{plain, with_map, with_sorted_map};
 use graph_runtime::canonical;
 
 /// Median ns/op of `a` and of `b`, and the median of the per-round ratios `b / a`.
@@ -64,6 +64,14 @@ fn ab() {
         400,
     );
     println!("  hashmap-100  serde_json {a:7.0} ns  canonical {b:7.0} ns  ratio {r:.2}");
+    let sorted = with_sorted_map();
+    let (a, b, r) = interleaved(
+        &|| drop(black_box(serde_json::to_vec(black_box(&sorted)).unwrap())),
+        &|| drop(black_box(canonical::to_vec(black_box(&sorted)).unwrap())),
+        1_000,
+        400,
+    );
+    println!("  btreemap-100 serde_json {a:7.0} ns  canonical {b:7.0} ns  ratio {r:.2}");
 }
 
 fn main() {

@@ -50,27 +50,34 @@
 //!
 //! A [`serde::Serializer`] that writes structs, sequences and enums straight through to the writer and
 //! hands every scalar (numbers, strings, chars, bytes, `null`) to serde_json's own serializer, so those
-//! bytes cannot drift from serde_json's. Only maps are buffered: each key (written by serde_json's map-key
-//! serializer, so a key that is not string-like fails with serde_json's own error) and each value go into
-//! one buffer per map, and `end` sorts the entries and copies them out. serde_json's private structs
-//! (`arbitrary_precision` numbers, `RawValue`) are handed to serde_json whole, so they stay raw.
+//! bytes cannot drift from serde_json's. Maps are written straight into the output too: each key (written
+//! by serde_json's map-key serializer, so a key that is not string-like fails with serde_json's own
+//! error) and each value, while the map records where each entry starts and whether it came after the one
+//! before in sorted order. Entries that come sorted (a `BTreeMap`, serde_json's `Value`, the fields of a
+//! struct declared in name order) are never moved; a map with an entry out of order (a `HashMap`) has its
+//! entries sorted and rewritten once by `end`. serde_json's private structs (`arbitrary_precision`
+//! numbers, `RawValue`) are handed to serde_json whole, so they stay raw. [`to_writer`] writes the
+//! finished bytes to its writer in one call.
 //!
 //! # Cost
 //!
-//! Release build, on a 2-core machine shared with other builds (load average 2.3 to 2.7 during the runs):
+//! `cargo bench -p graph-bench --bench canonical_ab`: each round times `serde_json::to_vec` and
+//! `canonical::to_vec` back to back, alternating which goes first; the ratio is the median of 400
+//! per-round ratios, the figure that survives load drifting between runs. Two runs, release build, on a
+//! 2-core machine shared with other builds (load average 4.8 to 6):
 //!
-//! | value | `serde_json::to_vec` | `canonical::to_vec` | ratio |
-//! |---|---|---|---|
-//! | ~1 KB struct, no maps (criterion median) | 1,298 ns | 1,351 ns | 1.04 |
-//! | the same, interleaved A/B (3 runs) | 1,226–2,217 ns | 1,307–2,277 ns | 1.03–1.07 |
-//! | struct with a 100-entry `HashMap<String, u64>` (criterion median) | 2,772 ns | 5,286 ns | 1.91 |
-//! | the same, interleaved A/B (3 runs) | 2,177–2,238 ns | 5,140–5,173 ns | 2.32–2.35 |
+//! | value | `canonical::to_vec` ÷ `serde_json::to_vec` |
+//! |---|---|
+//! | ~1 KB struct, no maps | 1.04, 1.05 |
+//! | struct with a 100-entry `BTreeMap<String, u64>` (entries come sorted: written in place) | 1.86, 2.43 |
+//! | the same entries in a `HashMap` (sorted and rewritten once) | 2.65, 3.49 |
 //!
-//! `cargo bench -p graph-bench --bench canonical` (criterion) and `--bench canonical_ab` (each round times
-//! both back to back, alternating which goes first; the ratio is the median of the per-round ratios, the
-//! figure that survives the load drifting between criterion's separate runs). A value without maps pays
-//! the indirection of the wrapper only; a map pays a buffer, the sort of its entries (about a third of its
-//! extra cost) and one copy of its bytes per nesting level.
+//! A value without maps pays the indirection of the wrapper only. A map pays for recording its entries
+//! and comparing each key with the one before; a map whose entries come out of order also pays the sort
+//! and one rewrite of its bytes. Writing maps in place replaced a buffer per map (three allocations, and
+//! one copy of the map's bytes per nesting level), which made the small sorted maps of the event log
+//! cheaper (bench/analysis.md); a large `HashMap` costs about 15 % more than with the buffer (the
+//! buffered version in the same session: 2.24 and 2.28 for it, 1.87 for the `BTreeMap`).
 
 use std::fmt::Display;
 use std::io;
@@ -114,12 +121,12 @@ pub fn to_vec<T: ?Sized + Serialize>(value: &T) -> Result<Vec<u8>, Error> {
 
 /// Writes the canonical JSON of `value` (as [`to_vec`]) to `writer`.
 ///
-/// Like `serde_json::to_writer`, it makes many small writes: give it a buffered writer.
+/// The bytes are built in memory (maps may be rewritten once they are complete) and written in one
+/// `write_all`: a value that fails to serialize writes nothing.
 ///
 /// # Errors
 ///
-/// As [`to_vec`], plus the writer's I/O errors (`serde_json::Error::is_io`). On error, part of the value
-/// may have been written.
+/// As [`to_vec`], plus the writer's I/O errors (`serde_json::Error::is_io`).
 ///
 /// # Examples
 ///
@@ -131,8 +138,8 @@ pub fn to_vec<T: ?Sized + Serialize>(value: &T) -> Result<Vec<u8>, Error> {
 /// graph_runtime::canonical::to_writer(&mut out, &value).unwrap();
 /// assert_eq!(out, br#"[1,{"a":false,"b":true}]"#);
 /// ```
-pub fn to_writer<W: io::Write, T: ?Sized + Serialize>(writer: W, value: &T) -> Result<(), Error> {
-    value.serialize(&mut Canonical { writer, fields: Fields::Declared })
+pub fn to_writer<W: io::Write, T: ?Sized + Serialize>(mut writer: W, value: &T) -> Result<(), Error> {
+    writer.write_all(&into_vec(value, Fields::Declared)?).map_err(Error::io)
 }
 
 /// The fully sorted JSON of `value`: every object's keys sorted, struct fields included, no whitespace.
@@ -176,8 +183,8 @@ pub fn to_vec_sorted<T: ?Sized + Serialize>(value: &T) -> Result<Vec<u8>, Error>
 /// graph_runtime::canonical::to_writer_sorted(&mut out, &serde_json::json!({"z": [1], "a": null})).unwrap();
 /// assert_eq!(out, br#"{"a":null,"z":[1]}"#);
 /// ```
-pub fn to_writer_sorted<W: io::Write, T: ?Sized + Serialize>(writer: W, value: &T) -> Result<(), Error> {
-    value.serialize(&mut Canonical { writer, fields: Fields::Sorted })
+pub fn to_writer_sorted<W: io::Write, T: ?Sized + Serialize>(mut writer: W, value: &T) -> Result<(), Error> {
+    writer.write_all(&into_vec(value, Fields::Sorted)?).map_err(Error::io)
 }
 
 /// The serializer owns the `Vec` (rather than a `&mut Vec`): serde_json's string writer, the hottest code,
@@ -185,7 +192,7 @@ pub fn to_writer_sorted<W: io::Write, T: ?Sized + Serialize>(writer: W, value: &
 /// cachegrind on the 1 KB bench value: 5.4% more instructions than serde_json through a `&mut Vec`, 2.9%
 /// owning it.)
 fn into_vec<T: ?Sized + Serialize>(value: &T, fields: Fields) -> Result<Vec<u8>, Error> {
-    let mut ser = Canonical { writer: Vec::with_capacity(128), fields };
+    let mut ser = Canonical { writer: Vec::with_capacity(256), fields };
     value.serialize(&mut ser)?;
     Ok(ser.writer)
 }
@@ -198,8 +205,8 @@ enum Fields {
 }
 
 /// The serializer. Scalars go to serde_json's serializer over the same writer.
-struct Canonical<W> {
-    writer: W,
+struct Canonical {
+    writer: Vec<u8>,
     fields: Fields,
 }
 
@@ -207,15 +214,16 @@ struct Canonical<W> {
 /// writes raw instead of as an object when the matching feature is on.
 const SERDE_JSON_TOKENS: [&str; 2] = ["$serde_json::private::Number", "$serde_json::private::RawValue"];
 
-impl<W: io::Write> Canonical<W> {
+impl Canonical {
     #[inline]
     fn put(&mut self, bytes: &[u8]) -> Result<(), Error> {
-        self.writer.write_all(bytes).map_err(Error::io)
+        self.writer.extend_from_slice(bytes);
+        Ok(())
     }
 
     /// serde_json's serializer over this writer (a wrapper: nothing is allocated).
     #[inline]
-    fn json(&mut self) -> serde_json::Serializer<&mut W> {
+    fn json(&mut self) -> serde_json::Serializer<&mut Vec<u8>> {
         serde_json::Serializer::new(&mut self.writer)
     }
 
@@ -241,16 +249,16 @@ macro_rules! scalars {
     )*};
 }
 
-impl<'a, W: io::Write> ser::Serializer for &'a mut Canonical<W> {
+impl<'a> ser::Serializer for &'a mut Canonical {
     type Ok = ();
     type Error = Error;
-    type SerializeSeq = Seq<'a, W>;
-    type SerializeTuple = Seq<'a, W>;
-    type SerializeTupleStruct = Seq<'a, W>;
-    type SerializeTupleVariant = Seq<'a, W>;
-    type SerializeMap = Map<'a, W>;
-    type SerializeStruct = Struct<'a, W>;
-    type SerializeStructVariant = Struct<'a, W>;
+    type SerializeSeq = Seq<'a>;
+    type SerializeTuple = Seq<'a>;
+    type SerializeTupleStruct = Seq<'a>;
+    type SerializeTupleVariant = Seq<'a>;
+    type SerializeMap = Map<'a>;
+    type SerializeStruct = Struct<'a>;
+    type SerializeStructVariant = Struct<'a>;
 
     scalars! {
         serialize_bool(bool), serialize_i8(i8), serialize_i16(i16), serialize_i32(i32), serialize_i64(i64),
@@ -304,16 +312,16 @@ impl<'a, W: io::Write> ser::Serializer for &'a mut Canonical<W> {
         self.put(b"}")
     }
 
-    fn serialize_seq(self, _len: Option<usize>) -> Result<Seq<'a, W>, Error> {
+    fn serialize_seq(self, _len: Option<usize>) -> Result<Seq<'a>, Error> {
         self.put(b"[")?;
         Ok(Seq { ser: self, first: true, variant: false })
     }
 
-    fn serialize_tuple(self, len: usize) -> Result<Seq<'a, W>, Error> {
+    fn serialize_tuple(self, len: usize) -> Result<Seq<'a>, Error> {
         self.serialize_seq(Some(len))
     }
 
-    fn serialize_tuple_struct(self, _name: &'static str, len: usize) -> Result<Seq<'a, W>, Error> {
+    fn serialize_tuple_struct(self, _name: &'static str, len: usize) -> Result<Seq<'a>, Error> {
         self.serialize_seq(Some(len))
     }
 
@@ -323,17 +331,17 @@ impl<'a, W: io::Write> ser::Serializer for &'a mut Canonical<W> {
         _index: u32,
         variant: &'static str,
         _len: usize,
-    ) -> Result<Seq<'a, W>, Error> {
+    ) -> Result<Seq<'a>, Error> {
         self.open_variant(variant)?;
         self.put(b"[")?;
         Ok(Seq { ser: self, first: true, variant: true })
     }
 
-    fn serialize_map(self, len: Option<usize>) -> Result<Map<'a, W>, Error> {
+    fn serialize_map(self, len: Option<usize>) -> Result<Map<'a>, Error> {
         Ok(Map::new(self, len.unwrap_or(0), false))
     }
 
-    fn serialize_struct(self, name: &'static str, len: usize) -> Result<Struct<'a, W>, Error> {
+    fn serialize_struct(self, name: &'static str, len: usize) -> Result<Struct<'a>, Error> {
         if SERDE_JSON_TOKENS.contains(&name) {
             return Ok(Struct::SerdeJson { ser: self, name, fields: 0 });
         }
@@ -352,7 +360,7 @@ impl<'a, W: io::Write> ser::Serializer for &'a mut Canonical<W> {
         _index: u32,
         variant: &'static str,
         len: usize,
-    ) -> Result<Struct<'a, W>, Error> {
+    ) -> Result<Struct<'a>, Error> {
         self.open_variant(variant)?;
         match self.fields {
             Fields::Declared => {
@@ -369,14 +377,14 @@ impl<'a, W: io::Write> ser::Serializer for &'a mut Canonical<W> {
 }
 
 /// A sequence, tuple or tuple variant, written as it goes.
-struct Seq<'a, W> {
-    ser: &'a mut Canonical<W>,
+struct Seq<'a> {
+    ser: &'a mut Canonical,
     first: bool,
     /// A tuple variant, closed by `]}` rather than `]`.
     variant: bool,
 }
 
-impl<W: io::Write> Seq<'_, W> {
+impl Seq<'_> {
     #[inline]
     fn element<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<(), Error> {
         if !self.first {
@@ -396,7 +404,7 @@ impl<W: io::Write> Seq<'_, W> {
 
 macro_rules! seq_impls {
     ($($trait:ident::$method:ident),*) => {$(
-        impl<W: io::Write> ser::$trait for Seq<'_, W> {
+        impl ser::$trait for Seq<'_> {
             type Ok = ();
             type Error = Error;
 
@@ -419,26 +427,32 @@ seq_impls!(
     SerializeTupleVariant::serialize_field
 );
 
-/// A map (or, in the sorted form, a struct): entries buffered, sorted and written by `end`.
-struct Map<'a, W> {
-    ser: &'a mut Canonical<W>,
-    /// Every entry as `,"key":value`, in the order they came (see [`Entry`]).
-    buf: Vec<u8>,
+/// A map (or, in the sorted form, a struct), written straight into the output as its entries come.
+/// Entries that come in ascending key order (a `BTreeMap`, serde_json's `Value`, sorted struct fields)
+/// are never moved; at the first one out of order the map is marked, and `end` rewrites its entries in
+/// sorted order once.
+struct Map<'a> {
+    ser: &'a mut Canonical,
+    /// Where the map's first entry starts in the output (just after its `{`).
+    open: usize,
+    /// Every entry so far, in the order they came (see [`Entry`]).
     entries: Vec<Entry>,
-    /// What is sorted: each entry's key prefix and index (16 bytes move, not the whole entry).
-    order: Vec<(u64, usize)>,
+    /// Each entry came after the one before in sorted order: nothing to rewrite.
+    in_order: bool,
     /// The key written by `serialize_key` (its `start` and `key_end`), waiting for its value.
     pending: Option<(usize, usize)>,
     /// A struct variant, closed by `}}` rather than `}`.
     variant: bool,
 }
 
-/// One entry: `buf[start]` is `,`, `buf[start + 1..key_end]` the key's JSON (quoted, escaped),
-/// `buf[key_end]` is `:`, `buf[key_end + 1..end]` the value's JSON.
+/// One entry, in the output: `out[start..key_end]` the key's JSON (quoted, escaped), `out[key_end]` is
+/// `:`, `out[key_end + 1..end]` the value's JSON. Entries are separated by commas, which are not theirs.
 struct Entry {
     start: usize,
     key_end: usize,
     end: usize,
+    /// [`prefix`] of the key's string: most comparisons end there, without a `memcmp` call.
+    prefix: u64,
     /// The key's string when its JSON has escapes (`None`: the bytes between the quotes are the string).
     unescaped: Option<Box<str>>,
 }
@@ -446,25 +460,27 @@ struct Entry {
 impl Entry {
     /// What entries sort by: the key's string, before escaping.
     #[inline]
-    fn sort_key<'b>(&'b self, buf: &'b [u8]) -> &'b [u8] {
+    fn sort_key<'b>(&'b self, out: &'b [u8]) -> &'b [u8] {
         match &self.unescaped {
             Some(s) => s.as_bytes(),
-            None => &buf[self.start + 2..self.key_end - 1],
+            None => &out[self.start + 1..self.key_end - 1],
         }
     }
 
     /// The order of entries: by key string, then (equal keys) by value bytes.
-    fn cmp(&self, other: &Entry, buf: &[u8]) -> std::cmp::Ordering {
-        self.sort_key(buf)
-            .cmp(other.sort_key(buf))
-            .then_with(|| buf[self.key_end + 1..self.end].cmp(&buf[other.key_end + 1..other.end]))
+    #[inline]
+    fn cmp(&self, other: &Entry, out: &[u8]) -> std::cmp::Ordering {
+        self.prefix.cmp(&other.prefix).then_with(|| {
+            self.sort_key(out)
+                .cmp(other.sort_key(out))
+                .then_with(|| out[self.key_end + 1..self.end].cmp(&out[other.key_end + 1..other.end]))
+        })
     }
 }
 
 /// The first 8 bytes of a key's string, big-endian, zero-padded. Comparing two prefixes orders the keys
-/// unless they are equal (most comparisons end there, without a `memcmp` call): at the first byte where
-/// two prefixes differ, either both bytes are the strings' own, or the shorter string has ended there and
-/// is a prefix of the longer one.
+/// unless they are equal: at the first byte where two prefixes differ, either both bytes are the
+/// strings' own, or the shorter string has ended there and is a prefix of the longer one.
 #[inline]
 fn prefix(key: &[u8]) -> u64 {
     match key.first_chunk::<8>() {
@@ -473,18 +489,12 @@ fn prefix(key: &[u8]) -> u64 {
     }
 }
 
-impl<'a, W: io::Write> Map<'a, W> {
-    fn new(ser: &'a mut Canonical<W>, len: usize, variant: bool) -> Self {
+impl<'a> Map<'a> {
+    fn new(ser: &'a mut Canonical, len: usize, variant: bool) -> Self {
+        ser.writer.push(b'{');
+        let open = ser.writer.len();
         // `len` is a hint from the `Serialize` impl: trusted for a head start, not for a huge allocation.
-        let len = len.min(1024);
-        Map {
-            ser,
-            buf: Vec::with_capacity(len * 16),
-            entries: Vec::with_capacity(len),
-            order: Vec::with_capacity(len),
-            pending: None,
-            variant,
-        }
+        Map { ser, open, entries: Vec::with_capacity(len.min(64)), in_order: true, pending: None, variant }
     }
 
     fn check_no_pending(&self) -> Result<(), Error> {
@@ -494,14 +504,16 @@ impl<'a, W: io::Write> Map<'a, W> {
         }
     }
 
-    /// Writes `,"key":` for a struct field (sorted form).
+    /// Writes `"key":` for a struct field (sorted form).
     fn field_key(&mut self, key: &'static str) -> Result<(), Error> {
         self.check_no_pending()?;
-        let start = self.buf.len();
-        self.buf.push(b',');
-        serde_json::Serializer::new(&mut self.buf).serialize_str(key)?;
-        self.pending = Some((start, self.buf.len()));
-        self.buf.push(b':');
+        if !self.entries.is_empty() {
+            self.ser.writer.push(b',');
+        }
+        let start = self.ser.writer.len();
+        self.ser.string(key)?;
+        self.pending = Some((start, self.ser.writer.len()));
+        self.ser.writer.push(b':');
         Ok(())
     }
 
@@ -510,54 +522,73 @@ impl<'a, W: io::Write> Map<'a, W> {
         let Some((start, key_end)) = self.pending.take() else {
             return Err(Error::custom("a map value was serialized without a key"));
         };
-        // The buffer is moved in and out (not borrowed) for the reason given at `into_vec`.
-        let mut inner = Canonical { writer: std::mem::take(&mut self.buf), fields: self.ser.fields };
-        let written = value.serialize(&mut inner);
-        self.buf = inner.writer;
-        written?;
-        let json = &self.buf[start + 1..key_end];
+        value.serialize(&mut *self.ser)?;
+        let out = &self.ser.writer;
+        let json = &out[start + 1..key_end - 1];
         let unescaped = match json.contains(&b'\\') {
-            true => Some(serde_json::from_slice::<String>(json)?.into_boxed_str()),
+            true => Some(serde_json::from_slice::<String>(&out[start..key_end])?.into_boxed_str()),
             false => None,
         };
-        let entry = Entry { start, key_end, end: self.buf.len(), unescaped };
-        self.order.push((prefix(entry.sort_key(&self.buf)), self.entries.len()));
+        let mut entry = Entry { start, key_end, end: out.len(), prefix: 0, unescaped };
+        entry.prefix = prefix(entry.sort_key(out));
+        if let Some(last) = self.entries.last() {
+            self.in_order &= last.cmp(&entry, out).is_lt();
+        }
         self.entries.push(entry);
         Ok(())
     }
 
     fn finish(self) -> Result<(), Error> {
         self.check_no_pending()?;
-        let Map { ser, buf, entries, mut order, variant, .. } = self;
-        // Equal keys (only a hand-written `Serialize` makes them) fall back on the value's bytes, so the
-        // output never depends on the order the entries came in.
-        order.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| entries[a.1].cmp(&entries[b.1], &buf)));
-        ser.put(b"{")?;
-        for (i, &(_, e)) in order.iter().enumerate() {
-            let e = &entries[e];
-            // Each entry starts with its comma; the first one's is left out.
-            ser.put(&buf[e.start + usize::from(i == 0)..e.end])?;
+        let Map { ser, open, entries, in_order, variant, .. } = self;
+        if !in_order {
+            // Equal keys (only a hand-written `Serialize` makes them) fall back on the value's bytes, so
+            // the output never depends on the order the entries came in.
+            let out = &ser.writer;
+            // (prefix, index) pairs are sorted, not entries: 16 bytes move instead of 48, and most
+            // comparisons end at the prefixes, in the pair.
+            let mut order: Vec<(u64, usize)> = entries.iter().map(|e| e.prefix).zip(0..).collect();
+            order.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| entries[a.1].cmp(&entries[b.1], out)));
+            let mut sorted = Vec::with_capacity(out.len() - open);
+            for (i, e) in order.into_iter().map(|(_, e)| &entries[e]).enumerate() {
+                if i > 0 {
+                    sorted.push(b',');
+                }
+                sorted.extend_from_slice(&out[e.start..e.end]);
+            }
+            ser.writer.truncate(open);
+            ser.writer.extend_from_slice(&sorted);
         }
         ser.put(b"}")?;
         if variant { ser.put(b"}") } else { Ok(()) }
     }
 }
 
-impl<W: io::Write> ser::SerializeMap for Map<'_, W> {
+impl ser::SerializeMap for Map<'_> {
     type Ok = ();
     type Error = Error;
 
     fn serialize_key<T: ?Sized + Serialize>(&mut self, key: &T) -> Result<(), Error> {
         self.check_no_pending()?;
         // serde_json's map-key serializer (private) is reached through its map: it writes `{` then the
-        // key, stringified and validated exactly as serde_json does. The `{` becomes the entry's comma.
-        let start = self.buf.len();
-        let mut json = serde_json::Serializer::new(&mut self.buf);
+        // key, stringified and validated exactly as serde_json does. The `{` becomes the entry's comma,
+        // or, for the first entry, is removed.
+        let brace = self.ser.writer.len();
+        let mut json = serde_json::Serializer::new(&mut self.ser.writer);
         let mut map = (&mut json).serialize_map(None)?;
         map.serialize_key(key)?;
-        self.buf[start] = b',';
-        self.pending = Some((start, self.buf.len()));
-        self.buf.push(b':');
+        let start = match self.entries.is_empty() {
+            true => {
+                self.ser.writer.remove(brace);
+                brace
+            }
+            false => {
+                self.ser.writer[brace] = b',';
+                brace + 1
+            }
+        };
+        self.pending = Some((start, self.ser.writer.len()));
+        self.ser.writer.push(b':');
         Ok(())
     }
 
@@ -572,22 +603,22 @@ impl<W: io::Write> ser::SerializeMap for Map<'_, W> {
 
 /// A struct or struct variant: written as it goes (fields in declaration order), sorted like a map
 /// (`to_vec_sorted`), or one of serde_json's private structs, handed to serde_json.
-enum Struct<'a, W> {
+enum Struct<'a> {
     /// Fields in declaration order.
     Declared {
         /// The serializer.
-        ser: &'a mut Canonical<W>,
+        ser: &'a mut Canonical,
         /// No field written yet.
         first: bool,
         /// A struct variant, closed by `}}` rather than `}`.
         variant: bool,
     },
     /// Fields sorted by name.
-    Sorted(Map<'a, W>),
+    Sorted(Map<'a>),
     /// `$serde_json::private::Number` or `RawValue`: one field, serialized by serde_json.
     SerdeJson {
         /// The serializer.
-        ser: &'a mut Canonical<W>,
+        ser: &'a mut Canonical,
         /// The struct's name.
         name: &'static str,
         /// Fields seen.
@@ -595,7 +626,7 @@ enum Struct<'a, W> {
     },
 }
 
-impl<W: io::Write> Struct<'_, W> {
+impl Struct<'_> {
     #[inline]
     fn field<T: ?Sized + Serialize>(&mut self, key: &'static str, value: &T) -> Result<(), Error> {
         match self {
@@ -642,7 +673,7 @@ impl<W: io::Write> Struct<'_, W> {
     }
 }
 
-impl<W: io::Write> ser::SerializeStruct for Struct<'_, W> {
+impl ser::SerializeStruct for Struct<'_> {
     type Ok = ();
     type Error = Error;
 
@@ -656,7 +687,7 @@ impl<W: io::Write> ser::SerializeStruct for Struct<'_, W> {
     }
 }
 
-impl<W: io::Write> ser::SerializeStructVariant for Struct<'_, W> {
+impl ser::SerializeStructVariant for Struct<'_> {
     type Ok = ();
     type Error = Error;
 

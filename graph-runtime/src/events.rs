@@ -101,14 +101,15 @@ impl std::fmt::Debug for ChainKey {
     }
 }
 
-/// The fields an event's hash covers.
+/// The fields an event's hash covers, declared in name order: the order the sorted form writes them in,
+/// so serializing them moves no bytes.
 #[derive(Serialize)]
 struct Covered<'a> {
-    seq: u64,
     event_type: EventType,
-    timestamp_ms: u64,
     payload: &'a serde_json::Value,
     schema_version: u32,
+    seq: u64,
+    timestamp_ms: u64,
 }
 
 /// The canonical bytes an event's hash covers: the event without its hash, keys sorted, no whitespace.

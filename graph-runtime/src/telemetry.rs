@@ -21,6 +21,7 @@
 //! Why the `metrics` facade rather than `prometheus`: a library should not choose the exporter, and the
 //! facade (one small crate) lets the application pick Prometheus, StatsD or OpenTelemetry.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::store::CommitOutcome;
@@ -29,15 +30,15 @@ use crate::store::CommitOutcome;
 #[must_use]
 pub(crate) struct Inflight {
     #[cfg(feature = "metrics")]
-    graph: std::sync::Arc<str>,
+    graph: Arc<str>,
 }
 
 impl Inflight {
-    pub(crate) fn start(graph: &std::sync::Arc<str>) -> Self {
+    pub(crate) fn start(graph: &Arc<str>) -> Self {
         #[cfg(feature = "metrics")]
         {
-            metrics::gauge!("graph_inflight_nodes", "graph" => graph.to_string()).increment(1.0);
-            Inflight { graph: graph.clone() }
+            metrics::gauge!("graph_inflight_nodes", "graph" => Arc::clone(graph)).increment(1.0);
+            Inflight { graph: Arc::clone(graph) }
         }
         #[cfg(not(feature = "metrics"))]
         {
@@ -50,7 +51,7 @@ impl Inflight {
 impl Drop for Inflight {
     fn drop(&mut self) {
         #[cfg(feature = "metrics")]
-        metrics::gauge!("graph_inflight_nodes", "graph" => self.graph.to_string()).decrement(1.0);
+        metrics::gauge!("graph_inflight_nodes", "graph" => Arc::clone(&self.graph)).decrement(1.0);
     }
 }
 
@@ -58,15 +59,15 @@ impl Drop for Inflight {
 #[must_use]
 pub(crate) struct Admitted {
     #[cfg(feature = "metrics")]
-    graph: std::sync::Arc<str>,
+    graph: Arc<str>,
 }
 
 impl Admitted {
-    pub(crate) fn start(graph: &std::sync::Arc<str>) -> Self {
+    pub(crate) fn start(graph: &Arc<str>) -> Self {
         #[cfg(feature = "metrics")]
         {
-            metrics::gauge!("graph_queue_depth", "graph" => graph.to_string()).increment(1.0);
-            Admitted { graph: graph.clone() }
+            metrics::gauge!("graph_queue_depth", "graph" => Arc::clone(graph)).increment(1.0);
+            Admitted { graph: Arc::clone(graph) }
         }
         #[cfg(not(feature = "metrics"))]
         {
@@ -79,29 +80,29 @@ impl Admitted {
 impl Drop for Admitted {
     fn drop(&mut self) {
         #[cfg(feature = "metrics")]
-        metrics::gauge!("graph_queue_depth", "graph" => self.graph.to_string()).decrement(1.0);
+        metrics::gauge!("graph_queue_depth", "graph" => Arc::clone(&self.graph)).decrement(1.0);
     }
 }
 
 /// An attempt of `node` took `d`.
-pub(crate) fn node_latency(graph: &str, node: &str, d: Duration) {
+pub(crate) fn node_latency(graph: &Arc<str>, node: &Arc<str>, d: Duration) {
     #[cfg(feature = "metrics")]
-    metrics::histogram!("graph_node_latency_seconds", "graph" => graph.to_owned(), "node" => node.to_owned())
+    metrics::histogram!("graph_node_latency_seconds", "graph" => Arc::clone(graph), "node" => Arc::clone(node))
         .record(d.as_secs_f64());
     #[cfg(not(feature = "metrics"))]
     let _ = (graph, node, d);
 }
 
 /// A step took `d`, from its items' start to its commit.
-pub(crate) fn step_latency(graph: &str, d: Duration) {
+pub(crate) fn step_latency(graph: &Arc<str>, d: Duration) {
     #[cfg(feature = "metrics")]
-    metrics::histogram!("graph_step_latency_seconds", "graph" => graph.to_owned()).record(d.as_secs_f64());
+    metrics::histogram!("graph_step_latency_seconds", "graph" => Arc::clone(graph)).record(d.as_secs_f64());
     #[cfg(not(feature = "metrics"))]
     let _ = (graph, d);
 }
 
 /// A commit took `d` and ended with `outcome` (`None`: an error).
-pub(crate) fn commit(graph: &str, d: Duration, outcome: Option<&CommitOutcome>) {
+pub(crate) fn commit(graph: &Arc<str>, d: Duration, outcome: Option<&CommitOutcome>) {
     #[cfg(feature = "metrics")]
     {
         let outcome = match outcome {
@@ -111,9 +112,9 @@ pub(crate) fn commit(graph: &str, d: Duration, outcome: Option<&CommitOutcome>) 
             Some(CommitOutcome::VersionConflict { .. }) => "version_conflict",
             None => "error",
         };
-        metrics::histogram!("graph_commit_latency_seconds", "graph" => graph.to_owned())
+        metrics::histogram!("graph_commit_latency_seconds", "graph" => Arc::clone(graph))
             .record(d.as_secs_f64());
-        metrics::counter!("graph_commits_total", "graph" => graph.to_owned(), "outcome" => outcome)
+        metrics::counter!("graph_commits_total", "graph" => Arc::clone(graph), "outcome" => outcome)
             .increment(1);
     }
     #[cfg(not(feature = "metrics"))]
@@ -121,26 +122,26 @@ pub(crate) fn commit(graph: &str, d: Duration, outcome: Option<&CommitOutcome>) 
 }
 
 /// An attempt of `node` is retried.
-pub(crate) fn retry(graph: &str, node: &str) {
+pub(crate) fn retry(graph: &Arc<str>, node: &Arc<str>) {
     #[cfg(feature = "metrics")]
-    metrics::counter!("graph_retries_total", "graph" => graph.to_owned(), "node" => node.to_owned())
+    metrics::counter!("graph_retries_total", "graph" => Arc::clone(graph), "node" => Arc::clone(node))
         .increment(1);
     #[cfg(not(feature = "metrics"))]
     let _ = (graph, node);
 }
 
 /// A step stopped on a merge conflict.
-pub(crate) fn merge_conflict(graph: &str) {
+pub(crate) fn merge_conflict(graph: &Arc<str>) {
     #[cfg(feature = "metrics")]
-    metrics::counter!("graph_merge_conflicts_total", "graph" => graph.to_owned()).increment(1);
+    metrics::counter!("graph_merge_conflicts_total", "graph" => Arc::clone(graph)).increment(1);
     #[cfg(not(feature = "metrics"))]
     let _ = graph;
 }
 
 /// A run paused because admission timed out.
-pub(crate) fn backpressure(graph: &str) {
+pub(crate) fn backpressure(graph: &Arc<str>) {
     #[cfg(feature = "metrics")]
-    metrics::counter!("graph_backpressure_events_total", "graph" => graph.to_owned()).increment(1);
+    metrics::counter!("graph_backpressure_events_total", "graph" => Arc::clone(graph)).increment(1);
     #[cfg(not(feature = "metrics"))]
     let _ = graph;
 }

@@ -1,6 +1,6 @@
 //! The values both canonical benches serialize.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
@@ -54,6 +54,21 @@ pub(crate) fn plain() -> Plain {
             .collect(),
         history: (0..20).map(|i| i * 1_000_003).collect(),
     }
+}
+
+/// The same entries in a `BTreeMap`: a map whose entries come in sorted order.
+#[derive(Serialize)]
+#[allow(dead_code)] // used by `canonical_ab` only
+pub(crate) struct WithSortedMap {
+    run: String,
+    step: u64,
+    counts: BTreeMap<String, u64>,
+}
+
+#[allow(dead_code)] // used by `canonical_ab` only
+pub(crate) fn with_sorted_map() -> WithSortedMap {
+    let WithMap { run, step, counts } = with_map();
+    WithSortedMap { run, step, counts: counts.into_iter().collect() }
 }
 
 pub(crate) fn with_map() -> WithMap {

@@ -166,7 +166,7 @@ impl<S: Reducer> Engine<S> {
         let status = if cp.frontier.is_empty() { RunStatus::Completed } else { RunStatus::Running };
         let (events, head) = self.chain(run.head.as_ref(), events, cp.timestamp_ms);
         let observed = self.observe_commit(run, &cp, &events);
-        let graph_name = self.inner.graph.name();
+        let graph_name = self.inner.graph.name_arc();
         let committing = std::time::Instant::now();
         let outcome = self.inner.store.save_checkpoint(&cp, &events, &status, run.version).await;
         telemetry::commit(graph_name, committing.elapsed(), outcome.as_ref().ok());
@@ -368,7 +368,7 @@ impl<S: Reducer> Engine<S> {
             let err = Error::from_merge(&run.run_id, run.step, f);
             if matches!(err, Error::Conflict { .. }) {
                 tracing::warn!(run = %run.run_id, step = run.step, error = %err, "merge conflict");
-                telemetry::merge_conflict(graph.name());
+                telemetry::merge_conflict(graph.name_arc());
             }
             err
         })?;
@@ -524,7 +524,7 @@ impl<S: Reducer> Engine<S> {
             StepStop::Cancelled => Stop::Cancelled,
             StepStop::Backpressure => {
                 tracing::info!(run = %run_id, step, "admission timed out: the run pauses (backpressure)");
-                telemetry::backpressure(graph.name());
+                telemetry::backpressure(graph.name_arc());
                 Stop::Paused(PauseReason::Backpressure)
             }
             StepStop::Budget => {

@@ -101,8 +101,7 @@ impl Store for MemoryStore {
         }
         // Three writes (the key above, the checkpoint, the run row), each followed by the fail point; a
         // failure undoes the earlier ones, as a database transaction would.
-        let mut undo =
-            Undo { key: &cp.idempotency_key, run, step: None, events: None, pending: None, row: None };
+        let mut undo = Undo { key: &cp.idempotency_key, run, step: None, events: None, pending: None };
         if self.fail.hit(1) {
             return Err(undo.apply(&mut g));
         }
@@ -118,25 +117,24 @@ impl Store for MemoryStore {
         if self.fail.hit(2) {
             return Err(undo.apply(&mut g));
         }
+        // The third write, the run row, is the last: failing after it leaves what failing before it
+        // leaves, so the check comes first and the row needs no copy to undo.
+        if self.fail.hit(3) {
+            return Err(undo.apply(&mut g));
+        }
         let version = current + 1;
-        undo.row = Some(match g.runs.get_mut(run) {
+        match g.runs.get_mut(run) {
             Some(row) => {
-                let previous = row.clone();
                 row.status = status.clone();
                 row.latest_step = row.latest_step.max(cp.step);
                 row.version = version;
                 row.event_head = head_after(row.event_head.take(), events);
-                Some(previous)
             }
             None => {
                 let mut row = RunInfo::new(run, status.clone(), cp.step, version, &*cp.graph_fingerprint);
                 row.event_head = head_after(None, events);
                 g.runs.insert(cp.run_id.clone(), row);
-                None
             }
-        });
-        if self.fail.hit(3) {
-            return Err(undo.apply(&mut g));
         }
         Ok(CommitOutcome::Committed { version })
     }
@@ -283,8 +281,6 @@ struct Undo<'a> {
     events: Option<usize>,
     /// The pending step the commit cleared.
     pending: Option<Option<Vec<u8>>>,
-    /// The run row written: `Some(None)` when it was created, `Some(Some(previous row))` when updated.
-    row: Option<Option<RunInfo>>,
 }
 
 impl Undo<'_> {
@@ -309,15 +305,6 @@ impl Undo<'_> {
         }
         if let Some(Some(p)) = self.pending {
             g.pending.insert(self.run.into(), p);
-        }
-        match self.row {
-            Some(Some(previous)) => {
-                *g.runs.get_mut(self.run).expect("updated by the commit") = previous;
-            }
-            Some(None) => {
-                g.runs.remove(self.run);
-            }
-            None => {}
         }
         StoreError::backend("injected failure", "fail point")
     }
