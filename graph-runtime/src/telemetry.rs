@@ -109,6 +109,7 @@ pub(crate) fn commit(graph: &str, d: Duration, outcome: Option<&CommitOutcome>) 
             Some(CommitOutcome::AlreadyCommitted { .. }) => "already_committed",
             Some(CommitOutcome::StepTaken { .. }) => "step_taken",
             Some(CommitOutcome::VersionConflict { .. }) => "version_conflict",
+            Some(CommitOutcome::Fenced) => "fenced",
             None => "error",
         };
         metrics::histogram!("graph_commit_latency_seconds", "graph" => graph.to_owned())
