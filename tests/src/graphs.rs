@@ -506,7 +506,7 @@ pub fn approval(approvers: usize, ledger: std::path::PathBuf, upfront: Option<Ve
 pub type ExecutionLog = Arc<dyn Fn(String, u64, String) -> BoxFuture<'static, ()> + Send + Sync>;
 
 /// The worker tests' workflow: plan → w0..w{width-1} (fan-out) → join → plan … `iterations` times, then
-/// END (three steps per iteration). Each `w` sleeps `delay`, draws from `ctx.rng()`, reports its
+/// END (three steps per iteration). Every node sleeps `delay`; each `w` draws from `ctx.rng()`, reports its
 /// execution to `log`, and appends `"{label}{name}:{roll}:{step}"`: with an empty label the final state
 /// depends only on the run's seed; a label tells which worker committed a step.
 pub fn worker_fanout(
@@ -516,10 +516,13 @@ pub fn worker_fanout(
     label: String,
     log: ExecutionLog,
 ) -> Graph<Trace> {
-    let mut b = Graph::<Trace>::builder("worker-fanout").node("plan", |s, ctx| {
+    let mut b = Graph::<Trace>::builder("worker-fanout").node("plan", move |s, ctx| {
         let n = s.log.iter().filter(|l| l.starts_with("join")).count();
         let step = ctx.step();
-        Box::pin(async move { Ok((TraceDelta::default().log(format!("plan{n}@{step}")), Route::Declared)) })
+        Box::pin(async move {
+            tokio::time::sleep(delay).await;
+            Ok((TraceDelta::default().log(format!("plan{n}@{step}")), Route::Declared))
+        })
     });
     for i in 0..width {
         let name = format!("w{i}");
@@ -542,6 +545,7 @@ pub fn worker_fanout(
     b.node("join", move |s, _ctx| {
         let n = s.log.iter().filter(|l| l.starts_with("join")).count();
         Box::pin(async move {
+            tokio::time::sleep(delay).await;
             let route = if n + 1 < iterations { Route::Goto(0) } else { Route::Goto(1) };
             Ok((TraceDelta::default().log(format!("join{n}")), route))
         })

@@ -151,6 +151,14 @@ struct Proc {
     id: String,
 }
 
+impl Drop for Proc {
+    /// A worker left behind by a failed test is killed.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Starts a worker process on `url`.
 fn spawn(url: &str, id: &str, args: &[String]) -> Proc {
     let mut child = Command::new(env!("CARGO_BIN_EXE_worker_child"))
@@ -174,9 +182,10 @@ fn spawn(url: &str, id: &str, args: &[String]) -> Proc {
 /// Closes the worker's stdin (a graceful shutdown) and returns its report line.
 fn finish(mut p: Proc) -> String {
     drop(p.child.stdin.take());
-    let out = p.child.wait_with_output().expect("worker_child exits");
-    assert!(out.status.success(), "worker {} exited with {}", p.id, out.status);
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut p.child.stdout.take().expect("stdout"), &mut text).expect("read");
+    let status = p.child.wait().expect("worker_child exits");
+    assert!(status.success(), "worker {} exited with {status}", p.id);
     text.lines()
         .find(|l| l.starts_with("report"))
         .unwrap_or_else(|| panic!("no report from {}: {text}", p.id))
@@ -251,14 +260,17 @@ async fn killed_workers_finish_every_run_once(db: Db) {
         if done as usize == RUNS {
             break;
         }
+        let stuck =
+            db.count("SELECT COUNT(*) FROM graph_runs WHERE status NOT IN ('running', 'completed')").await;
+        assert_eq!(stuck, 0, "runs ended neither running nor completed (failed, paused, …)");
         assert!(
             Instant::now() < deadline,
             "only {done} of {RUNS} runs completed after {:?}",
             started.elapsed()
         );
-        // Kill one at random, 200–600 ms apart, and start another in its place.
+        // Kill one at random, 100–400 ms apart, and start another in its place.
         std::thread::sleep(
-            Duration::from_millis(200) + random_delay(Duration::from_millis(400), u64::from(kills)),
+            Duration::from_millis(100) + random_delay(Duration::from_millis(300), u64::from(kills)),
         );
         let slot = (random_delay(Duration::from_nanos(4), u64::from(kills) + 7).as_nanos() % 4) as usize;
         let mut victim = std::mem::replace(&mut workers[slot], {
