@@ -59,6 +59,7 @@ pub struct WorkerBuilder<S: Reducer, L: LeaseStore> {
     id: Option<String>,
     concurrency: usize,
     lease: Duration,
+    heartbeat: Option<Duration>,
     poll: Duration,
     grace: Duration,
     options: EngineOptions,
@@ -66,6 +67,14 @@ pub struct WorkerBuilder<S: Reducer, L: LeaseStore> {
 }
 
 impl<S: Reducer, L: LeaseStore> WorkerBuilder<S, L> {
+    /// How often a held lease is extended (default: a third of the lease length, which survives two
+    /// missed beats). An interval longer than the lease lets leases expire while runs are driven: their
+    /// commits are then fenced (the tests use it to check fencing without the heartbeat's help).
+    pub fn heartbeat(mut self, every: Duration) -> Self {
+        self.heartbeat = Some(every.max(Duration::from_millis(1)));
+        self
+    }
+
     /// The worker's id, the lease owner in the database (default: `hostname-pid-random`). Must be unique
     /// among live workers.
     pub fn id(mut self, id: impl Into<String>) -> Self {
@@ -121,6 +130,7 @@ impl<S: Reducer, L: LeaseStore> WorkerBuilder<S, L> {
                 id,
                 concurrency: self.concurrency,
                 lease: self.lease,
+                heartbeat: self.heartbeat.unwrap_or(self.lease / 3),
                 poll: self.poll,
                 grace: self.grace,
                 options: self.options,
@@ -148,6 +158,7 @@ struct Shared<S: Reducer, L: LeaseStore> {
     id: String,
     concurrency: usize,
     lease: Duration,
+    heartbeat: Duration,
     poll: Duration,
     grace: Duration,
     options: EngineOptions,
@@ -192,6 +203,7 @@ impl<S: Reducer, L: LeaseStore> Worker<S, L> {
             id: None,
             concurrency: 4,
             lease: Duration::from_secs(30),
+            heartbeat: None,
             poll: Duration::from_millis(200),
             grace: Duration::from_secs(30),
             options: EngineOptions::default(),
@@ -335,7 +347,7 @@ async fn drive<S: Reducer, L: LeaseStore>(
     let engine = builder.build();
     let run_id = lease.run_id.clone();
     let driving = engine.resume_with(&run_id, RunOptions::default().stop(drain));
-    let beating = heartbeat(&me.store, &lease, me.lease);
+    let beating = heartbeat(&me.store, &lease, me.lease, me.heartbeat);
     let end = tokio::select! {
         result = driving => match result {
             Ok(out) => match out.status {
@@ -368,11 +380,10 @@ async fn drive<S: Reducer, L: LeaseStore>(
     end
 }
 
-/// Extends `lease` every third of its length; returns once it is lost. A database that cannot be reached
+/// Extends `lease` to `length` every `every`; returns once it is lost. A database that cannot be reached
 /// is retried at the next beat; the lease may expire meanwhile, which the next beat (or a fenced commit)
 /// finds.
-async fn heartbeat<L: LeaseStore>(store: &L, lease: &Lease, length: Duration) {
-    let every = length / 3;
+async fn heartbeat<L: LeaseStore>(store: &L, lease: &Lease, length: Duration, every: Duration) {
     loop {
         tokio::time::sleep(every).await;
         match store.heartbeat(lease, length).await {

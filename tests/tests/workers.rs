@@ -161,7 +161,16 @@ impl Drop for Proc {
 
 /// Starts a worker process on `url`.
 fn spawn(url: &str, id: &str, args: &[String]) -> Proc {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_worker_child"))
+    spawn_with(url, id, args, None)
+}
+
+/// Starts a worker process on `url`, with a heartbeat interval when given.
+fn spawn_with(url: &str, id: &str, args: &[String], heartbeat_ms: Option<u64>) -> Proc {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_worker_child"));
+    if let Some(ms) = heartbeat_ms {
+        command.env("WORKER_HEARTBEAT_MS", ms.to_string());
+    }
+    let mut child = command
         .arg(url)
         .arg(id)
         .args(args)
@@ -340,9 +349,15 @@ async fn killed_workers_finish_every_run_once(db: Db) {
 }
 
 /// The run of the SIGSTOP test: one run, slow steps, labelled per worker.
-const STOP_ARGS: [&str; 5] = ["1", "1000", "2", "8", "250"];
+/// The SIGSTOP test's worker arguments (concurrency, lease ms, width, iterations, delay ms, label).
+fn stop_args(lease_ms: u64, label: &str) -> Vec<String> {
+    ["1", &lease_ms.to_string(), "2", "8", "250", label].iter().map(ToString::to_string).collect()
+}
 
-async fn a_stopped_worker_is_fenced(db: Db) {
+/// A worker stopped longer than its lease is fenced when it continues. With `heartbeats`, A heartbeats
+/// as usual (a 1 s lease; its first beat after SIGCONT, or its next commit, finds the lease gone); without,
+/// A never extends its 3 s lease, so what stops it is the fencing check inside its next commit alone.
+async fn a_stopped_worker_is_fenced(db: Db, heartbeats: bool) {
     let url = db.url();
     let store = db.store();
     // Submitted with the unlabelled graph: the label is not part of the graph's fingerprint.
@@ -350,9 +365,11 @@ async fn a_stopped_worker_is_fenced(db: Db) {
         .shared_store(store.clone())
         .build();
     submitter.submit("s", Trace::default()).await.expect("submit");
-    let args =
-        |label: &str| STOP_ARGS.iter().map(ToString::to_string).chain([label.to_owned()]).collect::<Vec<_>>();
-    let a = spawn(&url, "A", &args("A:"));
+    let a = if heartbeats {
+        spawn(&url, "A", &stop_args(1000, "A:"))
+    } else {
+        spawn_with(&url, "A", &stop_args(3000, "A:"), Some(600_000))
+    };
     let latest = || async { store.run_info("s").await.expect("run").expect("stored").latest_step };
     // Stop A just after one of its commits (so it is in a node, not holding the run row).
     let wait_from = Instant::now();
@@ -373,7 +390,7 @@ async fn a_stopped_worker_is_fenced(db: Db) {
     };
     signal(&a, "STOP");
     // B takes the run over once A's lease has expired.
-    let b = spawn(&url, "B", &args("B:"));
+    let b = spawn(&url, "B", &stop_args(1000, "B:"));
     let stopped = Instant::now();
     let resumed_from = loop {
         if db.lease("s").await.is_some_and(|(owner, token)| owner == "B" && token == 2) {
@@ -443,11 +460,23 @@ async fn mysql_killed_workers_finish_every_run_once() {
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_a_stopped_worker_is_fenced() {
-    a_stopped_worker_is_fenced(Db::postgres().await).await;
+    a_stopped_worker_is_fenced(Db::postgres().await, true).await;
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_stopped_worker_without_heartbeats_is_fenced_by_its_commit() {
+    a_stopped_worker_is_fenced(Db::postgres().await, false).await;
 }
 
 #[cfg(feature = "mysql")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_a_stopped_worker_is_fenced() {
-    a_stopped_worker_is_fenced(Db::mysql().await).await;
+    a_stopped_worker_is_fenced(Db::mysql().await, true).await;
+}
+
+#[cfg(feature = "mysql")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_a_stopped_worker_without_heartbeats_is_fenced_by_its_commit() {
+    a_stopped_worker_is_fenced(Db::mysql().await, false).await;
 }

@@ -4,7 +4,8 @@
 //!
 //! `worker_child <url> <worker id> <concurrency> <lease ms> <width> <iterations> <delay ms> [label]`,
 //! the URL `postgres://…` or `mysql://…`. Every node execution is counted in the table `worker_execs`
-//! (run_id, step, node, n) of the same database, which the test creates.
+//! (run_id, step, node, n) of the same database, which the test creates. `WORKER_HEARTBEAT_MS` sets the
+//! heartbeat interval (default: a third of the lease).
 
 #[cfg(not(any(feature = "postgres", feature = "mysql")))]
 fn main() {
@@ -151,6 +152,10 @@ mod imp {
             .concurrency(concurrency)
             .lease(lease)
             .poll(Duration::from_millis(50))
+            .heartbeat(match std::env::var("WORKER_HEARTBEAT_MS") {
+                Ok(ms) => Duration::from_millis(ms.parse().expect("WORKER_HEARTBEAT_MS is a number")),
+                Err(_) => lease / 3,
+            })
             .build();
         println!("ready {id}");
         let report = worker.run(shutdown).await.expect("the worker runs");
