@@ -220,6 +220,15 @@ mod servers {
     async fn reference(
         runs: &[String],
     ) -> (BTreeMap<String, (String, String)>, BTreeSet<(String, u64, String)>) {
+        reference_of(runs, WIDTH, ITERATIONS).await
+    }
+
+    /// [`reference`] for another shape of the graph.
+    async fn reference_of(
+        runs: &[String],
+        width: usize,
+        iterations: usize,
+    ) -> (BTreeMap<String, (String, String)>, BTreeSet<(String, u64, String)>) {
         let seen: Arc<Mutex<BTreeSet<(String, u64, String)>>> = Arc::default();
         let record = seen.clone();
         let log: ExecutionLog = Arc::new(move |run, step, node| {
@@ -227,7 +236,7 @@ mod servers {
             Box::pin(async {})
         });
         let engine =
-            Engine::builder(worker_fanout(WIDTH, ITERATIONS, Duration::ZERO, String::new(), log)).build();
+            Engine::builder(worker_fanout(width, iterations, Duration::ZERO, String::new(), log)).build();
         let mut out = BTreeMap::new();
         for run in runs {
             let done = engine.run(run, Trace::default()).await.expect("reference run");
@@ -442,6 +451,71 @@ mod servers {
         assert_eq!(db.count("SELECT COUNT(*) FROM graph_checkpoints").await, final_steps as i64 + 1);
     }
 
+    /// A worker shut down gracefully (stdin closed) stops its runs at a step boundary and releases their
+    /// leases: a second worker takes them at once (long before the 30 s lease would expire) and
+    /// completes them with the uninterrupted runs' histories.
+    async fn a_graceful_shutdown_hands_runs_back(db: Db) {
+        let url = db.url();
+        let store = db.store();
+        let graph = || worker_fanout(2, 6, Duration::ZERO, String::new(), no_log());
+        let submitter = Engine::builder(graph()).shared_store(store.clone()).build();
+        let runs: Vec<String> = (0..4).map(|i| format!("g{i}")).collect();
+        for run in &runs {
+            submitter.submit(run, Trace::default()).await.expect("submit");
+        }
+        let args = |lease_ms: u64| -> Vec<String> {
+            ["4", &lease_ms.to_string(), "2", "6", "200"].iter().map(ToString::to_string).collect()
+        };
+        let a = spawn(&url, "A", &args(30_000));
+        // Wait until A holds every run and has committed a step of one.
+        let wait_from = Instant::now();
+        loop {
+            let mut held = 0;
+            for run in &runs {
+                if db.lease(run).await.is_some_and(|(owner, _)| owner == "A") {
+                    held += 1;
+                }
+            }
+            let progressed = store.run_info("g0").await.expect("run").expect("stored").latest_step >= 1;
+            if held == runs.len() && progressed {
+                break;
+            }
+            assert!(wait_from.elapsed() < Duration::from_secs(30), "A did not take the runs");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let stopping = Instant::now();
+        let report_a = finish(a);
+        eprintln!("A: {report_a} (stopped in {:?})", stopping.elapsed());
+        assert_eq!(field(&report_a, "handed_back"), runs.len() as u64, "{report_a}");
+        for run in &runs {
+            let (owner, token) = db.lease(run).await.expect("a lease row");
+            assert_eq!((owner.as_str(), token), ("", 1), "{run}: the lease is released");
+            let info = store.run_info(run).await.expect("run").expect("stored");
+            assert_eq!(info.status, graph_runtime::RunStatus::Running, "{run}: left running");
+        }
+        let b = spawn(&url, "B", &args(30_000));
+        let taking_over = Instant::now();
+        loop {
+            let done = db.count("SELECT COUNT(*) FROM graph_runs WHERE status = 'completed'").await;
+            if done as usize == runs.len() {
+                break;
+            }
+            assert!(taking_over.elapsed() < Duration::from_secs(20), "B did not complete the runs at once");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let report_b = finish(b);
+        eprintln!("B: {report_b} (completed in {:?})", taking_over.elapsed());
+        assert_eq!(field(&report_b, "claimed"), runs.len() as u64, "{report_b}");
+        let (expected, _) = reference_of(&runs, 2, 6).await;
+        for run in &runs {
+            assert_eq!(
+                &history_hash(&*store, run).await,
+                &expected[run].0,
+                "{run}: the committed history differs"
+            );
+        }
+    }
+
     fn signal(p: &Proc, sig: &str) {
         let status =
             Command::new("kill").arg(format!("-{sig}")).arg(p.child.id().to_string()).status().expect("kill");
@@ -458,6 +532,18 @@ mod servers {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn mysql_killed_workers_finish_every_run_once() {
         killed_workers_finish_every_run_once(Db::mysql().await).await;
+    }
+
+    #[cfg(feature = "postgres")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_a_graceful_shutdown_hands_runs_back() {
+        a_graceful_shutdown_hands_runs_back(Db::postgres().await).await;
+    }
+
+    #[cfg(feature = "mysql")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mysql_a_graceful_shutdown_hands_runs_back() {
+        a_graceful_shutdown_hands_runs_back(Db::mysql().await).await;
     }
 
     #[cfg(feature = "postgres")]
