@@ -287,7 +287,7 @@ pub enum Error {
         found: u64,
     },
     /// The run's lease was lost (expired, or taken over by another worker) while this engine drove it
-    /// under a worker ([`crate::worker`]): nothing more was written; the new holder continues the run.
+    /// under a worker (`graph_runtime::worker`): nothing more was written; the new holder continues the run.
     #[error(
         "run `{run}` was fenced at step {step}: its lease was lost (expired or taken over by another \
          worker); nothing was written"

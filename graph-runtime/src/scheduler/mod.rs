@@ -113,7 +113,7 @@ impl<S: Reducer> Engine<S> {
 
     /// Writes a new run and its step 0 (the first checkpoint [`Engine::run`] writes) without executing
     /// anything: the run is `Running`, and any engine's [`Engine::resume`] or a
-    /// [`crate::worker::Worker`] on the same store picks it up.
+    /// `graph_runtime::worker::Worker` (features `postgres` / `mysql`) on the same store picks it up.
     ///
     /// # Errors
     ///
