@@ -193,6 +193,21 @@ def main():
                      "PostgreSQL: durable concurrent at 64 runs ≥ 10× one run")
     concurrent_table("mysql", "MySQL/MariaDB store (workload `mysql`, a pool of 16 connections):", None)
 
+    # Workers (workloads workers_postgres, workers_mysql; issue 18): runs drained by 1, 2, 4 workers,
+    # beside the database's floor (the bare transaction of the postgres / mysql workloads).
+    worker_rows = [r for r in ours if r["workload"] == "workers"]
+    if worker_rows:
+        w("Workers sharing one database (workloads `workers_postgres`, `workers_mysql`): submitted runs "
+          "drained by 1, 2 and 4 workers (one process, each worker its own pool, 16 runs at once); the floor "
+          "is the bare transaction above, one connection:\n")
+        w("| database | workers | runs | steps per run | runs/s | steps/s | floor commits/s |")
+        w("|---|---:|---:|---:|---:|---:|---:|")
+        for r in worker_rows:
+            fl = pick(ours, "floor", r["mode"])
+            w(f"| {r['mode']} | {r['n']} | {r['runs']} | {r['steps_per_run']} | {fmt(r['runs_per_s'])} | "
+              f"{fmt(r['steps_per_s'])} | {fmt(fl['commits_per_s_median']) if fl else '–'} |")
+        w("")
+
     # 5. growth
     w("## 5. Growth: a 1 MiB state growing 1 KiB per step for 1,000 steps\n")
     w("| implementation | store | state bytes written per step | whole records per step | ÷ delta (1,024 B) | store size after |")

@@ -4,6 +4,9 @@
 /// The `postgres` and `mysql` workloads of the runner (features `postgres`, `mysql`).
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub mod servers;
+/// The `workers_postgres` and `workers_mysql` workloads of the runner (issue 18).
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub mod workers;
 
 use graph_runtime::node::BoxFuture;
 use graph_runtime::state::{Delta, FieldWrite, Reducer, Strategy, merge};

@@ -13,7 +13,8 @@
 //! `memory` (resident memory of 10,000 runs in flight); `durable_sqlite` and `concurrent_sqlite`, the
 //! `durable` and `concurrent` workloads on the SQLite store (not in the default list); with features
 //! `postgres` / `mysql`, the `postgres` and `mysql` workloads (not in the default list either: see
-//! `graph_bench::servers`). `GRAPH_BENCH_MODE=memory` limits `loop` to one
+//! `graph_bench::servers`), and `workers_postgres` / `workers_mysql` (1, 2 and 4 workers draining
+//! submitted runs: `graph_bench::workers`). `GRAPH_BENCH_MODE=memory` limits `loop` to one
 //! store, for profiling. `loop`, `fanout` and `resume` repeat `3 × K` times (they take milliseconds);
 //! `memory` runs in a child process of its own when other workloads run too.
 
@@ -142,6 +143,20 @@ fn main() {
             }
             #[cfg(feature = "mysql")]
             "mysql" => rt.block_on(graph_bench::servers::mysql(scale(1_000), scale(200), a.repeat, &emit)),
+            #[cfg(feature = "postgres")]
+            "workers_postgres" => {
+                rt.block_on(graph_bench::workers::postgres(scale(200), 20, a.repeat, &emit))
+            }
+            #[cfg(feature = "mysql")]
+            "workers_mysql" => rt.block_on(graph_bench::workers::mysql(scale(200), 20, a.repeat, &emit)),
+            #[cfg(not(feature = "postgres"))]
+            "workers_postgres" => panic!(
+                "built without feature postgres: cargo run --release -p graph-bench --features postgres"
+            ),
+            #[cfg(not(feature = "mysql"))]
+            "workers_mysql" => {
+                panic!("built without feature mysql: cargo run --release -p graph-bench --features mysql")
+            }
             #[cfg(not(feature = "postgres"))]
             "postgres" => panic!(
                 "built without feature postgres: cargo run --release -p graph-bench --features postgres"

@@ -18,7 +18,7 @@ use crate::{Count, loop_graph};
 pub type Emit<'a> = &'a dyn Fn(serde_json::Value);
 
 /// The median of `v`.
-fn median(v: &[f64]) -> f64 {
+pub(crate) fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
     let n = s.len();
@@ -100,12 +100,12 @@ where
 }
 
 /// A name for the bench's database.
-fn database_name() -> String {
+pub(crate) fn database_name() -> String {
     format!("graph_bench_{}", std::process::id())
 }
 
 /// `url` with its database replaced by `database`.
-fn with_database(url: &str, database: &str) -> String {
+pub(crate) fn with_database(url: &str, database: &str) -> String {
     let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
     let scheme_end = base.find("://").map_or(0, |i| i + 3);
     let slash = base[scheme_end..].find('/').map_or(base.len(), |i| scheme_end + i);

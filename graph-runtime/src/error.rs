@@ -286,6 +286,18 @@ pub enum Error {
         /// The version in the store.
         found: u64,
     },
+    /// The run's lease was lost (expired, or taken over by another worker) while this engine drove it
+    /// under a worker (`graph_runtime::worker`): nothing more was written; the new holder continues the run.
+    #[error(
+        "run `{run}` was fenced at step {step}: its lease was lost (expired or taken over by another \
+         worker); nothing was written"
+    )]
+    Fenced {
+        /// The run.
+        run: String,
+        /// The last step this engine saw committed.
+        step: u64,
+    },
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -299,6 +311,7 @@ impl Error {
     pub(crate) fn version_conflict(run: &str, expected: u64, outcome: &crate::store::CommitOutcome) -> Self {
         use crate::store::CommitOutcome;
         let found = match outcome {
+            CommitOutcome::Fenced => return Error::Fenced { run: run.to_owned(), step: 0 },
             CommitOutcome::VersionConflict { current }
             | CommitOutcome::Committed { version: current }
             | CommitOutcome::AlreadyCommitted { version: current }

@@ -47,6 +47,8 @@ pub mod state;
 pub mod store;
 pub mod stream;
 pub mod telemetry;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub mod worker;
 
 #[doc(hidden)]
 pub use macro_support as __private;

@@ -110,6 +110,7 @@ pub(crate) fn commit(graph: &Arc<str>, d: Duration, outcome: Option<&CommitOutco
             Some(CommitOutcome::AlreadyCommitted { .. }) => "already_committed",
             Some(CommitOutcome::StepTaken { .. }) => "step_taken",
             Some(CommitOutcome::VersionConflict { .. }) => "version_conflict",
+            Some(CommitOutcome::Fenced) => "fenced",
             None => "error",
         };
         metrics::histogram!("graph_commit_latency_seconds", "graph" => Arc::clone(graph))

@@ -499,3 +499,65 @@ pub fn approval(approvers: usize, ledger: std::path::PathBuf, upfront: Option<Ve
     .build()
     .expect("valid graph")
 }
+
+/// What a node of [`worker_fanout`] calls on every execution: (run, step, node). The worker tests count
+/// executions in a table of the database (re-executions after a kill are expected; commits are not
+/// repeated).
+pub type ExecutionLog = Arc<dyn Fn(String, u64, String) -> BoxFuture<'static, ()> + Send + Sync>;
+
+/// The worker tests' workflow: plan → w0..w{width-1} (fan-out) → join → plan … `iterations` times, then
+/// END (three steps per iteration). Every node sleeps `delay`; each `w` draws from `ctx.rng()`, reports its
+/// execution to `log`, and appends `"{label}{name}:{roll}:{step}"`: with an empty label the final state
+/// depends only on the run's seed; a label tells which worker committed a step.
+pub fn worker_fanout(
+    width: usize,
+    iterations: usize,
+    delay: Duration,
+    label: String,
+    log: ExecutionLog,
+) -> Graph<Trace> {
+    let mut b = Graph::<Trace>::builder("worker-fanout").node("plan", move |s, ctx| {
+        let n = s.log.iter().filter(|l| l.starts_with("join")).count();
+        let step = ctx.step();
+        Box::pin(async move {
+            tokio::time::sleep(delay).await;
+            Ok((TraceDelta::default().log(format!("plan{n}@{step}")), Route::Declared))
+        })
+    });
+    for i in 0..width {
+        let name = format!("w{i}");
+        let (label, log, me) = (label.clone(), log.clone(), name.clone());
+        b = b.node(name.clone(), move |_s, ctx| {
+            let (label, log, me) = (label.clone(), log.clone(), me.clone());
+            Box::pin(async move {
+                tokio::time::sleep(delay).await;
+                let roll = ctx.rng().next_u64() % 1000;
+                let step = ctx.step();
+                log(ctx.run_id().to_owned(), step, me.clone()).await;
+                Ok((
+                    TraceDelta::default().log(format!("{label}{me}:{roll}:{step}")).best(roll).count(1),
+                    Route::Declared,
+                ))
+            })
+        });
+        b = b.edge("plan", name.clone()).edge(name, "join");
+    }
+    b.node("join", move |s, _ctx| {
+        let n = s.log.iter().filter(|l| l.starts_with("join")).count();
+        Box::pin(async move {
+            tokio::time::sleep(delay).await;
+            let route = if n + 1 < iterations { Route::Goto(0) } else { Route::Goto(1) };
+            Ok((TraceDelta::default().log(format!("join{n}")), route))
+        })
+    })
+    .edge("join", "plan")
+    .edge("join", END)
+    .entry("plan")
+    .build()
+    .expect("valid graph")
+}
+
+/// An [`ExecutionLog`] that records nothing.
+pub fn no_log() -> ExecutionLog {
+    Arc::new(|_, _, _| Box::pin(async {}))
+}

@@ -321,7 +321,8 @@ async fn concurrent_connects_migrate_once<B: Server>(b: &B) {
     while let Some(s) = set.join_next().await {
         stores.push(s.unwrap().expect("every concurrent connect succeeds"));
     }
-    assert_eq!(B::schema_rows(&stores[0]).await, 1, "the migration ran once");
+    // One row per migration (1 and 3 on this branch: issue 18), each applied once.
+    assert_eq!(B::schema_rows(&stores[0]).await, 2, "each migration ran once");
     // They all work on the one schema.
     let cp = graph_runtime::store::conformance::checkpoint("m", 0, 1);
     assert!(matches!(
@@ -336,12 +337,13 @@ async fn a_newer_schema_is_unsupported<B: Server>(b: &B) {
     B::execute(&store, "INSERT INTO graph_schema_version (version) VALUES (99)").await;
     let again = b.connect(None, Duration::from_secs(5)).await;
     match again {
-        Err(StoreError::UnsupportedSchemaVersion { found: 99, supported: 1 }) => {}
+        // Schema 3: leases (issue 18).
+        Err(StoreError::UnsupportedSchemaVersion { found: 99, supported: 3 }) => {}
         Err(other) => panic!("expected UnsupportedSchemaVersion, got {other:?}"),
         Ok(_) => panic!("a database at schema 99 was opened"),
     }
     // Nothing was changed by the refused connect.
-    assert_eq!(B::schema_rows(&store).await, 2);
+    assert_eq!(B::schema_rows(&store).await, 3);
 }
 
 /// `sslmode` in the URL reaches the driver: `require` gets an encrypted connection from the local server

@@ -25,6 +25,20 @@ graph_tests::for_backends! {
     mysql => graph_tests::backends::MySql::new(),
 }
 
+/// Leases and fencing (issue 18): the stores that lease runs to workers.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod lease_cases {
+    use graph_runtime::store::conformance::leases;
+
+    graph_tests::for_backends! {
+        leases: [concurrent_claimers_one_winner, stale_token_is_fenced, takeover_after_expiry];
+        #[cfg(feature = "postgres")]
+        postgres => graph_tests::backends::Postgres::new(),
+        #[cfg(feature = "mysql")]
+        mysql => graph_tests::backends::MySql::new(),
+    }
+}
+
 #[cfg(feature = "sqlite")]
 graph_tests::for_backends! {
     suite: [

@@ -53,6 +53,8 @@ pub(super) struct Driven<S: Reducer> {
     pub(super) observer: Option<Arc<Observer<S>>>,
     /// The driver continues a stored run.
     pub(super) resumed: bool,
+    /// Stops the driver at the next step boundary, the run left `Running` ([`RunOptions::stop`]).
+    pub(super) stop: Option<CancellationToken>,
 }
 
 impl<S: Reducer> Driven<S> {
@@ -131,6 +133,7 @@ impl<S: Reducer> Engine<S> {
             seed: cp.rng_seed,
             version: 0,
             cancel: opts.cancel.unwrap_or_default(),
+            stop: opts.stop,
             deadline: Instant::now() + self.inner.options.run_wall_clock_budget,
             chain,
             time_ms: cp.timestamp_ms,
@@ -471,6 +474,10 @@ impl<S: Reducer> Engine<S> {
                 tracing::warn!(run = %run.run_id, step = cp.step, existing_key, "step taken by another writer; adopting it");
                 self.adopt_stored(run, cp.step).await?;
                 run.version = version;
+            }
+            // The lease is lost (issue 18): stop at once, write nothing more (no failure status).
+            CommitOutcome::Fenced => {
+                return Err(Stop::Rejected(Error::Fenced { run: run.run_id.to_string(), step: run.step }));
             }
             other => return Err(Error::version_conflict(&run.run_id, run.version, &other).into()),
         }

@@ -76,6 +76,10 @@ pub struct RunOptions {
     pub cancel: Option<CancellationToken>,
     /// A label stored with the run's first checkpoint.
     pub label: Option<String>,
+    /// A token that stops the run at the next step boundary (after the step in flight is committed),
+    /// leaving it `Running` for any engine to resume: the call returns `Ok` with status `Running`.
+    /// Unlike `cancel`, nothing is written. Workers use it for a graceful shutdown.
+    pub stop: Option<CancellationToken>,
     /// Where the run's events go when it is streamed.
     pub(crate) observer: crate::stream::ObserverSlot,
 }
@@ -90,6 +94,13 @@ impl RunOptions {
     /// Sets the cancellation token.
     pub fn cancel(mut self, token: CancellationToken) -> Self {
         self.cancel = Some(token);
+        self
+    }
+
+    /// Sets the token that stops the run at the next step boundary, left `Running` (see
+    /// [`RunOptions::stop`](struct.RunOptions.html#structfield.stop)).
+    pub fn stop(mut self, token: CancellationToken) -> Self {
+        self.stop = Some(token);
         self
     }
 

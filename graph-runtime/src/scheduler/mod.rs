@@ -104,6 +104,42 @@ impl<S: Reducer> Engine<S> {
     ///
     /// As [`Engine::run`].
     pub async fn run_with(&self, run_id: &str, input: S, opts: RunOptions) -> Result<RunOutcome<S>> {
+        let (mut cp, chain, version, head) = self.start(run_id, &input, &opts).await?;
+        let entry = self.inner.graph.entry_index();
+        let mut run = self.driver(run_id.into(), &mut cp, input, chain, vec![entry], opts);
+        (run.version, run.head, run.resumed) = (version, head, false);
+        self.drive(run).await
+    }
+
+    /// Writes a new run and its step 0 (the first checkpoint [`Engine::run`] writes) without executing
+    /// anything: the run is `Running`, and any engine's [`Engine::resume`] or a
+    /// `graph_runtime::worker::Worker` (features `postgres` / `mysql`) on the same store picks it up.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::RunExists`] for a used id; store errors.
+    pub async fn submit(&self, run_id: &str, input: S) -> Result<()> {
+        self.submit_with(run_id, input, RunOptions::default()).await
+    }
+
+    /// [`Engine::submit`] with options (seed and label are stored; the rest apply to whoever drives it).
+    ///
+    /// # Errors
+    ///
+    /// As [`Engine::submit`].
+    pub async fn submit_with(&self, run_id: &str, input: S, opts: RunOptions) -> Result<()> {
+        self.start(run_id, &input, &opts).await?;
+        tracing::info!(run = run_id, graph = self.inner.graph.name(), "run submitted");
+        Ok(())
+    }
+
+    /// Commits step 0 of a new run: its checkpoint, chain and version, and its event head.
+    async fn start(
+        &self,
+        run_id: &str,
+        input: &S,
+        opts: &RunOptions,
+    ) -> Result<(crate::store::Checkpoint, Chain, u64, Option<crate::events::ChainHead>)> {
         let store = &self.inner.store;
         if store.run_info(run_id).await?.is_some() {
             return Err(Error::RunExists { run: run_id.to_owned() });
@@ -121,7 +157,7 @@ impl<S: Reducer> Engine<S> {
         let draft = Draft {
             run_id: &run,
             step: 0,
-            state: &input,
+            state: input,
             deltas: None,
             frontier,
             waiting: Vec::new(),
@@ -134,7 +170,7 @@ impl<S: Reducer> Engine<S> {
             event_head: None,
         };
         let mut chain = Chain::default();
-        let mut cp = record::draft(draft, &mut chain)?;
+        let cp = record::draft(draft, &mut chain)?;
         let started = serde_json::json!({
             "step": 0,
             "graph": graph.name(),
@@ -153,9 +189,7 @@ impl<S: Reducer> Engine<S> {
             return Err(Error::RunExists { run: run_id.to_owned() });
         };
         tracing::info!(run = run_id, graph = graph.name(), "run started");
-        let mut run = self.driver(run, &mut cp, input, chain, vec![entry], opts);
-        (run.version, run.head, run.resumed) = (version, head, false);
-        self.drive(run).await
+        Ok((cp, chain, version, head))
     }
 
     /// Continues a run from its latest checkpoint, after verifying the event log from that checkpoint on
@@ -348,6 +382,10 @@ impl<S: Reducer> Engine<S> {
                 return Ok(run.outcome(RunStatus::Completed));
             }
             if self.replay_done(run.step) {
+                return Ok(run.outcome(RunStatus::Running));
+            }
+            if run.stop.as_ref().is_some_and(CancellationToken::is_cancelled) {
+                tracing::info!(run = %run.run_id, step = run.step, "run stopped at a step boundary; left running");
                 return Ok(run.outcome(RunStatus::Running));
             }
             let max_steps = self.inner.options.max_steps;

@@ -504,3 +504,188 @@ pub async fn matches_the_model<B: Backend>(b: &B, ops: &[Op]) {
         model.list_runs(&RunFilter::all()).await.unwrap()
     );
 }
+
+/// Lease and fencing cases (issue 18), for stores that lease runs to workers: the server stores.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub mod leases {
+    use std::collections::BTreeSet;
+    use std::time::Duration;
+
+    use super::{Backend, CommitOutcome, RunStatus, Store, checkpoint};
+    use crate::store::server::{Lease, LeaseStore};
+
+    /// Commits step 0 of each run (status `Running`: runnable).
+    async fn submitted<S: Store>(store: &S, runs: &[String]) {
+        for run in runs {
+            let cp = checkpoint(run, 0, 0);
+            assert_eq!(
+                store.save_checkpoint(&cp, &[], &RunStatus::Running, 0).await.unwrap(),
+                CommitOutcome::Committed { version: 1 }
+            );
+        }
+    }
+
+    /// Eight claimers race for 20 runs, each asking for all of them: every run is taken exactly once,
+    /// with token 1; while the leases live, nobody claims anything more. Runs that are not runnable
+    /// (completed, cancelled) are never claimed.
+    pub async fn concurrent_claimers_one_winner<B: Backend>(b: &B)
+    where
+        B::Store: LeaseStore,
+    {
+        let store = b.open().await;
+        let runs: Vec<String> = (0..20).map(|i| format!("c{i:02}")).collect();
+        submitted(&store, &runs).await;
+        submitted(&store, &["done".to_owned(), "off".to_owned()]).await;
+        store.set_status("done", &RunStatus::Completed, &[], None, 1).await.unwrap();
+        store.set_status("off", &RunStatus::Cancelled, &[], None, 1).await.unwrap();
+        let tasks: Vec<_> = (0..8)
+            .map(|w| {
+                let store = store.clone();
+                tokio::spawn(async move { store.claim(&format!("w{w}"), 20, Duration::from_secs(60)).await })
+            })
+            .collect();
+        let mut taken = Vec::new();
+        for t in tasks {
+            taken.extend(t.await.unwrap().expect("claim"));
+        }
+        let ids: BTreeSet<&str> = taken.iter().map(|l| l.run_id.as_str()).collect();
+        assert_eq!(taken.len(), 20, "every run claimed once: {taken:?}");
+        assert_eq!(ids, runs.iter().map(String::as_str).collect(), "exactly the runnable runs");
+        assert!(taken.iter().all(|l| l.token == 1), "first claims have token 1: {taken:?}");
+        for l in &taken {
+            let (held, live) = store.lease_of(&l.run_id).await.unwrap().expect("a lease row");
+            assert!(live && held == *l, "the database has {held:?} (live {live}) for {l:?}");
+        }
+        assert!(store.claim("late", 100, Duration::from_secs(60)).await.unwrap().is_empty(), "all leased");
+    }
+
+    /// A commit under a lease that was taken over is `Fenced` and writes nothing (checkpoint, run row);
+    /// so is a status update, and a commit under an expired lease nobody took over, under a lease of
+    /// another run, or under a lease the run never had. The new holder commits; unleased commits are not
+    /// checked.
+    pub async fn stale_token_is_fenced<B: Backend>(b: &B)
+    where
+        B::Store: LeaseStore,
+    {
+        let store = b.open().await;
+        submitted(&store, &["f".to_owned(), "g".to_owned()]).await;
+        let short = Duration::from_millis(600);
+        let a = store.claim("a", 1, short).await.unwrap();
+        assert_eq!(a.len(), 1);
+        let a = a.into_iter().next().unwrap();
+        assert_eq!(a.run_id, "f");
+        let by_a = store.leased(a.clone());
+        assert_eq!(
+            by_a.save_checkpoint(&checkpoint("f", 1, 1), &[], &RunStatus::Running, 1).await.unwrap(),
+            CommitOutcome::Committed { version: 2 },
+            "the holder commits"
+        );
+        // A's lease of `f` does not cover `g`.
+        assert_eq!(
+            by_a.save_checkpoint(&checkpoint("g", 1, 1), &[], &RunStatus::Running, 1).await.unwrap(),
+            CommitOutcome::Fenced
+        );
+        // Expired, not yet taken over: fenced already.
+        tokio::time::sleep(short + Duration::from_millis(300)).await;
+        assert_eq!(
+            by_a.save_checkpoint(&checkpoint("f", 2, 2), &[], &RunStatus::Running, 2).await.unwrap(),
+            CommitOutcome::Fenced,
+            "an expired lease commits nothing"
+        );
+        assert!(!store.heartbeat(&a, short).await.unwrap(), "an expired lease is not extended");
+        // B takes it over.
+        let b_leases = store.claim("b", 10, Duration::from_secs(60)).await.unwrap();
+        let b_lease = b_leases.iter().find(|l| l.run_id == "f").expect("f taken over").clone();
+        assert_eq!(b_lease.token, 2, "the token grows with the claim");
+        let by_b = store.leased(b_lease.clone());
+        for (step, value) in [(2, 9), (2, 2)] {
+            assert_eq!(
+                by_a.save_checkpoint(&checkpoint("f", step, value), &[], &RunStatus::Running, 2)
+                    .await
+                    .unwrap(),
+                CommitOutcome::Fenced,
+                "the old holder is fenced"
+            );
+        }
+        assert_eq!(
+            by_a.set_status("f", &RunStatus::Cancelled, &[], None, 2).await.unwrap(),
+            CommitOutcome::Fenced
+        );
+        // A lease with the right owner and a stale token is fenced too.
+        let forged = store.leased(Lease::new("f", "b", 1));
+        assert_eq!(
+            forged.save_checkpoint(&checkpoint("f", 2, 2), &[], &RunStatus::Running, 2).await.unwrap(),
+            CommitOutcome::Fenced
+        );
+        // Nothing of the fenced writes is visible.
+        assert_eq!(store.history("f").await.unwrap().len(), 2);
+        assert!(store.load_checkpoint("f", 2).await.unwrap().is_none());
+        let info = store.run_info("f").await.unwrap().unwrap();
+        assert_eq!((info.version, info.status), (2, RunStatus::Running));
+        assert!(!store.release(&a).await.unwrap(), "the old holder cannot release the new lease");
+        assert_eq!(store.lease_of("f").await.unwrap().unwrap(), (b_lease.clone(), true));
+        // The new holder commits.
+        assert_eq!(
+            by_b.save_checkpoint(&checkpoint("f", 2, 2), &[], &RunStatus::Running, 2).await.unwrap(),
+            CommitOutcome::Committed { version: 3 }
+        );
+        // A run never claimed: a leased commit is fenced, an unleased one commits as always.
+        submitted(&store, &["h".to_owned()]).await;
+        assert_eq!(
+            store
+                .leased(Lease::new("h", "a", 1))
+                .save_checkpoint(&checkpoint("h", 1, 1), &[], &RunStatus::Running, 1)
+                .await
+                .unwrap(),
+            CommitOutcome::Fenced
+        );
+        assert_eq!(
+            store.save_checkpoint(&checkpoint("h", 1, 1), &[], &RunStatus::Running, 1).await.unwrap(),
+            CommitOutcome::Committed { version: 2 }
+        );
+    }
+
+    /// A lease is taken over only after it expires (database time) unless it is released: the
+    /// heartbeat keeps it past its first length; a released lease is claimed at once; the token grows
+    /// by one per claim.
+    pub async fn takeover_after_expiry<B: Backend>(b: &B)
+    where
+        B::Store: LeaseStore,
+    {
+        let store = b.open().await;
+        submitted(&store, &["t".to_owned()]).await;
+        let length = Duration::from_millis(800);
+        let a = store.claim("a", 1, length).await.unwrap().pop().expect("claimed");
+        assert!(store.claim("b", 1, length).await.unwrap().is_empty(), "a live lease is not taken");
+        // Heartbeats carry it past its first expiry.
+        for _ in 0..4 {
+            tokio::time::sleep(length / 3).await;
+            assert!(store.heartbeat(&a, length).await.unwrap(), "the holder extends its lease");
+        }
+        assert!(store.claim("b", 1, length).await.unwrap().is_empty(), "an extended lease is not taken");
+        // No more heartbeats: it expires and B takes it over.
+        let started = std::time::Instant::now();
+        let b_lease = loop {
+            if let Some(l) = store.claim("b", 1, Duration::from_secs(60)).await.unwrap().pop() {
+                break l;
+            }
+            assert!(started.elapsed() < Duration::from_secs(10), "never taken over");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert!(started.elapsed() >= length / 2, "taken over before expiry: {:?}", started.elapsed());
+        assert_eq!((b_lease.owner.as_str(), b_lease.token), ("b", 2));
+        assert!(!store.heartbeat(&a, length).await.unwrap(), "the old holder's heartbeat fails");
+        // A release hands it over at once.
+        assert!(store.release(&b_lease).await.unwrap());
+        let c = store.claim("c", 1, Duration::from_secs(60)).await.unwrap().pop().expect("claimed at once");
+        assert_eq!((c.owner.as_str(), c.token), ("c", 3));
+        // A completed run is not claimed again, even with its lease released.
+        let by_c = store.leased(c.clone());
+        assert_eq!(
+            by_c.save_checkpoint(&checkpoint("t", 1, 1), &[], &RunStatus::Completed, 1).await.unwrap(),
+            CommitOutcome::Committed { version: 2 }
+        );
+        assert!(store.release(&c).await.unwrap());
+        assert!(store.claim("d", 1, Duration::from_secs(60)).await.unwrap().is_empty());
+    }
+}

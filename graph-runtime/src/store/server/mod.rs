@@ -34,10 +34,13 @@
 //! server shutting down, pool timeout) are [`StoreError::Unavailable`] (retryable: the engine retries
 //! through [`super::retry::RetryStore`]); everything else is a permanent `Backend` error.
 
+pub mod lease;
 #[cfg(feature = "mysql")]
 mod mysql;
 #[cfg(feature = "postgres")]
 mod postgres;
+
+pub use lease::{Lease, LeaseStore, LeasedStore};
 
 #[cfg(feature = "mysql")]
 pub use mysql::MySqlStore;
@@ -51,7 +54,7 @@ use crate::events::ChainHead;
 use crate::store::RunStatus;
 
 /// The schema version this build writes and reads (`graph_schema_version`).
-pub const SERVER_SCHEMA_VERSION: u32 = 1;
+pub const SERVER_SCHEMA_VERSION: u32 = 3;
 
 /// How often a transaction that lost a race (unique violation past the key, serialization failure,
 /// deadlock) is run again before the error is reported.
@@ -330,6 +333,11 @@ macro_rules! sql_store {
                     None => (None, false),
                 };
                 let version = row.as_ref().map_or(0, |r| r.version);
+                // Fencing (issue 18, store/server/lease.rs): under a worker's lease, a lost lease writes nothing.
+                if Self::fenced(&mut tx, run).await? {
+                    tx.rollback().await.map_err(abort)?;
+                    return Ok(CommitOutcome::Fenced);
+                }
                 // 3. The step (its primary key refuses a second checkpoint), then the version.
                 let inserted = sqlx::query(sql::INSERT_CHECKPOINT)
                     .bind(run)
@@ -395,6 +403,11 @@ macro_rules! sql_store {
                     tx.rollback().await.map_err(abort)?;
                     return Ok(CommitOutcome::VersionConflict { current: 0 });
                 };
+                // Fencing (issue 18, store/server/lease.rs): under a worker's lease, a lost lease writes nothing.
+                if Self::fenced(&mut tx, run_id).await? {
+                    tx.rollback().await.map_err(abort)?;
+                    return Ok(CommitOutcome::Fenced);
+                }
                 let mut info = decode_run(&row.try_get::<Vec<u8>, _>(0).map_err(abort)?)?;
                 let has_pending = pending.is_some() || row.try_get::<bool, _>(1).map_err(abort)?;
                 if info.version != expected_version {

@@ -9,7 +9,12 @@ use super::{SERVER_SCHEMA_VERSION, client_class, newer_schema, sql_store, statem
 use crate::store::FailPoint;
 
 /// The migrations, in order: (version, file).
-const MIGRATIONS: &[(u32, &str)] = &[(1, include_str!("../../../migrations/mysql/0001_init.sql"))];
+// Issue 18 (workers): 3 = leases. Version 2 is another change's; the runner applies every version the
+// database lacks, so the gap is harmless and 2 is applied when it arrives.
+const MIGRATIONS: &[(u32, &str)] = &[
+    (1, include_str!("../../../migrations/mysql/0001_init.sql")),
+    (3, include_str!("../../../migrations/mysql/0003_leases.sql")),
+];
 
 /// Seconds a connect waits for another process's migration (`GET_LOCK`).
 const MIGRATION_LOCK_WAIT: i64 = 120;
@@ -129,15 +134,18 @@ impl MySqlStore {
             .execute(&mut *conn)
             .await
             .map_err(err)?;
-            let found: Option<i32> = sqlx::query_scalar("SELECT MAX(version) FROM graph_schema_version")
-                .fetch_one(&mut *conn)
+            // Every version the database lacks is applied, in order (not only those above the
+            // highest): versions may land out of order from parallel changes (issue 18).
+            let applied: Vec<i32> = sqlx::query_scalar("SELECT version FROM graph_schema_version")
+                .fetch_all(&mut *conn)
                 .await
                 .map_err(err)?;
-            let found = i64::from(found.unwrap_or(0));
+            let found = i64::from(applied.iter().copied().max().unwrap_or(0));
             if found > i64::from(SERVER_SCHEMA_VERSION) {
                 return Err(newer_schema(found));
             }
-            for &(version, file) in MIGRATIONS.iter().filter(|(v, _)| i64::from(*v) > found) {
+            let missing = |v: &u32| !applied.iter().any(|a| i64::from(*a) == i64::from(*v));
+            for &(version, file) in MIGRATIONS.iter().filter(|(v, _)| missing(v)) {
                 for statement in statements(file) {
                     sqlx::query(sqlx::AssertSqlSafe(statement)).execute(&mut *conn).await.map_err(err)?;
                 }
@@ -160,13 +168,13 @@ impl MySqlStore {
     }
 
     /// A transaction (READ COMMITTED: set on every connection when it opens).
-    async fn begin(&self) -> Result<sqlx::Transaction<'static, MySql>, sqlx::Error> {
+    pub(super) async fn begin(&self) -> Result<sqlx::Transaction<'static, MySql>, sqlx::Error> {
         self.pool.begin().await
     }
 }
 
 /// How a MySQL / MariaDB error is handled, by error number.
-fn classify(e: &sqlx::Error) -> Class {
+pub(super) fn classify(e: &sqlx::Error) -> Class {
     let Some(db) = e.as_database_error() else { return client_class(e) };
     if db.is_unique_violation() {
         return Class::Unique;

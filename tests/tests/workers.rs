@@ -1,0 +1,572 @@
+//! Many workers on one database (issue 18), with real processes (`src/bin/worker_child.rs`):
+//!
+//! - 4 worker processes share 200 submitted runs of a fan-out graph while the test SIGKILLs one at
+//!   random every few hundred ms and starts a new one in its place (at least 20 kills): every run
+//!   completes; every run's committed history and final state equal an uninterrupted run's; every step is
+//!   committed once (checkpoint and key rows); every node execution of the reference happened (re-runs
+//!   after a kill are counted, not committed); and the claim log shows no run held by two workers at once
+//!   (every claim of a run came after the lease it replaced ended, in database time) and that expired
+//!   leases were taken over.
+//! - A worker stopped (SIGSTOP) longer than its lease, its run taken over, then continued (SIGCONT): it
+//!   is fenced and commits nothing after the takeover.
+//!
+//! Needs the servers: `cargo test -p graph-tests --features postgres,mysql --test workers`
+//! (GRAPH_TEST_POSTGRES_URL / GRAPH_TEST_MYSQL_URL, by default the local ones). An unreachable server
+//! fails the tests.
+
+/// Says, in a run without the features, that these tests did not run.
+#[cfg(not(all(feature = "postgres", feature = "mysql")))]
+#[test]
+#[ignore = "built without features postgres and mysql: run cargo test -p graph-tests --features postgres,mysql"]
+fn worker_tests_not_run() {}
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod servers {
+    use graph_runtime::{Engine, Store};
+    use graph_tests::graphs::{ExecutionLog, no_log, worker_fanout};
+    use graph_tests::{Trace, history_hash, random_delay, state_hash};
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::io::{BufRead, BufReader};
+    use std::process::{Child, Command, Stdio};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    /// The database a test runs on, with the few queries the checks need.
+    enum Db {
+        #[cfg(feature = "postgres")]
+        Pg(graph_tests::backends::Postgres, graph_runtime::store::PostgresStore),
+        #[cfg(feature = "mysql")]
+        My(graph_tests::backends::MySql, graph_runtime::store::MySqlStore),
+    }
+
+    use graph_runtime::store::server::sqlx;
+
+    impl Db {
+        #[cfg(feature = "postgres")]
+        async fn postgres() -> Db {
+            use graph_runtime::store::conformance::Backend;
+            let b = graph_tests::backends::Postgres::new();
+            let store = b.open().await;
+            let db = Db::Pg(b, store);
+            db.exec(
+                "CREATE TABLE worker_execs (run_id TEXT COLLATE \"C\" NOT NULL, step BIGINT NOT NULL, \
+                 node TEXT NOT NULL, n BIGINT NOT NULL, PRIMARY KEY (run_id, step, node))",
+            )
+            .await;
+            db
+        }
+
+        #[cfg(feature = "mysql")]
+        async fn mysql() -> Db {
+            use graph_runtime::store::conformance::Backend;
+            let b = graph_tests::backends::MySql::new();
+            let store = b.open().await;
+            let db = Db::My(b, store);
+            db.exec(
+                "CREATE TABLE worker_execs (run_id VARCHAR(255) COLLATE utf8mb4_bin NOT NULL, step BIGINT NOT NULL, \
+                 node VARCHAR(64) NOT NULL, n BIGINT NOT NULL, PRIMARY KEY (run_id, step, node)) ENGINE = InnoDB",
+            )
+            .await;
+            db
+        }
+
+        fn url(&self) -> String {
+            match self {
+                #[cfg(feature = "postgres")]
+                Db::Pg(b, _) => b.url(),
+                #[cfg(feature = "mysql")]
+                Db::My(b, _) => b.url(),
+            }
+        }
+
+        fn store(&self) -> Arc<dyn Store> {
+            match self {
+                #[cfg(feature = "postgres")]
+                Db::Pg(_, s) => Arc::new(s.clone()),
+                #[cfg(feature = "mysql")]
+                Db::My(_, s) => Arc::new(s.clone()),
+            }
+        }
+
+        async fn exec(&self, sql: &'static str) {
+            let done = match self {
+                #[cfg(feature = "postgres")]
+                Db::Pg(_, s) => sqlx::query(sql).execute(s.pool()).await.map(drop),
+                #[cfg(feature = "mysql")]
+                Db::My(_, s) => sqlx::query(sql).execute(s.pool()).await.map(drop),
+            };
+            done.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        }
+
+        /// One integer (a count).
+        async fn count(&self, sql: &'static str) -> i64 {
+            let n: Result<i64, _> = match self {
+                #[cfg(feature = "postgres")]
+                Db::Pg(_, s) => sqlx::query_scalar(sql).fetch_one(s.pool()).await,
+                #[cfg(feature = "mysql")]
+                Db::My(_, s) => sqlx::query_scalar(sql).fetch_one(s.pool()).await,
+            };
+            n.unwrap_or_else(|e| panic!("{sql}: {e}"))
+        }
+
+        /// (run, step, node) → executions, from `worker_execs`.
+        async fn executions(&self) -> BTreeMap<(String, u64, String), i64> {
+            let rows: Vec<(Vec<u8>, i64, Vec<u8>, i64)> = match self {
+                #[cfg(feature = "postgres")]
+                Db::Pg(_, s) => sqlx::query_as(
+                    "SELECT convert_to(run_id, 'UTF8'), step, convert_to(node, 'UTF8'), n FROM worker_execs",
+                )
+                .fetch_all(s.pool())
+                .await
+                .expect("executions"),
+                #[cfg(feature = "mysql")]
+                Db::My(_, s) => sqlx::query_as(
+                    "SELECT CAST(run_id AS BINARY), step, CAST(node AS BINARY), n FROM worker_execs",
+                )
+                .fetch_all(s.pool())
+                .await
+                .expect("executions"),
+            };
+            let text = |b: Vec<u8>| String::from_utf8(b).expect("utf-8");
+            rows.into_iter().map(|(r, s, n, c)| ((text(r), s as u64, text(n)), c)).collect()
+        }
+
+        /// The lease of a run: (owner, token).
+        async fn lease(&self, run: &str) -> Option<(String, u64)> {
+            use graph_runtime::worker::LeaseStore;
+            let l = match self {
+                #[cfg(feature = "postgres")]
+                Db::Pg(_, s) => s.lease_of(run).await,
+                #[cfg(feature = "mysql")]
+                Db::My(_, s) => s.lease_of(run).await,
+            };
+            l.expect("lease").map(|(l, _)| (l.owner, l.token))
+        }
+    }
+
+    /// A worker process.
+    struct Proc {
+        child: Child,
+        id: String,
+    }
+
+    impl Drop for Proc {
+        /// A worker left behind by a failed test is killed.
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    /// Starts a worker process on `url`.
+    fn spawn(url: &str, id: &str, args: &[String]) -> Proc {
+        spawn_with(url, id, args, None)
+    }
+
+    /// Starts a worker process on `url`, with a heartbeat interval when given.
+    fn spawn_with(url: &str, id: &str, args: &[String], heartbeat_ms: Option<u64>) -> Proc {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_worker_child"));
+        if let Some(ms) = heartbeat_ms {
+            command.env("WORKER_HEARTBEAT_MS", ms.to_string());
+        }
+        let mut child = command
+            .arg(url)
+            .arg(id)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("worker_child starts");
+        // Wait for it to be connected (migrations done), so a kill lands on a working worker.
+        let mut line = String::new();
+        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+        out.read_line(&mut line).expect("worker_child writes");
+        assert!(line.starts_with("ready"), "worker_child said {line:?}");
+        child.stdout = Some(out.into_inner());
+        Proc { child, id: id.to_owned() }
+    }
+
+    /// Closes the worker's stdin (a graceful shutdown) and returns its report line.
+    fn finish(mut p: Proc) -> String {
+        drop(p.child.stdin.take());
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut p.child.stdout.take().expect("stdout"), &mut text).expect("read");
+        let status = p.child.wait().expect("worker_child exits");
+        assert!(status.success(), "worker {} exited with {status}", p.id);
+        text.lines()
+            .find(|l| l.starts_with("report"))
+            .unwrap_or_else(|| panic!("no report from {}: {text}", p.id))
+            .to_owned()
+    }
+
+    /// `key=value` of a report line.
+    fn field(report: &str, key: &str) -> u64 {
+        report
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in {report:?}"))
+    }
+
+    const RUNS: usize = 200;
+    const WIDTH: usize = 3;
+    const ITERATIONS: usize = 4;
+    const DELAY_MS: u64 = 40;
+    const LEASE_MS: u64 = 1000;
+    const CONCURRENCY: usize = 3;
+
+    /// The uninterrupted reference of every run: history hash, final state hash, and the node executions.
+    async fn reference(
+        runs: &[String],
+    ) -> (BTreeMap<String, (String, String)>, BTreeSet<(String, u64, String)>) {
+        reference_of(runs, WIDTH, ITERATIONS).await
+    }
+
+    /// [`reference`] for another shape of the graph.
+    async fn reference_of(
+        runs: &[String],
+        width: usize,
+        iterations: usize,
+    ) -> (BTreeMap<String, (String, String)>, BTreeSet<(String, u64, String)>) {
+        let seen: Arc<Mutex<BTreeSet<(String, u64, String)>>> = Arc::default();
+        let record = seen.clone();
+        let log: ExecutionLog = Arc::new(move |run, step, node| {
+            record.lock().unwrap().insert((run, step, node));
+            Box::pin(async {})
+        });
+        let engine =
+            Engine::builder(worker_fanout(width, iterations, Duration::ZERO, String::new(), log)).build();
+        let mut out = BTreeMap::new();
+        for run in runs {
+            let done = engine.run(run, Trace::default()).await.expect("reference run");
+            assert!(done.is_completed());
+            let history = history_hash(&**engine.store(), run).await;
+            out.insert(run.clone(), (history, state_hash(&done.state)));
+        }
+        let seen = seen.lock().unwrap().clone();
+        (out, seen)
+    }
+
+    async fn killed_workers_finish_every_run_once(db: Db) {
+        let started = Instant::now();
+        let url = db.url();
+        let store = db.store();
+        let runs: Vec<String> = (0..RUNS).map(|i| format!("r{i:03}")).collect();
+        let submitter =
+            Engine::builder(worker_fanout(WIDTH, ITERATIONS, Duration::ZERO, String::new(), no_log()))
+                .shared_store(store.clone())
+                .build();
+        for run in &runs {
+            submitter.submit(run, Trace::default()).await.expect("submit");
+        }
+        let (expected, executions) = reference(&runs).await;
+        let args: Vec<String> = [CONCURRENCY, LEASE_MS as usize, WIDTH, ITERATIONS, DELAY_MS as usize]
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let mut generation = 0;
+        let mut workers: Vec<Proc> = (0..4)
+            .map(|slot| {
+                generation += 1;
+                spawn(&url, &format!("w{slot}-{generation}"), &args)
+            })
+            .collect();
+        let mut kills = 0u32;
+        let deadline = Instant::now() + Duration::from_secs(150);
+        loop {
+            let done = db.count("SELECT COUNT(*) FROM graph_runs WHERE status = 'completed'").await;
+            if done as usize == RUNS {
+                break;
+            }
+            let stuck = db
+                .count("SELECT COUNT(*) FROM graph_runs WHERE status NOT IN ('running', 'completed')")
+                .await;
+            assert_eq!(stuck, 0, "runs ended neither running nor completed (failed, paused, …)");
+            assert!(
+                Instant::now() < deadline,
+                "only {done} of {RUNS} runs completed after {:?}",
+                started.elapsed()
+            );
+            // Kill one at random, 100–400 ms apart, and start another in its place.
+            std::thread::sleep(
+                Duration::from_millis(100) + random_delay(Duration::from_millis(300), u64::from(kills)),
+            );
+            let slot = (random_delay(Duration::from_nanos(4), u64::from(kills) + 7).as_nanos() % 4) as usize;
+            let mut victim = std::mem::replace(&mut workers[slot], {
+                generation += 1;
+                spawn(&url, &format!("w{slot}-{generation}"), &args)
+            });
+            victim.child.kill().expect("SIGKILL");
+            victim.child.wait().expect("reaped");
+            kills += 1;
+        }
+        let reports: Vec<String> = workers.into_iter().map(finish).collect();
+        eprintln!("{kills} kills; {RUNS} runs done in {:?}; last workers: {reports:?}", started.elapsed());
+        assert!(kills >= 20, "only {kills} kills happened before the runs completed: make the runs longer");
+
+        // Every run completed, with the uninterrupted run's history and final state.
+        let outcomes =
+            Engine::builder(worker_fanout(WIDTH, ITERATIONS, Duration::ZERO, String::new(), no_log()))
+                .shared_store(store.clone())
+                .build();
+        let mut steps = 0;
+        for run in &runs {
+            let out = outcomes.outcome(run).await.expect("outcome").expect("stored");
+            assert!(out.is_completed(), "{run}: {:?}", out.status);
+            let (history, state) = &expected[run];
+            assert_eq!(
+                &state_hash(&out.state),
+                state,
+                "{run}: the final state differs from an uninterrupted run's"
+            );
+            assert_eq!(&history_hash(&*store, run).await, history, "{run}: the committed history differs");
+            steps += store.history(run).await.expect("history").len() as i64;
+        }
+        // Every step committed once: one checkpoint and one key per step, nothing else.
+        assert_eq!(db.count("SELECT COUNT(*) FROM graph_checkpoints").await, steps);
+        assert_eq!(db.count("SELECT COUNT(*) FROM graph_keys").await, steps);
+        // Every execution of the reference happened (at least once), and no other.
+        let counted = db.executions().await;
+        let keys: BTreeSet<(String, u64, String)> = counted.keys().cloned().collect();
+        assert_eq!(keys, executions, "the node executions differ from the reference's");
+        let reruns: i64 = counted.values().map(|n| n - 1).sum();
+        // No run held by two workers at once: each claim came after the lease it replaced had ended, and
+        // tokens of a run follow each other.
+        let overlapping = db
+            .count(
+                "SELECT COUNT(*) FROM graph_lease_claims WHERE token > 1 \
+                 AND (prev_expires IS NULL OR prev_expires > claimed_at)",
+            )
+            .await;
+        assert_eq!(overlapping, 0, "claims of a run while its lease was live");
+        let gaps = db
+            .count(
+                "SELECT COUNT(*) FROM graph_lease_claims c WHERE c.token > 1 AND NOT EXISTS \
+                 (SELECT 1 FROM graph_lease_claims p WHERE p.run_id = c.run_id AND p.token = c.token - 1)",
+            )
+            .await;
+        assert_eq!(gaps, 0, "a claim without its predecessor in the log");
+        let first = db.count("SELECT COUNT(*) FROM graph_lease_claims WHERE token = 1").await;
+        assert_eq!(first as usize, RUNS, "every run claimed (once with token 1)");
+        let takeovers =
+            db.count("SELECT COUNT(*) FROM graph_lease_claims WHERE token > 1 AND prev_owner <> ''").await;
+        let claims = db.count("SELECT COUNT(*) FROM graph_lease_claims").await;
+        assert!(takeovers > 0, "no expired lease was taken over: the kills did not hit held runs");
+        eprintln!(
+            "{claims} claims, {takeovers} takeovers of expired leases, {reruns} node re-executions, {steps} steps \
+             committed once; {:?}",
+            started.elapsed()
+        );
+    }
+
+    /// The run of the SIGSTOP test: one run, slow steps, labelled per worker.
+    /// The SIGSTOP test's worker arguments (concurrency, lease ms, width, iterations, delay ms, label).
+    fn stop_args(lease_ms: u64, label: &str) -> Vec<String> {
+        ["1", &lease_ms.to_string(), "2", "8", "250", label].iter().map(ToString::to_string).collect()
+    }
+
+    /// A worker stopped longer than its lease is fenced when it continues. With `heartbeats`, A heartbeats
+    /// as usual (a 1 s lease; its first beat after SIGCONT, or its next commit, finds the lease gone); without,
+    /// A never extends its 3 s lease, so what stops it is the fencing check inside its next commit alone.
+    async fn a_stopped_worker_is_fenced(db: Db, heartbeats: bool) {
+        let url = db.url();
+        let store = db.store();
+        // Submitted with the unlabelled graph: the label is not part of the graph's fingerprint.
+        let submitter = Engine::builder(worker_fanout(2, 8, Duration::ZERO, String::new(), no_log()))
+            .shared_store(store.clone())
+            .build();
+        submitter.submit("s", Trace::default()).await.expect("submit");
+        let a = if heartbeats {
+            spawn(&url, "A", &stop_args(1000, "A:"))
+        } else {
+            spawn_with(&url, "A", &stop_args(3000, "A:"), Some(600_000))
+        };
+        let latest = || async { store.run_info("s").await.expect("run").expect("stored").latest_step };
+        // Stop A just after one of its commits (so it is in a node, not holding the run row).
+        let wait_from = Instant::now();
+        let before = loop {
+            let step = latest().await;
+            if step >= 2 {
+                break step;
+            }
+            assert!(wait_from.elapsed() < Duration::from_secs(30), "A made no progress");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        };
+        let at = loop {
+            let step = latest().await;
+            if step > before {
+                break step;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        };
+        signal(&a, "STOP");
+        // B takes the run over once A's lease has expired.
+        let b = spawn(&url, "B", &stop_args(1000, "B:"));
+        let stopped = Instant::now();
+        let resumed_from = loop {
+            if db.lease("s").await.is_some_and(|(owner, token)| owner == "B" && token == 2) {
+                break latest().await;
+            }
+            assert!(stopped.elapsed() < Duration::from_secs(20), "B never took the run over");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        assert!(stopped.elapsed() >= Duration::from_millis(500), "taken over before A's lease could expire");
+        assert_eq!(resumed_from, at, "A committed while stopped");
+        // A continues at once, its node done and its lease gone: it must commit nothing.
+        signal(&a, "CONT");
+        let wait_from = Instant::now();
+        loop {
+            let info = store.run_info("s").await.expect("run").expect("stored");
+            if info.status == graph_runtime::RunStatus::Completed {
+                break;
+            }
+            assert!(wait_from.elapsed() < Duration::from_secs(60), "the run did not complete: {info:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let (report_a, report_b) = (finish(a), finish(b));
+        eprintln!("A stopped after step {at}; A: {report_a}; B: {report_b}");
+        assert_eq!(field(&report_a, "fenced"), 1, "A was not fenced: {report_a}");
+        assert_eq!(field(&report_a, "completed"), 0);
+        assert_eq!(field(&report_b, "completed"), 1);
+        // Every step from the takeover on is B's; A's entries end before it.
+        let outcomes = Engine::builder(worker_fanout(2, 8, Duration::ZERO, String::new(), no_log()))
+            .shared_store(store.clone())
+            .build();
+        let state = outcomes.outcome("s").await.expect("outcome").expect("stored").state;
+        let step_of = |entry: &str| entry.rsplit(':').next().and_then(|s| s.parse::<u64>().ok());
+        let a_steps: Vec<u64> =
+            state.log.iter().filter(|l| l.starts_with("A:")).filter_map(|l| step_of(l)).collect();
+        let b_steps: Vec<u64> =
+            state.log.iter().filter(|l| l.starts_with("B:")).filter_map(|l| step_of(l)).collect();
+        assert!(!a_steps.is_empty() && !b_steps.is_empty(), "{:?}", state.log);
+        // Entries of step n are committed with checkpoint n + 1.
+        assert!(
+            a_steps.iter().all(|&s| s < resumed_from),
+            "A's work was committed after B resumed from step {resumed_from}: {:?}",
+            state.log
+        );
+        assert!(b_steps.iter().all(|&s| s >= resumed_from), "{:?}", state.log);
+        let final_steps = outcomes.outcome("s").await.unwrap().unwrap().steps;
+        assert_eq!(db.count("SELECT COUNT(*) FROM graph_checkpoints").await, final_steps as i64 + 1);
+    }
+
+    /// A worker shut down gracefully (stdin closed) stops its runs at a step boundary and releases their
+    /// leases: a second worker takes them at once (long before the 30 s lease would expire) and
+    /// completes them with the uninterrupted runs' histories.
+    async fn a_graceful_shutdown_hands_runs_back(db: Db) {
+        let url = db.url();
+        let store = db.store();
+        let graph = || worker_fanout(2, 6, Duration::ZERO, String::new(), no_log());
+        let submitter = Engine::builder(graph()).shared_store(store.clone()).build();
+        let runs: Vec<String> = (0..4).map(|i| format!("g{i}")).collect();
+        for run in &runs {
+            submitter.submit(run, Trace::default()).await.expect("submit");
+        }
+        let args = |lease_ms: u64| -> Vec<String> {
+            ["4", &lease_ms.to_string(), "2", "6", "200"].iter().map(ToString::to_string).collect()
+        };
+        let a = spawn(&url, "A", &args(30_000));
+        // Wait until A holds every run and has committed a step of one.
+        let wait_from = Instant::now();
+        loop {
+            let mut held = 0;
+            for run in &runs {
+                if db.lease(run).await.is_some_and(|(owner, _)| owner == "A") {
+                    held += 1;
+                }
+            }
+            let progressed = store.run_info("g0").await.expect("run").expect("stored").latest_step >= 1;
+            if held == runs.len() && progressed {
+                break;
+            }
+            assert!(wait_from.elapsed() < Duration::from_secs(30), "A did not take the runs");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let stopping = Instant::now();
+        let report_a = finish(a);
+        eprintln!("A: {report_a} (stopped in {:?})", stopping.elapsed());
+        assert_eq!(field(&report_a, "handed_back"), runs.len() as u64, "{report_a}");
+        for run in &runs {
+            let (owner, token) = db.lease(run).await.expect("a lease row");
+            assert_eq!((owner.as_str(), token), ("", 1), "{run}: the lease is released");
+            let info = store.run_info(run).await.expect("run").expect("stored");
+            assert_eq!(info.status, graph_runtime::RunStatus::Running, "{run}: left running");
+        }
+        let b = spawn(&url, "B", &args(30_000));
+        let taking_over = Instant::now();
+        loop {
+            let done = db.count("SELECT COUNT(*) FROM graph_runs WHERE status = 'completed'").await;
+            if done as usize == runs.len() {
+                break;
+            }
+            assert!(taking_over.elapsed() < Duration::from_secs(20), "B did not complete the runs at once");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let report_b = finish(b);
+        eprintln!("B: {report_b} (completed in {:?})", taking_over.elapsed());
+        assert_eq!(field(&report_b, "claimed"), runs.len() as u64, "{report_b}");
+        let (expected, _) = reference_of(&runs, 2, 6).await;
+        for run in &runs {
+            assert_eq!(
+                &history_hash(&*store, run).await,
+                &expected[run].0,
+                "{run}: the committed history differs"
+            );
+        }
+    }
+
+    fn signal(p: &Proc, sig: &str) {
+        let status =
+            Command::new("kill").arg(format!("-{sig}")).arg(p.child.id().to_string()).status().expect("kill");
+        assert!(status.success(), "kill -{sig} {}", p.child.id());
+    }
+
+    #[cfg(feature = "postgres")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_killed_workers_finish_every_run_once() {
+        killed_workers_finish_every_run_once(Db::postgres().await).await;
+    }
+
+    #[cfg(feature = "mysql")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mysql_killed_workers_finish_every_run_once() {
+        killed_workers_finish_every_run_once(Db::mysql().await).await;
+    }
+
+    #[cfg(feature = "postgres")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_a_graceful_shutdown_hands_runs_back() {
+        a_graceful_shutdown_hands_runs_back(Db::postgres().await).await;
+    }
+
+    #[cfg(feature = "mysql")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mysql_a_graceful_shutdown_hands_runs_back() {
+        a_graceful_shutdown_hands_runs_back(Db::mysql().await).await;
+    }
+
+    #[cfg(feature = "postgres")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_a_stopped_worker_is_fenced() {
+        a_stopped_worker_is_fenced(Db::postgres().await, true).await;
+    }
+
+    #[cfg(feature = "postgres")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_a_stopped_worker_without_heartbeats_is_fenced_by_its_commit() {
+        a_stopped_worker_is_fenced(Db::postgres().await, false).await;
+    }
+
+    #[cfg(feature = "mysql")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mysql_a_stopped_worker_is_fenced() {
+        a_stopped_worker_is_fenced(Db::mysql().await, true).await;
+    }
+
+    #[cfg(feature = "mysql")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mysql_a_stopped_worker_without_heartbeats_is_fenced_by_its_commit() {
+        a_stopped_worker_is_fenced(Db::mysql().await, false).await;
+    }
+}
