@@ -4,7 +4,7 @@
 /// The `postgres` and `mysql` workloads of the runner (features `postgres`, `mysql`).
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub mod servers;
-/// The `workers_postgres` and `workers_mysql` workloads of the runner (issue 18).
+/// The `workers_postgres` and `workers_mysql` workloads of the runner.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub mod workers;
 

@@ -1,4 +1,4 @@
-//! The `workers_postgres` and `workers_mysql` workloads (issue 18; features `postgres`, `mysql`):
+//! The `workers_postgres` and `workers_mysql` workloads (features `postgres`, `mysql`):
 //! `runs` submitted runs of the loop graph (`steps` steps each), drained by 1, 2 and 4 workers
 //! (`graph_runtime::worker::Worker`, each with a store and pool of its own, 16 runs at once, in this
 //! process), timed from the workers' start to the last run completed: runs/s and committed steps/s. The

@@ -1,5 +1,5 @@
 //! Workers: many processes sharing the runs of one PostgreSQL or MySQL/MariaDB database (features
-//! `postgres`, `mysql`; issue 18, `docs/operations.md`).
+//! `postgres`, `mysql`; `docs/operations.md`).
 //!
 //! Any process submits runs ([`crate::Engine::submit`] writes the run and its step 0 without executing
 //! them); every [`Worker`] claims runnable runs with a lease ([`LeaseStore::claim`]), drives each from its

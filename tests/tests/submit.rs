@@ -1,5 +1,5 @@
 //! `Engine::submit` (a run written, not executed) and `RunOptions::stop` (a run stopped at a step
-//! boundary and left `Running`, nothing written): what workers build on (issue 18), on the memory store.
+//! boundary and left `Running`, nothing written): what workers build on, on the memory store.
 
 use std::time::Duration;
 

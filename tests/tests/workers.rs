@@ -1,4 +1,4 @@
-//! Many workers on one database (issue 18), with real processes (`src/bin/worker_child.rs`):
+//! Many workers on one database, with real processes (`src/bin/worker_child.rs`):
 //!
 //! - 4 worker processes share 200 submitted runs of a fan-out graph while the test SIGKILLs one at
 //!   random every few hundred ms and starts a new one in its place (at least 20 kills): every run

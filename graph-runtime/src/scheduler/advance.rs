@@ -475,7 +475,7 @@ impl<S: Reducer> Engine<S> {
                 self.adopt_stored(run, cp.step).await?;
                 run.version = version;
             }
-            // The lease is lost (issue 18): stop at once, write nothing more (no failure status).
+            // The lease is lost: stop at once, write nothing more (no failure status).
             CommitOutcome::Fenced => {
                 return Err(Stop::Rejected(Error::Fenced { run: run.run_id.to_string(), step: run.step }));
             }

@@ -505,7 +505,7 @@ pub async fn matches_the_model<B: Backend>(b: &B, ops: &[Op]) {
     );
 }
 
-/// Lease and fencing cases (issue 18), for stores that lease runs to workers: the server stores.
+/// Lease and fencing cases, for stores that lease runs to workers: the server stores.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub mod leases {
     use std::collections::BTreeSet;

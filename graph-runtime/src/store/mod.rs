@@ -229,7 +229,7 @@ pub enum CommitOutcome {
         /// The run's current version (0: no such run).
         current: u64,
     },
-    /// The commit was made under a worker's lease (`store::server::LeasedStore`, features `postgres` / `mysql`, issue 18) that is no longer
+    /// The commit was made under a worker's lease (`store::server::LeasedStore`, features `postgres` / `mysql`) that is no longer
     /// the run's live lease (expired, or taken over by another worker): nothing was written, and the
     /// writer must stop touching the run. Only the server stores report it.
     Fenced,

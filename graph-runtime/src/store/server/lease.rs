@@ -1,9 +1,9 @@
-//! Leases of runs to workers, and fencing (issue 18): what lets many worker processes share the runs of
+//! Leases of runs to workers, and fencing: what lets many worker processes share the runs of
 //! one PostgreSQL or MySQL/MariaDB database (see [`crate::worker`] and `docs/operations.md`).
 //!
 //! # The lease table
 //!
-//! `graph_leases` (schema 3) holds, per run a worker ever claimed, its `owner`, a fencing `token` and
+//! `graph_leases` (schema 2) holds, per run a worker ever claimed, its `owner`, a fencing `token` and
 //! `expires_at`, always in the **database's** clock (`clock_timestamp()` / `CURRENT_TIMESTAMP(6)`), so
 //! the workers' clocks never matter. Rows are never deleted: the token only grows.
 //!
@@ -242,7 +242,7 @@ macro_rules! lease_store {
         use crate::store::server::{Abort, CONFLICT_RETRIES, Class, conflict_pause, db_int, store_error};
 
         impl $store {
-            /// Fencing (issue 18), called by the commit transaction right after it locked the run row:
+            /// Fencing, called by the commit transaction right after it locked the run row:
             /// true when the commit runs under a lease ([`LeasedStore`]) that is not the run's live
             /// lease any more (owner, token, expiry in database time). Unleased commits: false.
             pub(in crate::store::server) async fn fenced(

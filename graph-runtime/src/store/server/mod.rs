@@ -14,11 +14,18 @@
 //!    `is_unique_violation`) is `AlreadyCommitted`; a concurrent commit of the same key waits on the
 //!    key's index entry until the first one commits or rolls back;
 //! 2. lock the run row (`SELECT … FOR UPDATE`): commits of one run are serialized from here on;
-//! 3. insert the checkpoint: its primary key (run, step) refusing it is `StepTaken` (read back after the
-//!    rollback); then the version differs → `VersionConflict` (both roll back, releasing the key);
-//! 4. insert the outbox rows and events, delete the pending step (only when the run row says there is
-//!    one), write the run row;
+//! 3. when the version differs: insert the checkpoint alone, its primary key (run, step) refusing it
+//!    is `StepTaken` (read back after the rollback), else `VersionConflict` (both roll back, releasing
+//!    the key);
+//! 4. otherwise insert the checkpoint (refused: `StepTaken` as in 3), its outbox rows and events,
+//!    delete the pending step (only when the run row says there is one), write the run row;
 //! 5. commit.
+//!
+//! The statements are the backend's (`key_then_lock`, `write_step` in each backend's module): on
+//! PostgreSQL steps 1–2 are one statement (the key insert's `RETURNING` feeds the row lock, so the key
+//! is still first) and step 4 is one statement of data-modifying CTEs, so a commit is four round trips
+//! (`BEGIN`, two statements, `COMMIT`); on MySQL each write is its own statement (seven round trips,
+//! six when a step appends no events).
 //!
 //! A unique violation after step 1 (two first commits of a new run racing past an absent run row),
 //! a serialization failure or a deadlock (40001, 40P01 / 1213, 1205) rolls back and runs the whole
@@ -54,7 +61,7 @@ use crate::events::ChainHead;
 use crate::store::RunStatus;
 
 /// The schema version this build writes and reads (`graph_schema_version`).
-pub const SERVER_SCHEMA_VERSION: u32 = 3;
+pub const SERVER_SCHEMA_VERSION: u32 = 2;
 
 /// How often a transaction that lost a race (unique violation past the key, serialization failure,
 /// deadlock) is run again before the error is reported.
@@ -129,6 +136,55 @@ pub(crate) fn from_db_int(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
 
+/// What a `Committed` step writes after the key and the run row lock: handed to the backend's
+/// `write_step`, which writes it in as few statements as its SQL allows.
+pub(crate) struct StepWrites<'a> {
+    /// The run.
+    pub(crate) run_id: &'a str,
+    /// The checkpoint's step.
+    pub(crate) step: i64,
+    /// The checkpoint's idempotency key.
+    pub(crate) key: &'a str,
+    /// The checkpoint's bytes (`record::encode`).
+    pub(crate) record: &'a [u8],
+    /// The checkpoint's outbox rows, in emit order.
+    pub(crate) outbox: &'a [crate::store::OutboxRow],
+    /// The events appended with the checkpoint.
+    pub(crate) events: &'a [crate::events::Event],
+    /// The run has a pending step to delete.
+    pub(crate) clear_pending: bool,
+    /// The run has no row yet: insert it (a racing first commit makes the insert a unique violation).
+    pub(crate) new_run: bool,
+    /// The run row's `status` column.
+    pub(crate) status: &'static str,
+    /// The run row's `latest_step` column.
+    pub(crate) latest_step: i64,
+    /// The run row's `version` column.
+    pub(crate) version: i64,
+    /// The run row's bytes (`record::encode_run`).
+    pub(crate) row_bytes: Vec<u8>,
+}
+
+impl StepWrites<'_> {
+    /// The outbox rows as (index, key, bytes) columns.
+    pub(crate) fn outbox_columns(&self) -> (Vec<i64>, Vec<&str>, Vec<Vec<u8>>) {
+        let mut idx = Vec::with_capacity(self.outbox.len());
+        let mut keys = Vec::with_capacity(self.outbox.len());
+        let mut bytes = Vec::with_capacity(self.outbox.len());
+        for (i, row) in self.outbox.iter().enumerate() {
+            idx.push(db_int(i as u64));
+            keys.push(row.key.as_str());
+            bytes.push(crate::store::journal::encode_outbox(row));
+        }
+        (idx, keys, bytes)
+    }
+
+    /// The events as (seq, bytes) columns.
+    pub(crate) fn event_columns(&self) -> (Vec<i64>, Vec<Vec<u8>>) {
+        self.events.iter().map(|e| (db_int(e.seq), crate::events::encode(e))).unzip()
+    }
+}
+
 /// The event head after `events` (given as (seq, hash)), or `before` when there are none.
 pub(crate) fn head_after(before: Option<ChainHead>, events: &[crate::events::Event]) -> Option<ChainHead> {
     events.last().map_or(before, |e| Some(ChainHead { seq: e.seq, hash: e.hash.clone() }))
@@ -172,7 +228,9 @@ pub(crate) fn newer_schema(found: i64) -> StoreError {
 ///
 /// Expects in scope: `$store` with fields `pool: sqlx::Pool<$db>` and `fail: FailPoint`, a method
 /// `begin(&self) -> Result<Transaction<'static, $db>, sqlx::Error>` (READ COMMITTED), a function
-/// `classify(&sqlx::Error) -> Class`, and a module `sql` with the statements.
+/// `classify(&sqlx::Error) -> Class`, the commit's statements `key_then_lock(&mut Transaction, key,
+/// run, step)` (insert the key, then lock and return the run row's `row_bytes, has_pending`) and
+/// `write_step(&mut Transaction, &StepWrites)`, and a module `sql` with the other statements.
 macro_rules! sql_store {
     ($store:ident, $db:ty) => {
         use async_trait::async_trait;
@@ -180,7 +238,7 @@ macro_rules! sql_store {
 
         use $crate::error::StoreError;
         use $crate::events::Event;
-        use $crate::store::journal::{decode_effect, decode_outbox, encode_effect, encode_outbox};
+        use $crate::store::journal::{decode_effect, decode_outbox, encode_effect};
         use $crate::store::memory::effect_cas;
         use $crate::store::record::{decode, decode_run, encode, encode_run};
         use $crate::store::server::{
@@ -275,26 +333,6 @@ macro_rules! sql_store {
                 Ok(())
             }
 
-            /// Writes the outbox rows of a checkpoint in one statement.
-            async fn put_outbox(tx: &mut Tx, cp: &Checkpoint) -> Result<(), Abort> {
-                if cp.outbox.is_empty() {
-                    return Ok(());
-                }
-                let mut q = sqlx::QueryBuilder::<$db>::new(
-                    "INSERT INTO graph_outbox (run_id, step, idx, outbox_key, bytes) ",
-                );
-                q.push_values(cp.outbox.iter().enumerate(), |mut b, (i, row)| {
-                    b.push_bind(&*cp.run_id)
-                        .push_bind(db_int(cp.step))
-                        .push_bind(db_int(i as u64))
-                        .push_bind(row.key.as_str())
-                        .push_bind(encode_outbox(row));
-                });
-                q.push(sql::OUTBOX_UPSERT);
-                q.build().execute(&mut **tx).await.map_err(abort)?;
-                Ok(())
-            }
-
             /// One attempt of `save_checkpoint`.
             async fn try_save(
                 &self,
@@ -305,26 +343,20 @@ macro_rules! sql_store {
                 expected_version: u64,
             ) -> Result<CommitOutcome, Abort> {
                 let run: &str = &cp.run_id;
+                let step = db_int(cp.step);
                 let mut tx = self.begin().await.map_err(abort)?;
-                // 1. The key, first: a duplicate waits here for the holder and is then refused.
-                let key = sqlx::query(sql::INSERT_KEY)
-                    .bind(cp.idempotency_key.as_str())
-                    .bind(run)
-                    .bind(db_int(cp.step))
-                    .execute(&mut *tx)
-                    .await;
-                match key {
-                    Ok(_) => {}
+                // 1. The key, first: a duplicate waits here for the holder and is then refused. 2. The
+                // run row, locked: commits of one run are serialized from here on.
+                let row = match key_then_lock(&mut tx, cp.idempotency_key.as_str(), run, step).await {
+                    Ok(row) => row,
                     Err(e) if classify(&e) == Class::Unique => {
                         tx.rollback().await.map_err(abort)?;
                         let version = self.version_of(run).await?;
                         return Ok(CommitOutcome::AlreadyCommitted { version });
                     }
                     Err(e) => return Err(abort(e)),
-                }
+                };
                 self.wrote(1)?;
-                // 2. The run row, locked.
-                let row = sqlx::query(sql::LOCK_RUN).bind(run).fetch_optional(&mut *tx).await.map_err(abort)?;
                 let (row, has_pending) = match row {
                     Some(r) => (
                         Some(decode_run(&r.try_get::<Vec<u8>, _>(0).map_err(abort)?)?),
@@ -333,56 +365,59 @@ macro_rules! sql_store {
                     None => (None, false),
                 };
                 let version = row.as_ref().map_or(0, |r| r.version);
-                // Fencing (issue 18, store/server/lease.rs): under a worker's lease, a lost lease writes nothing.
+                // Fencing (store/server/lease.rs): under a worker's lease, a lost lease writes nothing.
                 if Self::fenced(&mut tx, run).await? {
                     tx.rollback().await.map_err(abort)?;
                     return Ok(CommitOutcome::Fenced);
                 }
-                // 3. The step (its primary key refuses a second checkpoint), then the version.
-                let inserted = sqlx::query(sql::INSERT_CHECKPOINT)
-                    .bind(run)
-                    .bind(db_int(cp.step))
-                    .bind(cp.idempotency_key.as_str())
-                    .bind(record)
-                    .execute(&mut *tx)
-                    .await;
-                match inserted {
-                    Ok(_) => {}
-                    Err(e) if classify(&e) == Class::Unique => {
-                        tx.rollback().await.map_err(abort)?;
-                        return self.step_taken(run, cp.step, e).await;
-                    }
-                    Err(e) => return Err(abort(e)),
-                }
                 if version != expected_version {
+                    // 3. The step comes before the version: a checkpoint the primary key refuses is
+                    // `StepTaken`, else `VersionConflict`. Both roll back, releasing the key.
+                    let inserted = sqlx::query(sql::INSERT_CHECKPOINT)
+                        .bind(run)
+                        .bind(step)
+                        .bind(cp.idempotency_key.as_str())
+                        .bind(record)
+                        .execute(&mut *tx)
+                        .await;
                     tx.rollback().await.map_err(abort)?;
-                    return Ok(CommitOutcome::VersionConflict { current: version });
+                    return match inserted {
+                        Ok(_) => Ok(CommitOutcome::VersionConflict { current: version }),
+                        Err(e) if classify(&e) == Class::Unique => self.step_taken(run, cp.step, e).await,
+                        Err(e) => Err(abort(e)),
+                    };
                 }
-                // 4. The checkpoint's outbox rows, the events; the pending step goes.
-                Self::put_outbox(&mut tx, cp).await?;
-                Self::put_events(&mut tx, run, events).await?;
-                if has_pending {
-                    sqlx::query(sql::DELETE_PENDING).bind(run).execute(&mut *tx).await.map_err(abort)?;
-                }
-                self.wrote(2)?;
-                // 5. The run row.
+                // 3.–5. The checkpoint (its primary key refuses a second one for the step: `StepTaken`),
+                // its outbox rows, the events, the pending step gone, the run row.
                 let (fingerprint, head, latest) = match row.as_ref() {
                     Some(r) => (r.graph_fingerprint.clone(), r.event_head.clone(), r.latest_step.max(cp.step)),
                     None => (cp.graph_fingerprint.to_string(), None, cp.step),
                 };
                 let mut info = RunInfo::new(run, status.clone(), latest, version + 1, fingerprint);
                 info.event_head = head_after(head, events);
-                let statement = if row.is_some() { sql::UPDATE_RUN } else { sql::INSERT_RUN };
-                sqlx::query(statement)
-                    .bind(status_name(status))
-                    .bind(db_int(info.latest_step))
-                    .bind(db_int(info.version))
-                    .bind(encode_run(&info))
-                    .bind(false)
-                    .bind(run)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(abort)?;
+                let writes = StepWrites {
+                    run_id: run,
+                    step,
+                    key: cp.idempotency_key.as_str(),
+                    record,
+                    outbox: &cp.outbox,
+                    events,
+                    clear_pending: has_pending,
+                    new_run: row.is_none(),
+                    status: status_name(status),
+                    latest_step: db_int(info.latest_step),
+                    version: db_int(info.version),
+                    row_bytes: encode_run(&info),
+                };
+                match write_step(&mut tx, &writes).await {
+                    Ok(()) => {}
+                    Err(e) if classify(&e) == Class::Unique => {
+                        tx.rollback().await.map_err(abort)?;
+                        return self.step_taken(run, cp.step, e).await;
+                    }
+                    Err(e) => return Err(abort(e)),
+                }
+                self.wrote(2)?;
                 self.wrote(3)?;
                 tx.commit().await.map_err(abort)?;
                 Ok(CommitOutcome::Committed { version: info.version })
@@ -403,7 +438,7 @@ macro_rules! sql_store {
                     tx.rollback().await.map_err(abort)?;
                     return Ok(CommitOutcome::VersionConflict { current: 0 });
                 };
-                // Fencing (issue 18, store/server/lease.rs): under a worker's lease, a lost lease writes nothing.
+                // Fencing (store/server/lease.rs): under a worker's lease, a lost lease writes nothing.
                 if Self::fenced(&mut tx, run_id).await? {
                     tx.rollback().await.map_err(abort)?;
                     return Ok(CommitOutcome::Fenced);

@@ -5,15 +5,13 @@ use std::time::Duration;
 
 use sqlx::mysql::{MySql, MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 
-use super::{SERVER_SCHEMA_VERSION, client_class, newer_schema, sql_store, statements};
+use super::{SERVER_SCHEMA_VERSION, StepWrites, client_class, newer_schema, sql_store, statements};
 use crate::store::FailPoint;
 
 /// The migrations, in order: (version, file).
-// Issue 18 (workers): 3 = leases. Version 2 is another change's; the runner applies every version the
-// database lacks, so the gap is harmless and 2 is applied when it arrives.
 const MIGRATIONS: &[(u32, &str)] = &[
     (1, include_str!("../../../migrations/mysql/0001_init.sql")),
-    (3, include_str!("../../../migrations/mysql/0003_leases.sql")),
+    (2, include_str!("../../../migrations/mysql/0002_leases.sql")),
 ];
 
 /// Seconds a connect waits for another process's migration (`GET_LOCK`).
@@ -135,7 +133,7 @@ impl MySqlStore {
             .await
             .map_err(err)?;
             // Every version the database lacks is applied, in order (not only those above the
-            // highest): versions may land out of order from parallel changes (issue 18).
+            // highest): versions may land out of order from parallel changes.
             let applied: Vec<i32> = sqlx::query_scalar("SELECT version FROM graph_schema_version")
                 .fetch_all(&mut *conn)
                 .await
@@ -171,6 +169,66 @@ impl MySqlStore {
     pub(super) async fn begin(&self) -> Result<sqlx::Transaction<'static, MySql>, sqlx::Error> {
         self.pool.begin().await
     }
+}
+
+/// Steps 1 and 2 of a commit: inserts the idempotency key, then locks and returns the run row
+/// (`row_bytes, has_pending`; none for a new run).
+async fn key_then_lock(
+    tx: &mut sqlx::Transaction<'static, MySql>,
+    key: &str,
+    run: &str,
+    step: i64,
+) -> Result<Option<sqlx::mysql::MySqlRow>, sqlx::Error> {
+    sqlx::query(sql::INSERT_KEY).bind(key).bind(run).bind(step).execute(&mut **tx).await?;
+    sqlx::query(sql::LOCK_RUN).bind(run).fetch_optional(&mut **tx).await
+}
+
+/// Steps 3 to 5 of a commit: the checkpoint, its outbox rows and the events (one multi-row statement
+/// each, only when there are rows), the pending step (only when there is one), the run row.
+async fn write_step(
+    tx: &mut sqlx::Transaction<'static, MySql>,
+    w: &StepWrites<'_>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(sql::INSERT_CHECKPOINT)
+        .bind(w.run_id)
+        .bind(w.step)
+        .bind(w.key)
+        .bind(w.record)
+        .execute(&mut **tx)
+        .await?;
+    if !w.outbox.is_empty() {
+        let (idx, keys, rows) = w.outbox_columns();
+        let mut q = sqlx::QueryBuilder::<MySql>::new(
+            "INSERT INTO graph_outbox (run_id, step, idx, outbox_key, bytes) ",
+        );
+        q.push_values(idx.into_iter().zip(keys).zip(rows), |mut b, ((i, k), bytes)| {
+            b.push_bind(w.run_id).push_bind(w.step).push_bind(i).push_bind(k).push_bind(bytes);
+        });
+        q.push(sql::OUTBOX_UPSERT);
+        q.build().execute(&mut **tx).await?;
+    }
+    if !w.events.is_empty() {
+        let (seqs, events) = w.event_columns();
+        let mut q = sqlx::QueryBuilder::<MySql>::new("INSERT INTO graph_events (run_id, seq, bytes) ");
+        q.push_values(seqs.into_iter().zip(events), |mut b, (seq, bytes)| {
+            b.push_bind(w.run_id).push_bind(seq).push_bind(bytes);
+        });
+        q.push(sql::EVENTS_UPSERT);
+        q.build().execute(&mut **tx).await?;
+    }
+    if w.clear_pending {
+        sqlx::query(sql::DELETE_PENDING).bind(w.run_id).execute(&mut **tx).await?;
+    }
+    sqlx::query(if w.new_run { sql::INSERT_RUN } else { sql::UPDATE_RUN })
+        .bind(w.status)
+        .bind(w.latest_step)
+        .bind(w.version)
+        .bind(&w.row_bytes)
+        .bind(false)
+        .bind(w.run_id)
+        .execute(&mut **tx)
+        .await
+        .map(drop)
 }
 
 /// How a MySQL / MariaDB error is handled, by error number.

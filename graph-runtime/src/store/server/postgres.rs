@@ -5,15 +5,13 @@ use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, Postgres};
 
-use super::{SERVER_SCHEMA_VERSION, client_class, newer_schema, sql_store, statements};
+use super::{SERVER_SCHEMA_VERSION, StepWrites, client_class, newer_schema, sql_store, statements};
 use crate::store::FailPoint;
 
 /// The migrations, in order: (version, file).
-// Issue 18 (workers): 3 = leases. Version 2 is another change's; the runner applies every version the
-// database lacks, so the gap is harmless and 2 is applied when it arrives.
 const MIGRATIONS: &[(u32, &str)] = &[
     (1, include_str!("../../../migrations/postgres/0001_init.sql")),
-    (3, include_str!("../../../migrations/postgres/0003_leases.sql")),
+    (2, include_str!("../../../migrations/postgres/0002_leases.sql")),
 ];
 
 /// The advisory lock key that serializes migrations (per database): "graph-rt" in ASCII.
@@ -105,7 +103,7 @@ impl PostgresStore {
                 .await
                 .map_err(err)?;
             // Every version the database lacks is applied, in order (not only those above the
-            // highest): versions may land out of order from parallel changes (issue 18).
+            // highest): versions may land out of order from parallel changes.
             let applied: Vec<i32> = sqlx::query_scalar("SELECT version FROM graph_schema_version")
                 .fetch_all(&mut *conn)
                 .await
@@ -144,6 +142,46 @@ impl PostgresStore {
     }
 }
 
+/// Steps 1 and 2 of a commit in one statement: inserts the idempotency key, then locks and returns the
+/// run row (`row_bytes, has_pending`; none for a new run). The row's lookup key is read from the key
+/// insert's `RETURNING`, so the key is inserted (or waited for) before the row is locked.
+async fn key_then_lock(
+    tx: &mut sqlx::Transaction<'static, Postgres>,
+    key: &str,
+    run: &str,
+    step: i64,
+) -> Result<Option<sqlx::postgres::PgRow>, sqlx::Error> {
+    sqlx::query(sql::KEY_THEN_LOCK).bind(key).bind(run).bind(step).fetch_optional(&mut **tx).await
+}
+
+/// Steps 3 to 5 of a commit in one statement (data-modifying CTEs): the checkpoint, its outbox rows
+/// and the events (`unnest` of arrays), the pending step, the run row.
+async fn write_step(
+    tx: &mut sqlx::Transaction<'static, Postgres>,
+    w: &StepWrites<'_>,
+) -> Result<(), sqlx::Error> {
+    let (idx, keys, rows) = w.outbox_columns();
+    let (seqs, events) = w.event_columns();
+    sqlx::query(if w.new_run { sql::WRITE_STEP_NEW_RUN } else { sql::WRITE_STEP })
+        .bind(w.run_id)
+        .bind(w.step)
+        .bind(w.key)
+        .bind(w.record)
+        .bind(idx)
+        .bind(keys)
+        .bind(rows)
+        .bind(seqs)
+        .bind(events)
+        .bind(w.clear_pending)
+        .bind(w.status)
+        .bind(w.latest_step)
+        .bind(w.version)
+        .bind(&w.row_bytes)
+        .execute(&mut **tx)
+        .await
+        .map(drop)
+}
+
 /// How a PostgreSQL error is handled, by SQLSTATE.
 pub(super) fn classify(e: &sqlx::Error) -> Class {
     let Some(db) = e.as_database_error() else { return client_class(e) };
@@ -163,7 +201,38 @@ pub(super) fn classify(e: &sqlx::Error) -> Class {
 
 mod sql {
     pub(super) const VERSION: &str = "SELECT version FROM graph_runs WHERE run_id = $1";
-    pub(super) const INSERT_KEY: &str = "INSERT INTO graph_keys (idem_key, run_id, step) VALUES ($1, $2, $3)";
+    /// The key's `RETURNING` feeds the run row's lookup: the key is written (or waited for) first.
+    pub(super) const KEY_THEN_LOCK: &str = "WITH k AS (INSERT INTO graph_keys (idem_key, run_id, step) \
+         VALUES ($1, $2, $3) RETURNING run_id) \
+         SELECT row_bytes, has_pending FROM graph_runs WHERE run_id = (SELECT run_id FROM k) FOR UPDATE";
+    /// The writes of a `Committed` step but the run row ($1 run, $2 step, $3 key, $4 record, $5–$7 the
+    /// outbox columns, $8–$9 the event columns, $10 clear the pending step).
+    macro_rules! step_writes {
+        () => {
+            "WITH c AS (INSERT INTO graph_checkpoints (run_id, step, idem_key, record) VALUES ($1, $2, $3, $4)), \
+             o AS (INSERT INTO graph_outbox (run_id, step, idx, outbox_key, bytes) \
+                 SELECT $1, $2, t.idx, t.outbox_key, t.bytes \
+                 FROM unnest($5::BIGINT[], $6::TEXT[], $7::BYTEA[]) AS t (idx, outbox_key, bytes) \
+                 ON CONFLICT (run_id, step, idx) DO UPDATE SET \
+                 outbox_key = EXCLUDED.outbox_key, bytes = EXCLUDED.bytes), \
+             e AS (INSERT INTO graph_events (run_id, seq, bytes) \
+                 SELECT $1, t.seq, t.bytes FROM unnest($8::BIGINT[], $9::BYTEA[]) AS t (seq, bytes) \
+                 ON CONFLICT (run_id, seq) DO UPDATE SET bytes = EXCLUDED.bytes), \
+             p AS (DELETE FROM graph_pending WHERE run_id = $1 AND $10) "
+        };
+    }
+    /// A `Committed` step of a run with a row ($11 status, $12 latest step, $13 version, $14 row bytes).
+    pub(super) const WRITE_STEP: &str = concat!(
+        step_writes!(),
+        "UPDATE graph_runs SET status = $11, latest_step = $12, version = $13, row_bytes = $14, \
+         has_pending = FALSE WHERE run_id = $1"
+    );
+    /// The first `Committed` step of a run: the row is inserted.
+    pub(super) const WRITE_STEP_NEW_RUN: &str = concat!(
+        step_writes!(),
+        "INSERT INTO graph_runs (status, latest_step, version, row_bytes, has_pending, run_id) \
+         VALUES ($11, $12, $13, $14, FALSE, $1)"
+    );
     pub(super) const LOCK_RUN: &str =
         "SELECT row_bytes, has_pending FROM graph_runs WHERE run_id = $1 FOR UPDATE";
     pub(super) const RUN: &str = "SELECT row_bytes FROM graph_runs WHERE run_id = $1";
@@ -175,14 +244,9 @@ mod sql {
     pub(super) const INSERT_CHECKPOINT: &str =
         "INSERT INTO graph_checkpoints (run_id, step, idem_key, record) VALUES ($1, $2, $3, $4)";
     pub(super) const EVENTS_UPSERT: &str = " ON CONFLICT (run_id, seq) DO UPDATE SET bytes = EXCLUDED.bytes";
-    pub(super) const OUTBOX_UPSERT: &str = " ON CONFLICT (run_id, step, idx) DO UPDATE SET \
-         outbox_key = EXCLUDED.outbox_key, bytes = EXCLUDED.bytes";
-    pub(super) const DELETE_PENDING: &str = "DELETE FROM graph_pending WHERE run_id = $1";
     pub(super) const UPSERT_PENDING: &str = "INSERT INTO graph_pending (run_id, bytes) VALUES ($1, $2) \
          ON CONFLICT (run_id) DO UPDATE SET bytes = EXCLUDED.bytes";
     pub(super) const PENDING: &str = "SELECT bytes FROM graph_pending WHERE run_id = $1";
-    pub(super) const INSERT_RUN: &str = "INSERT INTO graph_runs \
-         (status, latest_step, version, row_bytes, has_pending, run_id) VALUES ($1, $2, $3, $4, $5, $6)";
     pub(super) const UPDATE_RUN: &str = "UPDATE graph_runs SET status = $1, latest_step = $2, version = $3, row_bytes = $4, \
          has_pending = $5 WHERE run_id = $6";
     pub(super) const EVENTS: &str =

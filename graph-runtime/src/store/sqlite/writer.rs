@@ -5,7 +5,8 @@
 //! `SAVEPOINT request`: one that its checks refuse, or that fails, is rolled back to its savepoint and
 //! the others go on. One `COMMIT` (one WAL sync under `synchronous = FULL`) makes the group durable, and
 //! only then is each request answered: with its outcome, or with the error of the `COMMIT` if that
-//! failed (then nothing of the group is written).
+//! failed (then nothing of the group is written). A group of one request needs no savepoint: the
+//! transaction is rolled back whole when the request is refused or fails.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -168,8 +169,27 @@ impl Writer {
         if jobs.is_empty() {
             return;
         }
-        if let Err(e) = self.conn.execute_batch("BEGIN IMMEDIATE") {
+        if let Err(e) = self.exec("BEGIN IMMEDIATE") {
             return fail_all(jobs, &self.err("starting a write transaction")(e));
+        }
+        if let [job] = jobs.as_slice() {
+            // A group of one needs no savepoint: the transaction is the request's.
+            let (keep, reply) = match self.apply(&job.op) {
+                Ok(Applied::Keep(r)) => (true, Ok(r)),
+                Ok(Applied::Undo(r)) => (false, Ok(r)),
+                Err(e) => (false, Err(e)),
+            };
+            if !keep {
+                if let Err(e) = self.exec("ROLLBACK") {
+                    return fail_all(jobs, &self.err("rolling back a write transaction")(e));
+                }
+                self.stats.requests.fetch_add(1, Ordering::Relaxed);
+                if let Some(job) = jobs.into_iter().next() {
+                    let _ = job.answer.send(reply);
+                }
+                return;
+            }
+            return self.commit(jobs, vec![reply]);
         }
         let mut replies = Vec::with_capacity(jobs.len());
         for job in &jobs {
@@ -177,15 +197,21 @@ impl Writer {
                 Ok(reply) => replies.push(reply),
                 Err(e) => {
                     // The savepoint itself failed: nothing of the group is kept.
-                    let _ = self.conn.execute_batch("ROLLBACK");
+                    let _ = self.exec("ROLLBACK");
                     return fail_all(jobs, &e);
                 }
             }
         }
-        if let Err(e) = self.conn.execute_batch("COMMIT") {
+        self.commit(jobs, replies);
+    }
+
+    /// Commits the open transaction and answers `jobs` with `replies` (or all with the `COMMIT`'s
+    /// error).
+    fn commit(&self, jobs: Vec<Job>, replies: Vec<Result<Reply, StoreError>>) {
+        if let Err(e) = self.exec("COMMIT") {
             let e = self.err("committing a write transaction")(e);
             if !self.conn.is_autocommit() {
-                let _ = self.conn.execute_batch("ROLLBACK");
+                let _ = self.exec("ROLLBACK");
             }
             return fail_all(jobs, &e);
         }
@@ -196,17 +222,24 @@ impl Writer {
         }
     }
 
+    /// Runs a statement without parameters through the statement cache (transaction control).
+    fn exec(&self, sql: &str) -> rusqlite::Result<()> {
+        self.conn.prepare_cached(sql)?.execute([]).map(drop)
+    }
+
     /// Runs one request in its own savepoint: `Ok(reply)` for the request (its outcome or its own
     /// error), `Err` when the savepoint could not be managed (the group must be abandoned).
     fn in_savepoint(&self, op: &Op) -> Result<Result<Reply, StoreError>, StoreError> {
-        self.conn.execute_batch("SAVEPOINT request").map_err(self.err("starting a savepoint"))?;
+        self.exec("SAVEPOINT request").map_err(self.err("starting a savepoint"))?;
         let (release, reply) = match self.apply(op) {
             Ok(Applied::Keep(r)) => (true, Ok(r)),
             Ok(Applied::Undo(r)) => (false, Ok(r)),
             Err(e) => (false, Err(e)),
         };
-        let end = if release { "RELEASE request" } else { "ROLLBACK TO request; RELEASE request" };
-        self.conn.execute_batch(end).map_err(self.err("ending a savepoint"))?;
+        if !release {
+            self.exec("ROLLBACK TO request").map_err(self.err("ending a savepoint"))?;
+        }
+        self.exec("RELEASE request").map_err(self.err("ending a savepoint"))?;
         Ok(reply)
     }
 
@@ -273,21 +306,34 @@ impl Writer {
         bytes.map(|b| decode_run(&b)).transpose()
     }
 
-    fn put_row(&self, info: &RunInfo) -> Result<(), StoreError> {
-        self.conn
-            .prepare_cached(
-                "INSERT OR REPLACE INTO runs (run_id, status, latest_step, version, row) VALUES (?1, ?2, ?3, ?4, ?5)",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    info.run_id,
-                    status_name(&info.status),
-                    int(info.latest_step).unwrap_or(i64::MAX),
-                    int(info.version).unwrap_or(i64::MAX),
-                    encode_run(info)
-                ])
-            })
-            .map_err(self.err("writing a run row"))?;
+    /// Writes the run row `info` over a row whose status is `before` (read in this transaction; `None`:
+    /// there is no row, insert it).
+    /// The `status` column is written only when the status changes: `runs_by_status` is then left
+    /// alone, and a commit dirties one page fewer.
+    fn put_row(&self, info: &RunInfo, before: Option<&RunStatus>) -> Result<(), StoreError> {
+        let latest = int(info.latest_step).unwrap_or(i64::MAX);
+        let version = int(info.version).unwrap_or(i64::MAX);
+        let status = status_name(&info.status);
+        let bytes = encode_run(info);
+        let done = match before {
+            None => self
+                .conn
+                .prepare_cached(
+                    "INSERT INTO runs (run_id, status, latest_step, version, row) VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
+                .and_then(|mut s| s.execute(params![info.run_id, status, latest, version, bytes])),
+            Some(b) if status_name(b) == status => self
+                .conn
+                .prepare_cached("UPDATE runs SET latest_step = ?2, version = ?3, row = ?4 WHERE run_id = ?1")
+                .and_then(|mut s| s.execute(params![info.run_id, latest, version, bytes])),
+            Some(_) => self
+                .conn
+                .prepare_cached(
+                    "UPDATE runs SET status = ?2, latest_step = ?3, version = ?4, row = ?5 WHERE run_id = ?1",
+                )
+                .and_then(|mut s| s.execute(params![info.run_id, status, latest, version, bytes])),
+        };
+        done.map_err(self.err("writing a run row"))?;
         Ok(())
     }
 
@@ -366,7 +412,7 @@ impl Writer {
             fingerprint,
         );
         info.event_head = head_after(head, s.events);
-        self.put_row(&info)?;
+        self.put_row(&info, row.as_ref().map(|r| &r.status))?;
         fail(3)?;
         Ok(Applied::Keep(Reply::Outcome(CommitOutcome::Committed { version: version + 1 })))
     }
@@ -387,8 +433,8 @@ impl Writer {
                 current: info.version,
             })));
         }
+        let before = std::mem::replace(&mut info.status, status.clone());
         info.version += 1;
-        info.status = status.clone();
         info.event_head = head_after(info.event_head.take(), events);
         self.append_events(run_id, events)?;
         if let Some(p) = pending {
@@ -397,7 +443,7 @@ impl Writer {
                 .and_then(|mut st| st.execute(params![run_id, p]))
                 .map_err(self.err("writing the pending step"))?;
         }
-        self.put_row(&info)?;
+        self.put_row(&info, Some(&before))?;
         Ok(Applied::Keep(Reply::Outcome(CommitOutcome::Committed { version: info.version })))
     }
 

@@ -1,4 +1,4 @@
--- graph-runtime schema 3 (PostgreSQL): leases of runs to workers (issue 18; `store::server::lease`).
+-- graph-runtime schema 2 (PostgreSQL): leases of runs to workers (`store::server::lease`).
 -- Schema 2 belongs to another change; the runner applies every version the database lacks, in order, so
 -- a database at 1 gets 3 now and 2 when a build that has it connects. Each statement is idempotent.
 
