@@ -25,7 +25,7 @@ graph_tests::for_backends! {
     mysql => graph_tests::backends::MySql::new(),
 }
 
-/// Leases and fencing : the stores that lease runs to workers.
+/// Leases and fencing: the stores that lease runs to workers.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod lease_cases {
     use graph_runtime::store::conformance::leases;
