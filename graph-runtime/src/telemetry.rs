@@ -14,6 +14,8 @@
 //! | `graph_retries_total` | counter | `graph`, `node` | attempts retried |
 //! | `graph_merge_conflicts_total` | counter | `graph` | steps stopped by a merge conflict |
 //! | `graph_backpressure_events_total` | counter | `graph` | runs paused because admission timed out |
+//! | `graph_worker_claims_total` | counter | `graph`, `takeover` | runs claimed by workers; `takeover` is `true` when another worker had held the run |
+//! | `graph_worker_leases_held` | gauge | `graph` | runs workers of this process hold a lease on |
 //!
 //! No metric is labelled by run id: runs are unbounded, labels must not be. Node names come from the
 //! graph, a bounded set.
@@ -145,4 +147,42 @@ pub(crate) fn backpressure(graph: &Arc<str>) {
     metrics::counter!("graph_backpressure_events_total", "graph" => Arc::clone(graph)).increment(1);
     #[cfg(not(feature = "metrics"))]
     let _ = graph;
+}
+
+/// A worker claimed a run (`takeover`: another worker had held it).
+pub(crate) fn worker_claim(graph: &Arc<str>, takeover: bool) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("graph_worker_claims_total", "graph" => Arc::clone(graph), "takeover" => if takeover { "true" } else { "false" })
+        .increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (graph, takeover);
+}
+
+/// Counts one lease held by a worker of this process until dropped.
+#[must_use]
+pub(crate) struct LeaseHeld {
+    #[cfg(feature = "metrics")]
+    graph: Arc<str>,
+}
+
+impl LeaseHeld {
+    pub(crate) fn start(graph: &Arc<str>) -> Self {
+        #[cfg(feature = "metrics")]
+        {
+            metrics::gauge!("graph_worker_leases_held", "graph" => Arc::clone(graph)).increment(1.0);
+            LeaseHeld { graph: Arc::clone(graph) }
+        }
+        #[cfg(not(feature = "metrics"))]
+        {
+            let _ = graph;
+            LeaseHeld {}
+        }
+    }
+}
+
+impl Drop for LeaseHeld {
+    fn drop(&mut self) {
+        #[cfg(feature = "metrics")]
+        metrics::gauge!("graph_worker_leases_held", "graph" => Arc::clone(&self.graph)).decrement(1.0);
+    }
 }

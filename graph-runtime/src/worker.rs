@@ -247,10 +247,17 @@ impl<S: Reducer, L: LeaseStore> Worker<S, L> {
                             }
                             tracing::info!(worker = %me.id, run = %lease.run_id, token = lease.token,
                                 takeover = lease.token > 1, "claimed a run");
+                            crate::telemetry::worker_claim(me.graph.name_arc(), lease.token > 1);
                             held.lock()
                                 .unwrap_or_else(|e| e.into_inner())
                                 .insert(lease.run_id.clone(), lease.clone());
-                            runs.spawn(drive(self.inner.clone(), lease, drain.clone(), held.clone()));
+                            // The gauge counts the lease until the run's task ends (or is aborted).
+                            let gauge = crate::telemetry::LeaseHeld::start(me.graph.name_arc());
+                            let driven = drive(self.inner.clone(), lease, drain.clone(), held.clone());
+                            runs.spawn(async move {
+                                let _gauge = gauge;
+                                driven.await
+                            });
                         }
                     }
                     Err(e) => {
