@@ -102,8 +102,13 @@ fn child(spec: &str, crash_at: Option<String>) -> Command {
 
 /// Resumes to completion in a fresh process and returns its `done` line.
 fn finish(spec: &str) -> String {
-    let out = child(spec, None).output().unwrap();
-    assert!(out.status.success(), "the resuming process failed: {:?}", out.status);
+    let out = child(spec, None).stderr(Stdio::piped()).output().unwrap();
+    assert!(
+        out.status.success(),
+        "the resuming process failed: {:?}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8(out.stdout).unwrap();
     text.lines().find_map(|l| l.strip_prefix("done ")).expect("a done line").to_owned()
 }
