@@ -150,6 +150,7 @@ pub(crate) fn backpressure(graph: &Arc<str>) {
 }
 
 /// A worker claimed a run (`takeover`: another worker had held it).
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) fn worker_claim(graph: &Arc<str>, takeover: bool) {
     #[cfg(feature = "metrics")]
     metrics::counter!("graph_worker_claims_total", "graph" => Arc::clone(graph), "takeover" => if takeover { "true" } else { "false" })
@@ -159,12 +160,14 @@ pub(crate) fn worker_claim(graph: &Arc<str>, takeover: bool) {
 }
 
 /// Counts one lease held by a worker of this process until dropped.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 #[must_use]
 pub(crate) struct LeaseHeld {
     #[cfg(feature = "metrics")]
     graph: Arc<str>,
 }
 
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 impl LeaseHeld {
     pub(crate) fn start(graph: &Arc<str>) -> Self {
         #[cfg(feature = "metrics")]
@@ -180,6 +183,7 @@ impl LeaseHeld {
     }
 }
 
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 impl Drop for LeaseHeld {
     fn drop(&mut self) {
         #[cfg(feature = "metrics")]
