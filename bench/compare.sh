@@ -21,7 +21,7 @@ echo "graph-runtime workloads..." >&2
 "$TARGET/release/graph-bench" --repeat "$REPEAT" --dir "$WORK" --workloads durable_sqlite,concurrent_sqlite \
     >> "$RESULTS/graph-runtime.jsonl"
 # The server stores, on the local PostgreSQL and MariaDB (GRAPH_BENCH_POSTGRES_URL / GRAPH_BENCH_MYSQL_URL),
-# and 1, 2, 4 workers draining submitted runs on each (issue 18).
+# and 1, 2, 4 workers draining submitted runs on each.
 "$TARGET/release/graph-bench" --repeat "$REPEAT" --dir "$WORK" --workloads postgres,mysql,workers_postgres,workers_mysql \
     >> "$RESULTS/graph-runtime.jsonl"
 echo "LangGraph workloads..." >&2
