@@ -100,18 +100,87 @@ where
 }
 
 /// A name for the bench's database.
-pub(crate) fn database_name() -> String {
+fn database_name() -> String {
     format!("graph_bench_{}", std::process::id())
 }
 
 /// `url` with its database replaced by `database`.
-pub(crate) fn with_database(url: &str, database: &str) -> String {
+fn with_database(url: &str, database: &str) -> String {
     let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
     let scheme_end = base.find("://").map_or(0, |i| i + 3);
     let slash = base[scheme_end..].find('/').map_or(base.len(), |i| scheme_end + i);
     match query {
         Some(q) => format!("{}/{database}?{q}", &base[..slash]),
         None => format!("{}/{database}", &base[..slash]),
+    }
+}
+
+/// The server a [`Scratch`] database lives on.
+#[derive(Clone, Copy)]
+pub(crate) enum Server {
+    #[cfg(feature = "postgres")]
+    Postgres,
+    #[cfg(feature = "mysql")]
+    MySql,
+}
+
+/// The bench's own database on a server (`GRAPH_BENCH_POSTGRES_URL` / `GRAPH_BENCH_MYSQL_URL`, default
+/// the local one), created fresh (dropped first if a killed run left it) and dropped by
+/// [`Scratch::drop_database`].
+pub(crate) struct Scratch {
+    kind: Server,
+    server: String,
+    name: String,
+    /// The URL of the fresh database.
+    pub(crate) url: String,
+}
+
+impl Scratch {
+    /// A fresh database named after this process on `kind`'s server.
+    pub(crate) async fn create(kind: Server) -> Scratch {
+        let (var, default) = match kind {
+            #[cfg(feature = "postgres")]
+            Server::Postgres => ("GRAPH_BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
+            #[cfg(feature = "mysql")]
+            Server::MySql => ("GRAPH_BENCH_MYSQL_URL", "mysql://root@127.0.0.1:3306/test"),
+        };
+        let server = std::env::var(var).unwrap_or_else(|_| default.into());
+        let name = database_name();
+        let url = with_database(&server, &name);
+        let scratch = Scratch { kind, server, name, url };
+        scratch.drop_database().await;
+        scratch.admin(format!("CREATE DATABASE {}", scratch.name)).await;
+        scratch
+    }
+
+    /// Drops the database (PostgreSQL: closing the sessions that still use it).
+    pub(crate) async fn drop_database(&self) {
+        let force = match self.kind {
+            #[cfg(feature = "postgres")]
+            Server::Postgres => " WITH (FORCE)",
+            #[cfg(feature = "mysql")]
+            Server::MySql => "",
+        };
+        self.admin(format!("DROP DATABASE IF EXISTS {}{force}", self.name)).await;
+    }
+
+    /// Runs `sql` on a connection of its own to the server's default database.
+    async fn admin(&self, sql: String) {
+        let sql = sqlx::AssertSqlSafe(sql);
+        match self.kind {
+            #[cfg(feature = "postgres")]
+            Server::Postgres => {
+                let mut c = sqlx::PgConnection::connect(&self.server).await.expect("the PostgreSQL server");
+                sqlx::query(sql).execute(&mut c).await.expect("admin statement");
+                let _ = c.close().await;
+            }
+            #[cfg(feature = "mysql")]
+            Server::MySql => {
+                let mut c = sqlx::MySqlConnection::connect(&self.server).await.expect("the MySQL server");
+                sqlx::query(sql).execute(&mut c).await.expect("admin statement");
+                let _ = c.close().await;
+            }
+        }
     }
 }
 
@@ -124,20 +193,8 @@ fn record_bytes(len: usize) -> Vec<u8> {
 #[cfg(feature = "postgres")]
 pub async fn postgres(n: u64, steps: u64, repeat: usize, emit: Emit<'_>) {
     use graph_runtime::store::PostgresStore;
-    let server = std::env::var("GRAPH_BENCH_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let name = database_name();
-    let admin = |sql: String| {
-        let server = server.clone();
-        async move {
-            let mut c = sqlx::PgConnection::connect(&server).await.expect("the PostgreSQL server");
-            sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut c).await.expect("admin statement");
-            let _ = c.close().await;
-        }
-    };
-    admin(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
-    admin(format!("CREATE DATABASE {name}")).await;
-    let url = with_database(&server, &name);
+    let scratch = Scratch::create(Server::Postgres).await;
+    let url = scratch.url.clone();
     let connect = || async { PostgresStore::connect(&url).await.expect("connect the store") };
     let sequential = engine_part("postgres", n, steps, repeat, connect, emit).await;
     // The floor: the same number of bare transactions on the store's own tables, one connection.
@@ -188,27 +245,15 @@ pub async fn postgres(n: u64, steps: u64, repeat: usize, emit: Emit<'_>) {
         "commits_per_s_median": floor, "commits_per_s_all": floors, "record_bytes": len,
         "durable_commits_per_s": sequential, "floor_over_durable": floor / sequential,
         "note": "bare transaction: insert key, insert checkpoint, update run row; one connection"}));
-    admin(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
+    scratch.drop_database().await;
 }
 
 /// The MySQL / MariaDB workload.
 #[cfg(feature = "mysql")]
 pub async fn mysql(n: u64, steps: u64, repeat: usize, emit: Emit<'_>) {
     use graph_runtime::store::MySqlStore;
-    let server =
-        std::env::var("GRAPH_BENCH_MYSQL_URL").unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".into());
-    let name = database_name();
-    let admin = |sql: String| {
-        let server = server.clone();
-        async move {
-            let mut c = sqlx::MySqlConnection::connect(&server).await.expect("the MySQL server");
-            sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut c).await.expect("admin statement");
-            let _ = c.close().await;
-        }
-    };
-    admin(format!("DROP DATABASE IF EXISTS {name}")).await;
-    admin(format!("CREATE DATABASE {name}")).await;
-    let url = with_database(&server, &name);
+    let scratch = Scratch::create(Server::MySql).await;
+    let url = scratch.url.clone();
     let connect = || async { MySqlStore::connect(&url).await.expect("connect the store") };
     let sequential = engine_part("mysql", n, steps, repeat, connect, emit).await;
     let store = MySqlStore::connect(&url).await.expect("connect the store");
@@ -258,7 +303,7 @@ pub async fn mysql(n: u64, steps: u64, repeat: usize, emit: Emit<'_>) {
         "commits_per_s_median": floor, "commits_per_s_all": floors, "record_bytes": len,
         "durable_commits_per_s": sequential, "floor_over_durable": floor / sequential,
         "note": "bare transaction: insert key, insert checkpoint, update run row; one connection"}));
-    admin(format!("DROP DATABASE IF EXISTS {name}")).await;
+    scratch.drop_database().await;
 }
 
 /// The size of the sequential run's middle checkpoint record, as the store encodes it.

@@ -7,12 +7,11 @@
 use std::time::{Duration, Instant};
 
 use graph_runtime::store::RunFilter;
-use graph_runtime::store::server::sqlx::{self, Connection};
 use graph_runtime::worker::{LeaseStore, Worker};
 use graph_runtime::{CancellationToken, Engine, EngineOptions, RunStatus};
 use serde_json::json;
 
-use crate::servers::{Emit, database_name, median, with_database};
+use crate::servers::{Emit, Scratch, Server, median};
 use crate::{Count, loop_graph};
 
 /// Workers drain `runs` submitted runs, for 1, 2 and 4 workers, `repeat.min(3)` times each.
@@ -77,44 +76,20 @@ where
 #[cfg(feature = "postgres")]
 pub async fn postgres(runs: u64, steps: u64, repeat: usize, emit: Emit<'_>) {
     use graph_runtime::store::PostgresStore;
-    let server = std::env::var("GRAPH_BENCH_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let name = database_name();
-    let admin = |sql: String| {
-        let server = server.clone();
-        async move {
-            let mut c = sqlx::PgConnection::connect(&server).await.expect("the PostgreSQL server");
-            sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut c).await.expect("admin statement");
-            let _ = c.close().await;
-        }
-    };
-    admin(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
-    admin(format!("CREATE DATABASE {name}")).await;
-    let url = with_database(&server, &name);
+    let scratch = Scratch::create(Server::Postgres).await;
+    let url = scratch.url.clone();
     let connect = || async { PostgresStore::connect(&url).await.expect("connect the store") };
     drain("postgres", runs, steps, repeat, connect, emit).await;
-    admin(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
+    scratch.drop_database().await;
 }
 
 /// The MySQL / MariaDB workers workload.
 #[cfg(feature = "mysql")]
 pub async fn mysql(runs: u64, steps: u64, repeat: usize, emit: Emit<'_>) {
     use graph_runtime::store::MySqlStore;
-    let server =
-        std::env::var("GRAPH_BENCH_MYSQL_URL").unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".into());
-    let name = database_name();
-    let admin = |sql: String| {
-        let server = server.clone();
-        async move {
-            let mut c = sqlx::MySqlConnection::connect(&server).await.expect("the MySQL server");
-            sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut c).await.expect("admin statement");
-            let _ = c.close().await;
-        }
-    };
-    admin(format!("DROP DATABASE IF EXISTS {name}")).await;
-    admin(format!("CREATE DATABASE {name}")).await;
-    let url = with_database(&server, &name);
+    let scratch = Scratch::create(Server::MySql).await;
+    let url = scratch.url.clone();
     let connect = || async { MySqlStore::connect(&url).await.expect("connect the store") };
     drain("mysql", runs, steps, repeat, connect, emit).await;
-    admin(format!("DROP DATABASE IF EXISTS {name}")).await;
+    scratch.drop_database().await;
 }
