@@ -29,6 +29,34 @@ mod imp {
     use graph_tests::Trace;
     use graph_tests::graphs::{ExecutionLog, worker_fanout};
 
+    /// An [`ExecutionLog`] that counts each (run, step, node) execution in `worker_execs` with `sql`
+    /// (the server's upsert) on `pool`, retrying until the row is written.
+    macro_rules! execution_log {
+        ($pool:expr, $sql:expr) => {{
+            let pool = $pool;
+            let log: ExecutionLog = Arc::new(move |run, step, node| {
+                let pool = pool.clone();
+                Box::pin(async move {
+                    retry(|| {
+                        let pool = pool.clone();
+                        let (run, node) = (run.clone(), node.clone());
+                        async move {
+                            graph_runtime::store::server::sqlx::query($sql)
+                                .bind(run)
+                                .bind(step as i64)
+                                .bind(node)
+                                .execute(&pool)
+                                .await
+                                .map(drop)
+                        }
+                    })
+                    .await;
+                })
+            });
+            log
+        }};
+    }
+
     pub(crate) async fn main() {
         let args: Vec<String> = std::env::args().collect();
         let [_, url, id, concurrency, lease_ms, width, iterations, delay_ms, rest @ ..] = args.as_slice()
@@ -57,27 +85,11 @@ mod imp {
             {
                 let store = graph_runtime::store::PostgresStore::connect(url).await.expect("connect");
                 let pool = store.pool().clone();
-                let log: ExecutionLog = Arc::new(move |run, step, node| {
-                    let pool = pool.clone();
-                    Box::pin(async move {
-                        let sql = "INSERT INTO worker_execs (run_id, step, node, n) VALUES ($1, $2, $3, 1) \
-                                   ON CONFLICT (run_id, step, node) DO UPDATE SET n = worker_execs.n + 1";
-                        retry(|| {
-                            let pool = pool.clone();
-                            let (run, node) = (run.clone(), node.clone());
-                            async move {
-                                graph_runtime::store::server::sqlx::query(sql)
-                                    .bind(run)
-                                    .bind(step as i64)
-                                    .bind(node)
-                                    .execute(&pool)
-                                    .await
-                                    .map(drop)
-                            }
-                        })
-                        .await;
-                    })
-                });
+                let log = execution_log!(
+                    pool,
+                    "INSERT INTO worker_execs (run_id, step, node, n) VALUES ($1, $2, $3, 1) \
+                     ON CONFLICT (run_id, step, node) DO UPDATE SET n = worker_execs.n + 1"
+                );
                 serve(store, id, concurrency, lease, shape, label, log, shutdown).await;
                 return;
             }
@@ -86,27 +98,11 @@ mod imp {
         {
             let store = graph_runtime::store::MySqlStore::connect(url).await.expect("connect");
             let pool = store.pool().clone();
-            let log: ExecutionLog = Arc::new(move |run, step, node| {
-                let pool = pool.clone();
-                Box::pin(async move {
-                    let sql = "INSERT INTO worker_execs (run_id, step, node, n) VALUES (?, ?, ?, 1) \
-                               ON DUPLICATE KEY UPDATE n = n + 1";
-                    retry(|| {
-                        let pool = pool.clone();
-                        let (run, node) = (run.clone(), node.clone());
-                        async move {
-                            graph_runtime::store::server::sqlx::query(sql)
-                                .bind(run)
-                                .bind(step as i64)
-                                .bind(node)
-                                .execute(&pool)
-                                .await
-                                .map(drop)
-                        }
-                    })
-                    .await;
-                })
-            });
+            let log = execution_log!(
+                pool,
+                "INSERT INTO worker_execs (run_id, step, node, n) VALUES (?, ?, ?, 1) \
+                 ON DUPLICATE KEY UPDATE n = n + 1"
+            );
             serve(store, id, concurrency, lease, shape, label, log, shutdown).await;
             return;
         }
