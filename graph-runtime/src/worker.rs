@@ -43,7 +43,7 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{Error, StoreError};
+use crate::error::Error;
 use crate::events::ChainKey;
 use crate::graph::Graph;
 use crate::policy::EngineOptions;
@@ -396,9 +396,6 @@ async fn heartbeat<L: LeaseStore>(store: &L, lease: &Lease, length: Duration, ev
         match store.heartbeat(lease, length).await {
             Ok(true) => {}
             Ok(false) => return,
-            Err(e @ StoreError::Unavailable { .. }) => {
-                tracing::warn!(run = %lease.run_id, error = %e, "heartbeat failed; retrying");
-            }
             Err(e) => tracing::warn!(run = %lease.run_id, error = %e, "heartbeat failed; retrying"),
         }
     }
