@@ -11,7 +11,8 @@
 //!
 //! where `canonical` is the JSON of the event's other fields (`event_type`, `payload`, `schema_version`,
 //! `seq`, `timestamp_ms`) with every object's keys sorted and no whitespace (`canonical::to_vec_sorted`),
-//! and `hex` lowercase. The whole event but its hash is covered, not only its payload: a changed type,
+//! and `hex` lowercase. The payload is kept in that form from the start ([`Payload`]: its canonical text),
+//! so hashing and storing an event writes its bytes, it does not walk a JSON tree. The whole event but its hash is covered, not only its payload: a changed type,
 //! sequence number or time breaks the chain too. In keyed mode ([`ChainKey`]) each `SHA256(..)` is
 //! `HMAC-SHA256(key, ..)`: a chain recomputed without the key is rejected, so it is tamper-proof, not
 //! only tamper-evident.
@@ -21,7 +22,9 @@
 //! tail (checked against the head the run row records). An unknown `schema_version` is
 //! `UnsupportedSchemaVersion`: never read by guessing.
 
-use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, StoreError};
@@ -67,12 +70,107 @@ pub struct Event {
     pub event_type: EventType,
     /// When, ms since the Unix epoch.
     pub timestamp_ms: u64,
-    /// The details, as JSON.
-    pub payload: serde_json::Value,
+    /// The details, as canonical JSON.
+    pub payload: Payload,
     /// Lowercase hex of the chain hash (see the module documentation).
     pub hash: String,
     /// The event format version.
     pub schema_version: u32,
+}
+
+/// An event's details: a JSON value kept as its canonical text (every object's keys sorted, no
+/// whitespace: [`crate::canonical::to_vec_sorted`]), the bytes its hash covers. Cloning shares the text.
+///
+/// ```
+/// use graph_runtime::events::Payload;
+///
+/// let p = Payload::from(serde_json::json!({"step": 3, "ran": ["plan"]}));
+/// assert_eq!(p.as_str(), r#"{"ran":["plan"],"step":3}"#);
+/// assert_eq!(p.value()["step"], 3);
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Payload(Arc<str>);
+
+impl Payload {
+    /// The canonical JSON of `value`.
+    ///
+    /// # Errors
+    ///
+    /// When `value` does not serialize to JSON (a map with keys that are not strings or numbers).
+    pub fn new<T: ?Sized + Serialize>(value: &T) -> Result<Self, serde_json::Error> {
+        let bytes = crate::canonical::to_vec_sorted(value)?;
+        Ok(Payload(String::from_utf8(bytes).expect("JSON is UTF-8").into()))
+    }
+
+    /// A payload from bytes its writer guarantees are canonical JSON (checked in debug builds).
+    pub(crate) fn from_canonical(bytes: Vec<u8>) -> Self {
+        let text = String::from_utf8(bytes).expect("JSON is UTF-8");
+        debug_assert_eq!(Payload::from(serde_json::from_str::<serde_json::Value>(&text).unwrap()).as_str(), text);
+        Payload(text.into())
+    }
+
+    /// The canonical JSON text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The payload as a JSON value (parsed from its text).
+    pub fn value(&self) -> serde_json::Value {
+        serde_json::from_str(&self.0).expect("a payload holds JSON")
+    }
+
+    /// The field `name` of an object payload (`None` for a missing field or a payload that is not an
+    /// object).
+    pub fn get(&self, name: &str) -> Option<serde_json::Value> {
+        match self.value() {
+            serde_json::Value::Object(mut fields) => fields.remove(name),
+            _ => None,
+        }
+    }
+}
+
+/// A [`Payload`] from `serde_json::json!` syntax.
+macro_rules! payload {
+    ($($json:tt)+) => {
+        $crate::events::Payload::from(serde_json::json!($($json)+))
+    };
+}
+pub(crate) use payload;
+
+impl From<serde_json::Value> for Payload {
+    fn from(value: serde_json::Value) -> Self {
+        Payload::new(&value).expect("a JSON value serializes")
+    }
+}
+
+impl From<&serde_json::Value> for Payload {
+    fn from(value: &serde_json::Value) -> Self {
+        Payload::new(value).expect("a JSON value serializes")
+    }
+}
+
+impl std::fmt::Debug for Payload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::fmt::Display for Payload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Serialize for Payload {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.value().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Payload {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        serde_json::Value::deserialize(d).map(Payload::from)
+    }
 }
 
 /// The last event of a run's log: its sequence number and hash.
@@ -101,27 +199,26 @@ impl std::fmt::Debug for ChainKey {
     }
 }
 
-/// The fields an event's hash covers, declared in name order: the order the sorted form writes them in,
-/// so serializing them moves no bytes.
-#[derive(Serialize)]
-struct Covered<'a> {
-    event_type: EventType,
-    payload: &'a serde_json::Value,
-    schema_version: u32,
-    seq: u64,
-    timestamp_ms: u64,
+/// Writes `n` as JSON (serde_json's integer formatting, without `fmt`'s machinery).
+fn number(out: &mut Vec<u8>, n: u64) {
+    serde_json::to_writer(out, &n).expect("writes to a Vec");
 }
 
 /// The canonical bytes an event's hash covers: the event without its hash, keys sorted, no whitespace.
 pub fn covered_bytes(e: &Event) -> Vec<u8> {
-    let covered = Covered {
-        seq: e.seq,
-        event_type: e.event_type,
-        timestamp_ms: e.timestamp_ms,
-        payload: &e.payload,
-        schema_version: e.schema_version,
-    };
-    crate::canonical::to_vec_sorted(&covered).expect("an event is plain JSON")
+    let mut out = Vec::with_capacity(e.payload.0.len() + 96);
+    out.extend_from_slice(b"{\"event_type\":");
+    serde_json::to_writer(&mut out, &e.event_type).expect("writes to a Vec");
+    out.extend_from_slice(b",\"payload\":");
+    out.extend_from_slice(e.payload.0.as_bytes());
+    out.extend_from_slice(b",\"schema_version\":");
+    number(&mut out, e.schema_version.into());
+    out.extend_from_slice(b",\"seq\":");
+    number(&mut out, e.seq);
+    out.extend_from_slice(b",\"timestamp_ms\":");
+    number(&mut out, e.timestamp_ms);
+    out.push(b'}');
+    out
 }
 
 /// The hash of `e` after `prev` (`None` for the first event).
@@ -183,7 +280,7 @@ impl<'k> Appender<'k> {
         &mut self,
         event_type: EventType,
         timestamp_ms: u64,
-        payload: serde_json::Value,
+        payload: Payload,
     ) -> Event {
         let seq = self.head.as_ref().map_or(0, |h| h.seq + 1);
         let mut e = Event {
@@ -205,9 +302,24 @@ impl<'k> Appender<'k> {
     }
 }
 
-/// The bytes a store keeps for an event: its JSON (every field, the hash included).
+/// The bytes a store keeps for an event: its JSON (every field, the hash included), fields in declaration
+/// order: `serde_json::to_vec` of the event, written without walking the payload.
 pub fn encode(e: &Event) -> Vec<u8> {
-    serde_json::to_vec(e).expect("an event is plain JSON")
+    let mut out = Vec::with_capacity(e.payload.0.len() + e.hash.len() + 112);
+    out.extend_from_slice(b"{\"seq\":");
+    number(&mut out, e.seq);
+    out.extend_from_slice(b",\"event_type\":");
+    serde_json::to_writer(&mut out, &e.event_type).expect("writes to a Vec");
+    out.extend_from_slice(b",\"timestamp_ms\":");
+    number(&mut out, e.timestamp_ms);
+    out.extend_from_slice(b",\"payload\":");
+    out.extend_from_slice(e.payload.0.as_bytes());
+    out.extend_from_slice(b",\"hash\":");
+    serde_json::to_writer(&mut out, &e.hash).expect("writes to a Vec");
+    out.extend_from_slice(b",\"schema_version\":");
+    number(&mut out, e.schema_version.into());
+    out.push(b'}');
+    out
 }
 
 /// Reads the event a store keeps under `(run, seq)` ([`encode`]).
@@ -299,7 +411,7 @@ mod tests {
             seq,
             event_type: t,
             timestamp_ms: 1000 + seq,
-            payload,
+            payload: payload.into(),
             hash: String::new(),
             schema_version: 1,
         }
@@ -329,6 +441,47 @@ mod tests {
         );
     }
 
+    /// The event's fields as the format defines them, serialized by serde: what `encode` and
+    /// `covered_bytes` write by hand must be these bytes (logs written before the payload was kept as text
+    /// verify and decode unchanged).
+    #[derive(Serialize)]
+    struct Serde<'a> {
+        seq: u64,
+        event_type: EventType,
+        timestamp_ms: u64,
+        payload: serde_json::Value,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        hash: Option<&'a str>,
+        schema_version: u32,
+    }
+
+    #[test]
+    fn hand_written_bytes_are_serdes() {
+        let payloads = [
+            serde_json::json!({"z": [1, {"b": "x\"y", "a": null}], "a": 1.5, "é": "\u{1}"}),
+            serde_json::json!("text"),
+            serde_json::json!(null),
+            serde_json::json!({"step": u64::MAX}),
+        ];
+        for (i, p) in payloads.into_iter().enumerate() {
+            let mut e = event(i as u64 * 1_000_000_007, EventType::EffectRecorded, p.clone());
+            e.hash = "ab\"c".into();
+            let full = Serde {
+                seq: e.seq,
+                event_type: e.event_type,
+                timestamp_ms: e.timestamp_ms,
+                payload: p.clone(),
+                hash: Some(&e.hash),
+                schema_version: e.schema_version,
+            };
+            assert_eq!(encode(&e), serde_json::to_vec(&full).unwrap());
+            assert_eq!(decode("r", e.seq, &encode(&e)).unwrap(), e);
+            let covered = Serde { hash: None, ..full };
+            assert_eq!(covered_bytes(&e), crate::canonical::to_vec_sorted(&covered).unwrap());
+            assert_eq!(e.payload.value(), p);
+        }
+    }
+
     // RFC 4231 test case 2.
     #[test]
     fn hmac_matches_rfc_4231() {
@@ -339,7 +492,7 @@ mod tests {
     fn chain(n: u64, key: Option<&ChainKey>) -> (Vec<Event>, ChainHead) {
         let mut a = Appender::new(None, key);
         let events: Vec<Event> =
-            (0..n).map(|i| a.next(EventType::StepCommitted, 7 + i, serde_json::json!({"step": i}))).collect();
+            (0..n).map(|i| a.next(EventType::StepCommitted, 7 + i, serde_json::json!({"step": i}).into())).collect();
         let head = a.head().cloned().unwrap();
         (events, head)
     }
@@ -354,7 +507,7 @@ mod tests {
         };
         // A changed payload, type or time.
         let mut bad = events.clone();
-        bad[3].payload = serde_json::json!({"step": 99});
+        bad[3].payload = serde_json::json!({"step": 99}).into();
         assert_eq!(seq_of(verify("r", None, &bad, Some(&head), None)), 3);
         let mut bad = events.clone();
         bad[2].timestamp_ms += 1;
@@ -386,7 +539,7 @@ mod tests {
         assert!(verify("r", None, &events, Some(&head), Some(&key)).is_ok());
         // Someone edits event 1 and recomputes the chain, without the key.
         let mut forged = events.clone();
-        forged[1].payload = serde_json::json!({"step": "edited"});
+        forged[1].payload = serde_json::json!({"step": "edited"}).into();
         let mut prev: Option<String> = None;
         for e in &mut forged {
             e.hash = chain_hash(prev.as_deref(), e, None);

@@ -167,7 +167,9 @@ async fn deleted_swapped_and_truncated_events_are_detected() {
         (
             "edited and rehashed",
             Box::new(|mut v: Vec<Event>| {
-                v[1].payload["step"] = serde_json::json!(99);
+                let mut p = v[1].payload.value();
+                p["step"] = serde_json::json!(99);
+                v[1].payload = p.into();
                 v[1].hash = chain_hash(Some(&v[0].hash), &v[1], None);
                 v
             }),
@@ -232,7 +234,9 @@ async fn a_keyed_log_rejects_a_chain_recomputed_without_the_key() {
     // ...and a log edited and recomputed without the key verifies unkeyed, but not with the key.
     let tamper = std::sync::Arc::new(Tamper::default());
     *tamper.edit.lock().unwrap() = Some(Box::new(|mut v: Vec<Event>| {
-        v[2].payload["state_hash"] = serde_json::json!("0".repeat(64));
+        let mut p = v[2].payload.value();
+        p["state_hash"] = serde_json::json!("0".repeat(64));
+        v[2].payload = p.into();
         let mut prev: Option<String> = None;
         for e in &mut v {
             e.hash = chain_hash(prev.as_deref(), e, None);
@@ -257,6 +261,37 @@ async fn a_keyed_log_rejects_a_chain_recomputed_without_the_key() {
     ));
     let keyed_forged = Engine::builder(counter(5)).store(forged).chain_key(key).build();
     assert!(matches!(keyed_forged.verify("k").await, Err(Error::ExecutionCorrupted { seq: 0, .. })));
+}
+
+/// Each `STEP_COMMITTED` payload names what the checkpoints say: the nodes that ran (the previous
+/// checkpoint's frontier), the next frontier's nodes, the step's key and state hash.
+#[tokio::test]
+async fn step_committed_payloads_match_the_checkpoints() {
+    let store = MemoryStore::new();
+    let engine = Engine::builder(graph_tests::graphs::fork()).store(store.clone()).build();
+    engine.run("f", Trace::default()).await.unwrap();
+    let nodes = |cp: &graph_runtime::Checkpoint| cp.frontier.iter().map(|w| w.node.to_string()).collect::<Vec<_>>();
+    let mut seen = 0;
+    for e in engine.events("f", 0, 100).await.unwrap() {
+        if e.event_type != EventType::StepCommitted {
+            continue;
+        }
+        let step = e.payload.get("step").and_then(|s| s.as_u64()).unwrap();
+        let cp = store.load_checkpoint("f", step).await.unwrap().unwrap();
+        let before = store.load_checkpoint("f", step - 1).await.unwrap().unwrap();
+        let expected = serde_json::json!({
+            "step": step,
+            "state_hash": cp.state_hash,
+            "idempotency_key": cp.idempotency_key,
+            "ran": nodes(&before),
+            "next": nodes(&cp),
+        });
+        assert_eq!(e.payload.value(), expected);
+        assert_eq!(e.payload.as_str(), serde_json::to_string(&expected).unwrap(), "canonical text");
+        seen += 1;
+    }
+    // plan, then five branches (three research, two audit) at once.
+    assert_eq!(seen, 2);
 }
 
 #[tokio::test]
@@ -320,8 +355,8 @@ async fn a_fork_starts_with_the_parents_states_and_never_changes_the_parent() {
         let first = &engine.events(run, 0, 1).await.unwrap()[0];
         assert_eq!(first.event_type, EventType::Forked);
         assert_eq!(
-            (first.payload["parent"].as_str(), first.payload["parent_step"].as_u64()),
-            (Some("parent"), Some(3))
+            (first.payload.get("parent"), first.payload.get("parent_step")),
+            (Some(serde_json::json!("parent")), Some(serde_json::json!(3)))
         );
         engine.verify(run).await.unwrap();
     }

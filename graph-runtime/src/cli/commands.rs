@@ -146,10 +146,8 @@ impl Session<'_> {
         let registered = self.graphs.get(&info.graph_fingerprint).is_some();
         let graph = first.as_ref().and_then(graph_name);
         let forked = first.as_ref().filter(|e| e.event_type == EventType::Forked).map(|e| {
-            (
-                e.payload.get("parent").and_then(Value::as_str).unwrap_or("?").to_owned(),
-                e.payload.get("parent_step").and_then(Value::as_u64),
-            )
+            let p = e.payload.value();
+            (p.get("parent").and_then(Value::as_str).unwrap_or("?").to_owned(), p.get("parent_step").and_then(Value::as_u64))
         });
         let events = info.event_head.as_ref().map_or(0, |h| h.seq + 1);
         let (first_cp, last_cp) = (history.first(), history.last());
@@ -311,7 +309,7 @@ impl Session<'_> {
     /// The shape the run's first event recorded, or its registered graph's.
     async fn run_shape(&self, run: &str) -> Result<GraphShape, Failure> {
         let info = self.run_info(run).await?;
-        let recorded = self.first_event(run).await.and_then(|e| e.payload.get("shape").cloned());
+        let recorded = self.first_event(run).await.and_then(|e| e.payload.get("shape"));
         if let Some(shape) = recorded.and_then(|s| serde_json::from_value::<GraphShape>(s).ok()) {
             return Ok(shape);
         }
@@ -615,7 +613,7 @@ impl Session<'_> {
 
 /// The graph name a run's first event records (`RUN_STARTED`'s `graph`, or the recorded shape's name).
 fn graph_name(e: &Event) -> Option<String> {
-    let p = &e.payload;
+    let p = &e.payload.value();
     p.get("graph")
         .or_else(|| p.get("shape").and_then(|s| s.get("name")))
         .and_then(Value::as_str)

@@ -151,7 +151,7 @@ pub(crate) fn event_type(t: EventType) -> String {
 
 /// What an event says, in one line.
 pub(crate) fn event_summary(e: &Event) -> String {
-    let p = &e.payload;
+    let p = &e.payload.value();
     let s = |k: &str| p.get(k).map(plain).unwrap_or_default();
     let list = |k: &str| {
         p.get(k).and_then(Value::as_array).map(|a| a.iter().map(plain).collect::<Vec<_>>().join(", "))

@@ -11,7 +11,7 @@ use super::step::{ItemOutput, StepDone, StepInput, StepStop, execute_step};
 use super::{Engine, RunOptions, RunOutcome, frontier, interrupt};
 use crate::ctx::CtxStop;
 use crate::error::{Error, NodeError, StoreError};
-use crate::events::{ChainHead, EventType};
+use crate::events::{ChainHead, EventType, Payload, payload};
 use crate::graph::Router;
 use crate::node::Route;
 use crate::state::{Reducer, Writer, merge_step};
@@ -44,7 +44,7 @@ pub(super) struct Driven<S: Reducer> {
     /// The last event of the run's log, as this driver wrote or read it.
     pub(super) head: Option<ChainHead>,
     /// Events to write with the next commit or status change (a resumption's).
-    pub(super) queued: Vec<(EventType, serde_json::Value)>,
+    pub(super) queued: Vec<(EventType, Payload)>,
     /// What an interrupt left of step `step`: its finished items' outputs, the inputs given so far.
     pub(super) resumption: Option<PendingStep>,
     /// Step `step`'s breakpoints were passed (the run was resumed from them).
@@ -63,6 +63,35 @@ impl<S: Reducer> Driven<S> {
         let state = Arc::try_unwrap(self.state).unwrap_or_else(|s| (*s).clone());
         RunOutcome { run_id: self.run_id.to_string(), state, status, steps: self.step }
     }
+}
+
+/// A `STEP_COMMITTED` event's payload: `{"idempotency_key", "next" (the nodes of the next frontier),
+/// "ran" (the nodes that ran), "state_hash", "step"}`, written in canonical form (fields in name order)
+/// without building a JSON value: it is on every step's path.
+fn step_committed<'a>(cp: &'a Checkpoint, ran: impl Iterator<Item = &'a str>) -> Payload {
+    fn names<'a>(out: &mut Vec<u8>, names: impl Iterator<Item = &'a str>) {
+        out.push(b'[');
+        for (i, name) in names.enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            serde_json::to_writer(&mut *out, name).expect("writes to a Vec");
+        }
+        out.push(b']');
+    }
+    let mut out = Vec::with_capacity(192);
+    out.extend_from_slice(b"{\"idempotency_key\":");
+    serde_json::to_writer(&mut out, &cp.idempotency_key).expect("writes to a Vec");
+    out.extend_from_slice(b",\"next\":");
+    names(&mut out, cp.frontier.iter().map(|w| &*w.node));
+    out.extend_from_slice(b",\"ran\":");
+    names(&mut out, ran);
+    out.extend_from_slice(b",\"state_hash\":");
+    serde_json::to_writer(&mut out, &cp.state_hash).expect("writes to a Vec");
+    out.extend_from_slice(b",\"step\":");
+    serde_json::to_writer(&mut out, &cp.step).expect("writes to a Vec");
+    out.push(b'}');
+    Payload::from_canonical(out)
 }
 
 /// What a DEBUG stream shows of a commit: the effects it records, its idempotency key and state hash.
@@ -198,7 +227,7 @@ impl<S: Reducer> Engine<S> {
         run: &mut Driven<S>,
         outputs: Vec<ItemOutput<S>>,
         chain: &mut Chain,
-    ) -> Result<(Checkpoint, Vec<usize>, Vec<(EventType, serde_json::Value)>), Stop> {
+    ) -> Result<(Checkpoint, Vec<usize>, Vec<(EventType, Payload)>), Stop> {
         let outbox = self.outbox_rows(run, &outputs);
         let mut events = std::mem::take(&mut run.queued);
         events.extend(self.effect_events(run, &outputs));
@@ -235,16 +264,10 @@ impl<S: Reducer> Engine<S> {
         let cp = record::draft(draft, chain)?;
         self.compare_with_recording(&cp)?;
         let graph = &self.inner.graph;
-        let committed = serde_json::json!({
-            "step": cp.step,
-            "state_hash": cp.state_hash,
-            "idempotency_key": cp.idempotency_key,
-            "ran": run.nodes.iter().map(|n| &**graph.node(*n).name()).collect::<Vec<_>>(),
-            "next": cp.frontier.iter().map(|w| &*w.node).collect::<Vec<_>>(),
-        });
-        events.push((EventType::StepCommitted, committed));
+        let ran = run.nodes.iter().map(|n| &**graph.node(*n).name());
+        events.push((EventType::StepCommitted, step_committed(&cp, ran)));
         if cp.frontier.is_empty() {
-            let completed = serde_json::json!({ "step": cp.step, "state_hash": cp.state_hash });
+            let completed = payload!({ "step": cp.step, "state_hash": cp.state_hash });
             events.push((EventType::RunCompleted, completed));
         }
         Ok((cp, next.nodes, events))
@@ -262,11 +285,10 @@ impl<S: Reducer> Engine<S> {
             let effects: Vec<StreamEvent<S>> = events
                 .iter()
                 .filter(|e| e.event_type == EventType::EffectRecorded)
-                .map(|e| StreamEvent::Effect {
-                    step: run.step,
-                    node: e.payload["node"].as_str().unwrap_or_default().to_owned(),
-                    key: e.payload["key"].as_str().unwrap_or_default().to_owned(),
-                    name: e.payload["name"].as_str().unwrap_or_default().to_owned(),
+                .map(|e| {
+                    let p = e.payload.value();
+                    let field = |name: &str| p[name].as_str().unwrap_or_default().to_owned();
+                    StreamEvent::Effect { step: run.step, node: field("node"), key: field("key"), name: field("name") }
                 })
                 .collect();
             (effects, cp.idempotency_key.clone(), cp.state_hash.clone())
@@ -318,12 +340,12 @@ impl<S: Reducer> Engine<S> {
         &self,
         run: &Driven<S>,
         outputs: &[ItemOutput<S>],
-    ) -> Vec<(EventType, serde_json::Value)> {
+    ) -> Vec<(EventType, Payload)> {
         let graph = &self.inner.graph;
         let mut events = Vec::new();
         for ((item, node), out) in run.frontier.iter().zip(&run.nodes).zip(outputs) {
             for e in &out.effects {
-                let payload = serde_json::json!({
+                let payload = payload!({
                     "step": run.step,
                     "node": &**graph.node(*node).name(),
                     "path": item.path.as_str(),

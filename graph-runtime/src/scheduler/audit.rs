@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use super::advance::Driven;
 use super::{Engine, RunOutcome};
 use crate::error::{Error, Result, StoreError};
-use crate::events::{self, Appender, ChainHead, ChainKey, Event, EventType};
+use crate::events::{self, Appender, ChainHead, ChainKey, Event, EventType, Payload, payload};
 use crate::graph::Graph;
 use crate::state::Reducer;
 use crate::store::record::{self, Chain, Draft};
@@ -62,7 +62,7 @@ impl<S: Reducer> Engine<S> {
     pub(super) fn chain(
         &self,
         head: Option<&ChainHead>,
-        events: impl IntoIterator<Item = (EventType, serde_json::Value)>,
+        events: impl IntoIterator<Item = (EventType, Payload)>,
         time_ms: u64,
     ) -> (Vec<Event>, Option<ChainHead>) {
         let mut a = Appender::new(head.cloned(), self.inner.chain_key.as_ref());
@@ -77,7 +77,7 @@ impl<S: Reducer> Engine<S> {
         &self,
         run: &mut Driven<S>,
         status: &RunStatus,
-        event: (EventType, serde_json::Value),
+        event: (EventType, Payload),
         pending: Option<&[u8]>,
     ) -> std::result::Result<CommitOutcome, StoreError> {
         let mut queued = run.queued.clone();
@@ -106,7 +106,9 @@ impl<S: Reducer> Engine<S> {
         let last = events::verify_segment(run, from, &tail, self.inner.chain_key.as_ref())?;
         events::check_head(run, from, last.as_ref(), Some(head))?;
         match tail.iter().find(|e| commit_step(e) == Some(cp.step)) {
-            Some(e) if e.payload.get("state_hash").and_then(|h| h.as_str()) == Some(&cp.state_hash) => Ok(()),
+            Some(e) if e.payload.get("state_hash").as_ref().and_then(|h| h.as_str()) == Some(&cp.state_hash) => {
+                Ok(())
+            }
             Some(e) => Err(Error::ExecutionCorrupted { run: run.clone(), seq: e.seq }),
             None => Err(Error::ExecutionCorrupted { run: run.clone(), seq: start }),
         }
@@ -257,7 +259,7 @@ impl<S: Reducer> Engine<S> {
         // Checkpoint `step` is written in full (it is the fork's root: it must load before its chain is
         // copied) and, when edited, holds the edited state under a new key and hash.
         let root = fork_root(graph, &new_run, step, &state, &at)?;
-        let forked = serde_json::json!({
+        let forked = payload!({
             "step": step,
             "parent": run_id,
             "parent_step": step,
@@ -332,9 +334,8 @@ pub async fn verify_run(store: &dyn Store, run_id: &str, key: Option<&ChainKey>)
             prev = Some(last);
         }
         for e in &page {
-            if let (Some(step), Some(hash)) =
-                (commit_step(e), e.payload.get("state_hash").and_then(|h| h.as_str()))
-            {
+            let hash = e.payload.get("state_hash");
+            if let (Some(step), Some(hash)) = (commit_step(e), hash.as_ref().and_then(|h| h.as_str())) {
                 recorded.insert(step, (e.seq, hash.to_owned()));
             }
         }
@@ -382,7 +383,7 @@ pub async fn run_history(store: &dyn Store, run_id: &str) -> Result<Vec<HistoryE
 fn commit_step(e: &Event) -> Option<u64> {
     match e.event_type {
         EventType::RunStarted | EventType::StepCommitted | EventType::Forked => {
-            e.payload.get("step").and_then(serde_json::Value::as_u64)
+            e.payload.get("step").and_then(|s| s.as_u64())
         }
         _ => None,
     }

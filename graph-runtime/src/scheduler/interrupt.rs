@@ -14,7 +14,7 @@ use super::advance::{Driven, Stop};
 use super::step::{ItemOutput, StepDone};
 use super::{Engine, RunOptions, RunOutcome};
 use crate::error::{Error, Result, StoreError};
-use crate::events::EventType;
+use crate::events::{EventType, payload};
 use crate::node::{Branch, Route};
 use crate::state::Reducer;
 use crate::store::record::{self, DoneItem, PendingItem, PendingStep, StoredRoute};
@@ -126,7 +126,7 @@ impl<S: Reducer> Engine<S> {
         let step = cp.step;
         let mut run = self.driver(run_id.into(), &mut cp, state, chain, nodes, opts);
         (run.version, run.head) = (info.version, info.event_head);
-        run.queued = vec![(EventType::Resumed, serde_json::json!({ "step": step, "inputs": answered }))];
+        run.queued = vec![(EventType::Resumed, payload!({ "step": step, "inputs": answered }))];
         run.resumption = Some(pending);
         // The step had started: its breakpoints before were passed.
         run.past_breakpoint = true;
@@ -207,7 +207,7 @@ impl<S: Reducer> Engine<S> {
                 }
             })
             .collect();
-        let event = serde_json::json!({ "step": run.step, "interrupts": interrupts });
+        let event = payload!({ "step": run.step, "interrupts": interrupts });
         let status = RunStatus::Interrupted(interrupts.clone());
         let bytes = pending.encode();
         run.resumption = Some(pending);
@@ -250,7 +250,7 @@ impl<S: Reducer> Engine<S> {
         mut run: Driven<S>,
         list: Vec<Interrupt>,
     ) -> Result<RunOutcome<S>> {
-        let event = serde_json::json!({ "step": run.step, "interrupts": list });
+        let event = payload!({ "step": run.step, "interrupts": list });
         let status = RunStatus::Interrupted(list);
         match self.write_status(&mut run, &status, (EventType::Interrupted, event), None).await? {
             CommitOutcome::Committed { .. } => {

@@ -30,7 +30,7 @@ use tracing::Instrument;
 
 use crate::effect::RunEnv;
 use crate::error::{Error, Result};
-use crate::events::{ChainKey, EventType};
+use crate::events::{ChainKey, EventType, Payload, payload};
 use crate::graph::Graph;
 use crate::keys::{OrderKey, PathId, derive_run_seed};
 use crate::policy::EngineOptions;
@@ -171,7 +171,7 @@ impl<S: Reducer> Engine<S> {
         };
         let mut chain = Chain::default();
         let cp = record::draft(draft, &mut chain)?;
-        let started = serde_json::json!({
+        let started = payload!({
             "step": 0,
             "graph": graph.name(),
             "fingerprint": graph.fingerprint(),
@@ -231,7 +231,7 @@ impl<S: Reducer> Engine<S> {
         (run.version, run.head) = (info.version, info.event_head.clone());
         (run.resumption, run.past_breakpoint) = (resumption, past_breakpoint);
         if info.status != RunStatus::Running {
-            let resumed = serde_json::json!({ "step": cp.step, "from": status_name(&info.status) });
+            let resumed = payload!({ "step": cp.step, "from": status_name(&info.status) });
             match self
                 .write_status(&mut run, &RunStatus::Running, (EventType::Resumed, resumed), None)
                 .await?
@@ -418,12 +418,12 @@ impl<S: Reducer> Engine<S> {
                 Err(Stop::Paused(reason)) => {
                     tracing::info!(run = %run.run_id, step = run.step, ?reason, "run paused");
                     let status = RunStatus::Paused(reason);
-                    let paused = serde_json::json!({ "step": run.step, "reason": status });
+                    let paused = payload!({ "step": run.step, "reason": status });
                     self.set_final_status(&mut run, &status, (EventType::RunPaused, paused)).await;
                     return Ok(run.outcome(status));
                 }
                 Err(Stop::Cancelled) => {
-                    let cancelled = serde_json::json!({ "step": run.step });
+                    let cancelled = payload!({ "step": run.step });
                     let event = (EventType::RunCancelled, cancelled);
                     self.set_final_status(&mut run, &RunStatus::Cancelled, event).await;
                     return Err(Error::Cancelled { run: run.run_id.to_string(), step: run.step });
@@ -436,7 +436,7 @@ impl<S: Reducer> Engine<S> {
     /// Records a failure in the run row and returns the error.
     async fn fail(&self, run: &mut Driven<S>, err: Error) -> Error {
         tracing::warn!(run = %run.run_id, step = run.step, error = %err, "run failed");
-        let failed = serde_json::json!({ "step": run.step, "error": err.to_string() });
+        let failed = payload!({ "step": run.step, "error": err.to_string() });
         self.set_final_status(run, &RunStatus::Failed(err.to_string()), (EventType::RunFailed, failed)).await;
         err
     }
@@ -447,7 +447,7 @@ impl<S: Reducer> Engine<S> {
         &self,
         run: &mut Driven<S>,
         status: &RunStatus,
-        event: (EventType, serde_json::Value),
+        event: (EventType, Payload),
     ) {
         let pending = run.resumption.as_ref().map(record::PendingStep::encode);
         match self.write_status(run, status, event, pending.as_deref()).await {

@@ -160,8 +160,9 @@ impl<S: Reducer> Engine<S> {
             let Some(last) = page.last() else { break };
             from = last.seq + 1;
             for e in page.iter().filter(|e| e.event_type == EventType::Resumed) {
-                let Some(step) = e.payload.get("step").and_then(serde_json::Value::as_u64) else { continue };
-                for input in e.payload.get("inputs").and_then(|i| i.as_array()).into_iter().flatten() {
+                let payload = e.payload.value();
+                let Some(step) = payload.get("step").and_then(serde_json::Value::as_u64) else { continue };
+                for input in payload.get("inputs").and_then(|i| i.as_array()).into_iter().flatten() {
                     let (Some(path), Some(index)) = (
                         input.get("path").and_then(|p| p.as_str()),
                         input.get("index").and_then(|i| i.as_u64()),
