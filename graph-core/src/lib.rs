@@ -104,9 +104,10 @@ pub fn fingerprint(shape: &Shape<'_>) -> String {
 /// Lowercase hex of `bytes`.
 pub fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = Vec::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.extend_from_slice(&[DIGITS[(b >> 4) as usize], DIGITS[(b & 15) as usize]]);
+    let mut out = vec![0; bytes.len() * 2];
+    for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = DIGITS[(b >> 4) as usize];
+        pair[1] = DIGITS[(b & 15) as usize];
     }
     String::from_utf8(out).expect("hex digits are ASCII")
 }

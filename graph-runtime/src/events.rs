@@ -103,9 +103,11 @@ impl Payload {
     }
 
     /// A payload from bytes its writer guarantees are canonical JSON (checked in debug builds).
-    pub(crate) fn from_canonical(bytes: Vec<u8>) -> Self {
-        let text = String::from_utf8(bytes).expect("JSON is UTF-8");
-        debug_assert_eq!(Payload::from(serde_json::from_str::<serde_json::Value>(&text).unwrap()).as_str(), text);
+    pub(crate) fn from_canonical(text: String) -> Self {
+        debug_assert_eq!(
+            Payload::from(serde_json::from_str::<serde_json::Value>(&text).unwrap()).as_str(),
+            text
+        );
         Payload(text.into())
     }
 
@@ -276,12 +278,7 @@ impl<'k> Appender<'k> {
     }
 
     /// The next event, hashed.
-    pub(crate) fn next(
-        &mut self,
-        event_type: EventType,
-        timestamp_ms: u64,
-        payload: Payload,
-    ) -> Event {
+    pub(crate) fn next(&mut self, event_type: EventType, timestamp_ms: u64, payload: Payload) -> Event {
         let seq = self.head.as_ref().map_or(0, |h| h.seq + 1);
         let mut e = Event {
             seq,
@@ -491,8 +488,9 @@ mod tests {
 
     fn chain(n: u64, key: Option<&ChainKey>) -> (Vec<Event>, ChainHead) {
         let mut a = Appender::new(None, key);
-        let events: Vec<Event> =
-            (0..n).map(|i| a.next(EventType::StepCommitted, 7 + i, serde_json::json!({"step": i}).into())).collect();
+        let events: Vec<Event> = (0..n)
+            .map(|i| a.next(EventType::StepCommitted, 7 + i, serde_json::json!({"step": i}).into()))
+            .collect();
         let head = a.head().cloned().unwrap();
         (events, head)
     }

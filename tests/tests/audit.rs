@@ -270,7 +270,8 @@ async fn step_committed_payloads_match_the_checkpoints() {
     let store = MemoryStore::new();
     let engine = Engine::builder(graph_tests::graphs::fork()).store(store.clone()).build();
     engine.run("f", Trace::default()).await.unwrap();
-    let nodes = |cp: &graph_runtime::Checkpoint| cp.frontier.iter().map(|w| w.node.to_string()).collect::<Vec<_>>();
+    let nodes =
+        |cp: &graph_runtime::Checkpoint| cp.frontier.iter().map(|w| w.node.to_string()).collect::<Vec<_>>();
     let mut seen = 0;
     for e in engine.events("f", 0, 100).await.unwrap() {
         if e.event_type != EventType::StepCommitted {

@@ -147,7 +147,10 @@ impl Session<'_> {
         let graph = first.as_ref().and_then(graph_name);
         let forked = first.as_ref().filter(|e| e.event_type == EventType::Forked).map(|e| {
             let p = e.payload.value();
-            (p.get("parent").and_then(Value::as_str).unwrap_or("?").to_owned(), p.get("parent_step").and_then(Value::as_u64))
+            (
+                p.get("parent").and_then(Value::as_str).unwrap_or("?").to_owned(),
+                p.get("parent_step").and_then(Value::as_u64),
+            )
         });
         let events = info.event_head.as_ref().map_or(0, |h| h.seq + 1);
         let (first_cp, last_cp) = (history.first(), history.last());

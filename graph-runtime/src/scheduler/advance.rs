@@ -69,29 +69,40 @@ impl<S: Reducer> Driven<S> {
 /// "ran" (the nodes that ran), "state_hash", "step"}`, written in canonical form (fields in name order)
 /// without building a JSON value: it is on every step's path.
 fn step_committed<'a>(cp: &'a Checkpoint, ran: impl Iterator<Item = &'a str>) -> Payload {
-    fn names<'a>(out: &mut Vec<u8>, names: impl Iterator<Item = &'a str>) {
-        out.push(b'[');
+    use std::fmt::Write as _;
+    fn names<'a>(out: &mut String, names: impl Iterator<Item = &'a str>) {
+        out.push('[');
         for (i, name) in names.enumerate() {
             if i > 0 {
-                out.push(b',');
+                out.push(',');
             }
-            serde_json::to_writer(&mut *out, name).expect("writes to a Vec");
+            json_str(out, name);
         }
-        out.push(b']');
+        out.push(']');
     }
-    let mut out = Vec::with_capacity(192);
-    out.extend_from_slice(b"{\"idempotency_key\":");
-    serde_json::to_writer(&mut out, &cp.idempotency_key).expect("writes to a Vec");
-    out.extend_from_slice(b",\"next\":");
+    let mut out = String::with_capacity(256);
+    out.push_str("{\"idempotency_key\":");
+    json_str(&mut out, &cp.idempotency_key);
+    out.push_str(",\"next\":");
     names(&mut out, cp.frontier.iter().map(|w| &*w.node));
-    out.extend_from_slice(b",\"ran\":");
+    out.push_str(",\"ran\":");
     names(&mut out, ran);
-    out.extend_from_slice(b",\"state_hash\":");
-    serde_json::to_writer(&mut out, &cp.state_hash).expect("writes to a Vec");
-    out.extend_from_slice(b",\"step\":");
-    serde_json::to_writer(&mut out, &cp.step).expect("writes to a Vec");
-    out.push(b'}');
+    out.push_str(",\"state_hash\":");
+    json_str(&mut out, &cp.state_hash);
+    write!(out, ",\"step\":{}}}", cp.step).expect("writes to a String");
     Payload::from_canonical(out)
+}
+
+/// Writes `s` as a JSON string: as it is when nothing in it needs an escape (hashes, node names), else
+/// through serde_json.
+fn json_str(out: &mut String, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    } else {
+        out.push_str(&serde_json::to_string(s).expect("a string is JSON"));
+    }
 }
 
 /// What a DEBUG stream shows of a commit: the effects it records, its idempotency key and state hash.
@@ -288,7 +299,12 @@ impl<S: Reducer> Engine<S> {
                 .map(|e| {
                     let p = e.payload.value();
                     let field = |name: &str| p[name].as_str().unwrap_or_default().to_owned();
-                    StreamEvent::Effect { step: run.step, node: field("node"), key: field("key"), name: field("name") }
+                    StreamEvent::Effect {
+                        step: run.step,
+                        node: field("node"),
+                        key: field("key"),
+                        name: field("name"),
+                    }
                 })
                 .collect();
             (effects, cp.idempotency_key.clone(), cp.state_hash.clone())
@@ -336,11 +352,7 @@ impl<S: Reducer> Engine<S> {
 
     /// The `EFFECT_RECORDED` events of a step: each item's effects in call order, the items in order-key
     /// order.
-    fn effect_events(
-        &self,
-        run: &Driven<S>,
-        outputs: &[ItemOutput<S>],
-    ) -> Vec<(EventType, Payload)> {
+    fn effect_events(&self, run: &Driven<S>, outputs: &[ItemOutput<S>]) -> Vec<(EventType, Payload)> {
         let graph = &self.inner.graph;
         let mut events = Vec::new();
         for ((item, node), out) in run.frontier.iter().zip(&run.nodes).zip(outputs) {
@@ -598,6 +610,21 @@ impl<S: Reducer> Engine<S> {
                     Error::NodeFailed { run: run_id, step, node: node(rank), attempts, source }
                 }
             }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::json_str;
+
+    #[test]
+    fn json_str_writes_what_serde_json_writes() {
+        for s in ["", "plan", "0123abcdef", "a\"b", "back\\slash", "line\nfeed", "\u{1}", "é ✓", "\u{7f}"]
+        {
+            let mut out = String::new();
+            json_str(&mut out, s);
+            assert_eq!(out, serde_json::to_string(s).unwrap(), "{s:?}");
         }
     }
 }

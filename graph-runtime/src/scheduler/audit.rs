@@ -106,7 +106,9 @@ impl<S: Reducer> Engine<S> {
         let last = events::verify_segment(run, from, &tail, self.inner.chain_key.as_ref())?;
         events::check_head(run, from, last.as_ref(), Some(head))?;
         match tail.iter().find(|e| commit_step(e) == Some(cp.step)) {
-            Some(e) if e.payload.get("state_hash").as_ref().and_then(|h| h.as_str()) == Some(&cp.state_hash) => {
+            Some(e)
+                if e.payload.get("state_hash").as_ref().and_then(|h| h.as_str()) == Some(&cp.state_hash) =>
+            {
                 Ok(())
             }
             Some(e) => Err(Error::ExecutionCorrupted { run: run.clone(), seq: e.seq }),

@@ -373,62 +373,68 @@ impl<S: Reducer> Engine<S> {
 
     /// The step loop: advance until the frontier is empty (completed), a limit, an interrupt, a pause or
     /// an error.
-    async fn drive_here(&self, mut run: Driven<S>) -> Result<RunOutcome<S>> {
-        let _registration = Registration::new(&self.inner.active, &run)?;
-        emit_started(&run).await;
-        loop {
-            if run.frontier.is_empty() {
-                tracing::info!(run = %run.run_id, steps = run.step, "run completed");
-                return Ok(run.outcome(RunStatus::Completed));
-            }
-            if self.replay_done(run.step) {
-                return Ok(run.outcome(RunStatus::Running));
-            }
-            if run.stop.as_ref().is_some_and(CancellationToken::is_cancelled) {
-                tracing::info!(run = %run.run_id, step = run.step, "run stopped at a step boundary; left running");
-                return Ok(run.outcome(RunStatus::Running));
-            }
-            let max_steps = self.inner.options.max_steps;
-            if run.step >= max_steps {
-                let err = Error::MaxStepsExceeded { run: run.run_id.to_string(), max_steps };
-                return Err(self.fail(&mut run, err).await);
-            }
-            let before = self.breakpoints(&run, InterruptKind::Before);
-            if !before.is_empty() && !run.past_breakpoint {
-                return self.stop_at_breakpoint(run, before).await;
-            }
-            let after = self.breakpoints(&run, InterruptKind::After);
-            let span = step_span(&run.run_id, run.step);
-            match self.advance(&mut run).instrument(span).await {
-                Ok(()) if !after.is_empty() && !run.frontier.is_empty() => {
-                    let step = run.step;
-                    let after = after.into_iter().map(|i| crate::store::Interrupt { step, ..i }).collect();
-                    return self.stop_at_breakpoint(run, after).await;
+    ///
+    /// An `async move` block rather than an `async fn`, which would hold `run` twice (rustc keeps a moved-in
+    /// argument beside its local copy): the run's task is what a run parked in a node costs.
+    fn drive_here(&self, mut run: Driven<S>) -> impl Future<Output = Result<RunOutcome<S>>> + Send + '_ {
+        async move {
+            let _registration = Registration::new(&self.inner.active, &run)?;
+            emit_started(&run).await;
+            loop {
+                if run.frontier.is_empty() {
+                    tracing::info!(run = %run.run_id, steps = run.step, "run completed");
+                    return Ok(run.outcome(RunStatus::Completed));
                 }
-                Ok(()) => {}
-                Err(Stop::Interrupted(list)) => {
-                    tracing::info!(run = %run.run_id, step = run.step, interrupts = list.len(), "run interrupted");
-                    if let Some(o) = &run.observer {
-                        o.emit(StreamModes::DEBUG, StreamEvent::Interrupted { interrupts: list.clone() })
-                            .await;
+                if self.replay_done(run.step) {
+                    return Ok(run.outcome(RunStatus::Running));
+                }
+                if run.stop.as_ref().is_some_and(CancellationToken::is_cancelled) {
+                    tracing::info!(run = %run.run_id, step = run.step, "run stopped at a step boundary; left running");
+                    return Ok(run.outcome(RunStatus::Running));
+                }
+                let max_steps = self.inner.options.max_steps;
+                if run.step >= max_steps {
+                    let err = Error::MaxStepsExceeded { run: run.run_id.to_string(), max_steps };
+                    return Err(self.fail(&mut run, err).await);
+                }
+                let before = self.breakpoints(&run, InterruptKind::Before);
+                if !before.is_empty() && !run.past_breakpoint {
+                    return self.stop_at_breakpoint(run, before).await;
+                }
+                let after = self.breakpoints(&run, InterruptKind::After);
+                let span = step_span(&run.run_id, run.step);
+                match self.advance(&mut run).instrument(span).await {
+                    Ok(()) if !after.is_empty() && !run.frontier.is_empty() => {
+                        let step = run.step;
+                        let after =
+                            after.into_iter().map(|i| crate::store::Interrupt { step, ..i }).collect();
+                        return self.stop_at_breakpoint(run, after).await;
                     }
-                    return Ok(run.outcome(RunStatus::Interrupted(list)));
+                    Ok(()) => {}
+                    Err(Stop::Interrupted(list)) => {
+                        tracing::info!(run = %run.run_id, step = run.step, interrupts = list.len(), "run interrupted");
+                        if let Some(o) = &run.observer {
+                            o.emit(StreamModes::DEBUG, StreamEvent::Interrupted { interrupts: list.clone() })
+                                .await;
+                        }
+                        return Ok(run.outcome(RunStatus::Interrupted(list)));
+                    }
+                    Err(Stop::Rejected(err)) => return Err(err),
+                    Err(Stop::Paused(reason)) => {
+                        tracing::info!(run = %run.run_id, step = run.step, ?reason, "run paused");
+                        let status = RunStatus::Paused(reason);
+                        let paused = payload!({ "step": run.step, "reason": status });
+                        self.set_final_status(&mut run, &status, (EventType::RunPaused, paused)).await;
+                        return Ok(run.outcome(status));
+                    }
+                    Err(Stop::Cancelled) => {
+                        let cancelled = payload!({ "step": run.step });
+                        let event = (EventType::RunCancelled, cancelled);
+                        self.set_final_status(&mut run, &RunStatus::Cancelled, event).await;
+                        return Err(Error::Cancelled { run: run.run_id.to_string(), step: run.step });
+                    }
+                    Err(Stop::Error(err)) => return Err(self.fail(&mut run, err).await),
                 }
-                Err(Stop::Rejected(err)) => return Err(err),
-                Err(Stop::Paused(reason)) => {
-                    tracing::info!(run = %run.run_id, step = run.step, ?reason, "run paused");
-                    let status = RunStatus::Paused(reason);
-                    let paused = payload!({ "step": run.step, "reason": status });
-                    self.set_final_status(&mut run, &status, (EventType::RunPaused, paused)).await;
-                    return Ok(run.outcome(status));
-                }
-                Err(Stop::Cancelled) => {
-                    let cancelled = payload!({ "step": run.step });
-                    let event = (EventType::RunCancelled, cancelled);
-                    self.set_final_status(&mut run, &RunStatus::Cancelled, event).await;
-                    return Err(Error::Cancelled { run: run.run_id.to_string(), step: run.step });
-                }
-                Err(Stop::Error(err)) => return Err(self.fail(&mut run, err).await),
             }
         }
     }
@@ -443,12 +449,7 @@ impl<S: Reducer> Engine<S> {
 
     /// Best effort: the checkpoint is what matters; a status that fails to persist is logged. What a
     /// resumption brought (inputs given to interrupted items) is kept with it.
-    async fn set_final_status(
-        &self,
-        run: &mut Driven<S>,
-        status: &RunStatus,
-        event: (EventType, Payload),
-    ) {
+    async fn set_final_status(&self, run: &mut Driven<S>, status: &RunStatus, event: (EventType, Payload)) {
         let pending = run.resumption.as_ref().map(record::PendingStep::encode);
         match self.write_status(run, status, event, pending.as_deref()).await {
             Ok(CommitOutcome::Committed { .. }) => {}

@@ -83,16 +83,32 @@ type Acquire = Pin<Box<dyn Future<Output = Result<OwnedSemaphorePermit, AcquireE
 type Attempted<S> = Result<ItemOutput<S>, (u32, NodeError)>;
 
 /// Runs every item of a step that `done` has no output for; returns the outputs indexed by rank.
-pub(crate) async fn execute_step<S: Reducer>(
+///
+/// Not an `async fn`: the future of a step of one item and that of a step of several are alternatives
+/// (an `Either`), so a run parked in a node holds only the one it runs (an `async fn` would also hold its
+/// arguments twice: rustc keeps the moved-in argument beside its local copy).
+pub(crate) fn execute_step<'a, S: Reducer>(
+    input: StepInput<'a, S>,
+    mut done: Vec<Option<ItemOutput<S>>>,
+) -> impl Future<Output = Result<StepDone<S>, StepStop>> + Send + 'a {
+    use tokio_util::either::Either;
+    if input.items.len() == 1 {
+        return match done.pop().flatten() {
+            Some(out) => Either::Left(Either::Left(std::future::ready(Ok(StepDone {
+                outputs: vec![Some(out)],
+                interrupts: Vec::new(),
+            })))),
+            None => Either::Left(Either::Right(execute_alone(input))),
+        };
+    }
+    Either::Right(execute_many(input, done))
+}
+
+/// Runs the items of a step of several (see [`execute_step`]).
+async fn execute_many<S: Reducer>(
     input: StepInput<'_, S>,
     done: Vec<Option<ItemOutput<S>>>,
 ) -> Result<StepDone<S>, StepStop> {
-    if input.items.len() == 1 {
-        return match done.into_iter().next().flatten() {
-            Some(out) => Ok(StepDone { outputs: vec![Some(out)], interrupts: Vec::new() }),
-            None => execute_alone(input).await,
-        };
-    }
     let mut d = Dispatch::new(&input, done);
     let budget = sleep_until(input.run_deadline);
     tokio::pin!(budget);
@@ -276,53 +292,64 @@ impl<'i, 'a, S: Reducer> Dispatch<'i, 'a, S> {
 
 /// A step of one item runs on the run's own task: no spawn, no cross-thread hop. Admission, the budget,
 /// cancellation and panics are handled as for a wider step.
-async fn execute_alone<S: Reducer>(input: StepInput<'_, S>) -> Result<StepDone<S>, StepStop> {
-    let options = input.options;
-    if input.cancel.is_cancelled() {
-        return Err(StepStop::Cancelled);
-    }
-    if Instant::now() >= input.run_deadline {
-        return Err(StepStop::Budget);
-    }
-    let permit = match input.admission.clone().try_acquire_owned() {
-        Ok(p) => p,
-        Err(_) => tokio::select! {
-            biased;
-            _ = input.cancel.cancelled() => return Err(StepStop::Cancelled),
-            p = input.admission.clone().acquire_owned() => p.map_err(|_| StepStop::Cancelled)?,
-            _ = tokio::time::sleep(options.backpressure_timeout) => return Err(StepStop::Backpressure),
-        },
-    };
-    let admitted = Admitted::start(input.graph.name_arc());
-    // The item observes the run's token directly: a step of one has no siblings to stop.
-    let attempts = attempts_for(&input, 0, input.cancel);
-    let span = node_span(&attempts.item);
-    let mut work = std::pin::pin!(attempts.run().instrument(span));
-    // One poll first: an item that finishes without waiting never arms the budget's timer or registers
-    // with the token (both checked above). On a multi-threaded runtime arming a timer wakes the thread
-    // parked on the timer, once per step. Only a waiting item needs the race, where cancellation wins.
-    let first =
-        std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut CatchUnwind(work.as_mut())).poll(cx))).await;
-    let finished = match first {
-        Poll::Ready(r) => r,
-        Poll::Pending => tokio::select! {
-            biased;
-            _ = input.cancel.cancelled() => return Err(StepStop::Cancelled),
-            _ = sleep_until(input.run_deadline) => return Err(StepStop::Budget),
-            r = CatchUnwind(work.as_mut()) => r,
-        },
-    };
-    let result = match finished {
-        Ok(Ok(out)) => Ok(StepDone { outputs: vec![Some(out)], interrupts: Vec::new() }),
-        Ok(Err((_, NodeError { stop: Some(stop), .. }))) if matches!(*stop, CtxStop::Interrupt { .. }) => {
-            let CtxStop::Interrupt { index, payload } = *stop else { unreachable!("matched above") };
-            Ok(StepDone { outputs: vec![None], interrupts: vec![(0, index, payload)] })
+fn execute_alone<'a, S: Reducer>(
+    input: StepInput<'a, S>,
+) -> impl Future<Output = Result<StepDone<S>, StepStop>> + Send + 'a {
+    // An `async move` block holds `input` once (see `execute_step`).
+    async move {
+        let options = input.options;
+        if input.cancel.is_cancelled() {
+            return Err(StepStop::Cancelled);
         }
-        Ok(Err((attempts, error))) => Err(StepStop::Failed { rank: 0, attempts, error }),
-        Err(payload) => Err(StepStop::Panicked { rank: 0, message: panic_message(payload) }),
-    };
-    drop((permit, admitted));
-    result
+        if Instant::now() >= input.run_deadline {
+            return Err(StepStop::Budget);
+        }
+        let permit = match input.admission.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => tokio::select! {
+                biased;
+                _ = input.cancel.cancelled() => return Err(StepStop::Cancelled),
+                p = input.admission.clone().acquire_owned() => p.map_err(|_| StepStop::Cancelled)?,
+                _ = tokio::time::sleep(options.backpressure_timeout) => return Err(StepStop::Backpressure),
+            },
+        };
+        let admitted = Admitted::start(input.graph.name_arc());
+        // The item observes the run's token directly: a step of one has no siblings to stop. The attempts
+        // move into their future in a scope of their own, so the generator keeps no slot for them.
+        let work = {
+            let attempts = attempts_for(&input, 0, input.cancel);
+            let span = node_span(&attempts.item);
+            attempts.run().instrument(span)
+        };
+        let mut work = std::pin::pin!(work);
+        // One poll first: an item that finishes without waiting never arms the budget's timer or registers
+        // with the token (both checked above). On a multi-threaded runtime arming a timer wakes the thread
+        // parked on the timer, once per step. Only a waiting item needs the race, where cancellation wins.
+        let first =
+            std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut CatchUnwind(work.as_mut())).poll(cx))).await;
+        let finished = match first {
+            Poll::Ready(r) => r,
+            Poll::Pending => tokio::select! {
+                biased;
+                _ = input.cancel.cancelled() => return Err(StepStop::Cancelled),
+                _ = sleep_until(input.run_deadline) => return Err(StepStop::Budget),
+                r = CatchUnwind(work.as_mut()) => r,
+            },
+        };
+        let result = match finished {
+            Ok(Ok(out)) => Ok(StepDone { outputs: vec![Some(out)], interrupts: Vec::new() }),
+            Ok(Err((_, NodeError { stop: Some(stop), .. })))
+                if matches!(*stop, CtxStop::Interrupt { .. }) =>
+            {
+                let CtxStop::Interrupt { index, payload } = *stop else { unreachable!("matched above") };
+                Ok(StepDone { outputs: vec![None], interrupts: vec![(0, index, payload)] })
+            }
+            Ok(Err((attempts, error))) => Err(StepStop::Failed { rank: 0, attempts, error }),
+            Err(payload) => Err(StepStop::Panicked { rank: 0, message: panic_message(payload) }),
+        };
+        drop((permit, admitted));
+        result
+    }
 }
 
 /// The span of an item's attempts: run, step, node, order key, and the attempt once it starts.
@@ -424,31 +451,35 @@ impl<S: Reducer> Attempts<S> {
     }
 
     /// Runs attempts until one succeeds or the retry policy gives up; `Err((attempts, last error))`.
-    async fn run(self) -> Attempted<S> {
-        let mut attempt = 1u32;
-        loop {
-            let (result, AttemptOutcome { emits, effects, stop }) = self.attempt(attempt).await;
-            if let Some(stop) = stop {
-                // An effect call or an interrupt stops the item, whatever the node made of its error.
-                let mut error = match result {
-                    Err(e) => e,
-                    Ok(_) => NodeError::fatal("an effect call or an interrupt stopped the node"),
-                };
-                error.stop = Some(Box::new(stop));
-                return Err((attempt, error));
-            }
-            match result {
-                Ok((delta, route)) => {
-                    self.updated(&delta).await;
-                    return Ok(ItemOutput { delta, route, emits, effects });
+    ///
+    /// An `async move` block rather than an `async fn`: it holds `self` once (see `execute_step`).
+    fn run(self) -> impl Future<Output = Attempted<S>> + Send + 'static {
+        async move {
+            let mut attempt = 1u32;
+            loop {
+                let (result, AttemptOutcome { emits, effects, stop }) = self.attempt(attempt).await;
+                if let Some(stop) = stop {
+                    // An effect call or an interrupt stops the item, whatever the node made of its error.
+                    let mut error = match result {
+                        Err(e) => e,
+                        Ok(_) => NodeError::fatal("an effect call or an interrupt stopped the node"),
+                    };
+                    error.stop = Some(Box::new(stop));
+                    return Err((attempt, error));
                 }
-                Err(error) if self.retry.should_retry(&error, attempt) => {
-                    if !self.back_off(attempt, &error).await {
-                        return Err((attempt, error));
+                match result {
+                    Ok((delta, route)) => {
+                        self.updated(&delta).await;
+                        return Ok(ItemOutput { delta, route, emits, effects });
                     }
-                    attempt += 1;
+                    Err(error) if self.retry.should_retry(&error, attempt) => {
+                        if !self.back_off(attempt, &error).await {
+                            return Err((attempt, error));
+                        }
+                        attempt += 1;
+                    }
+                    Err(error) => return Err((attempt, error)),
                 }
-                Err(error) => return Err((attempt, error)),
             }
         }
     }

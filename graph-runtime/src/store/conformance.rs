@@ -358,7 +358,11 @@ pub fn events(head: Option<&ChainHead>, n: usize, first: u64) -> Vec<Event> {
     let mut a = crate::events::Appender::new(head.cloned(), None);
     (0..n)
         .map(|i| {
-            a.next(EventType::StepCommitted, first + i as u64, serde_json::json!({ "n": first + i as u64 }).into())
+            a.next(
+                EventType::StepCommitted,
+                first + i as u64,
+                serde_json::json!({ "n": first + i as u64 }).into(),
+            )
         })
         .collect()
 }

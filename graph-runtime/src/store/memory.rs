@@ -31,7 +31,9 @@ pub struct MemoryStore {
 #[derive(Default)]
 struct Inner {
     runs: BTreeMap<Arc<str>, RunInfo>,
-    checkpoints: BTreeMap<Arc<str>, BTreeMap<u64, Checkpoint>>,
+    /// Boxed: a map node has room for eleven entries, and a run with one checkpoint would otherwise hold
+    /// eleven checkpoints' worth of memory (~3 KB).
+    checkpoints: BTreeMap<Arc<str>, BTreeMap<u64, Box<Checkpoint>>>,
     keys: HashSet<String>,
     effects: BTreeMap<String, EffectRecord>,
     /// Pending outbox rows by (run, step, emit order).
@@ -105,7 +107,7 @@ impl Store for MemoryStore {
         if self.fail.hit(1) {
             return Err(undo.apply(&mut g));
         }
-        g.checkpoints.entry(cp.run_id.clone()).or_default().insert(cp.step, cp.clone());
+        g.checkpoints.entry(cp.run_id.clone()).or_default().insert(cp.step, Box::new(cp.clone()));
         for (i, row) in cp.outbox.iter().enumerate() {
             g.outbox.insert((cp.run_id.clone(), cp.step, i), row.clone());
         }
@@ -185,11 +187,16 @@ impl Store for MemoryStore {
     }
 
     async fn load_checkpoint(&self, run_id: &str, step: u64) -> Result<Option<Checkpoint>, StoreError> {
-        Ok(self.lock().checkpoints.get(run_id).and_then(|c| c.get(&step)).cloned())
+        Ok(self.lock().checkpoints.get(run_id).and_then(|c| c.get(&step)).map(|cp| Checkpoint::clone(cp)))
     }
 
     async fn latest(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError> {
-        Ok(self.lock().checkpoints.get(run_id).and_then(|c| c.values().next_back()).cloned())
+        Ok(self
+            .lock()
+            .checkpoints
+            .get(run_id)
+            .and_then(|c| c.values().next_back())
+            .map(|cp| Checkpoint::clone(cp)))
     }
 
     async fn checkpoints(&self, run_id: &str, from: u64, to: u64) -> Result<Vec<Checkpoint>, StoreError> {
@@ -197,7 +204,7 @@ impl Store for MemoryStore {
             .lock()
             .checkpoints
             .get(run_id)
-            .map(|c| c.range(from..=to).map(|(_, cp)| cp.clone()).collect())
+            .map(|c| c.range(from..=to).map(|(_, cp)| Checkpoint::clone(cp)).collect())
             .unwrap_or_default())
     }
 
@@ -206,7 +213,7 @@ impl Store for MemoryStore {
             .lock()
             .checkpoints
             .get(run_id)
-            .map(|c| c.values().map(Checkpoint::meta).collect())
+            .map(|c| c.values().map(|cp| cp.meta()).collect())
             .unwrap_or_default())
     }
 
