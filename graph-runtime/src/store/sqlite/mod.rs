@@ -59,10 +59,14 @@ use crate::events::Event;
 use writer::{Job, Op, Reply};
 
 /// The schema migrations, in order: (version, SQL). Applied by `open`, each at most once.
-const MIGRATIONS: &[(u32, &str)] = &[(1, include_str!("../../../migrations/sqlite/0001_init.sql"))];
+const MIGRATIONS: &[(u32, &str)] = &[
+    (1, include_str!("../../../migrations/sqlite/0001_init.sql")),
+    (2, include_str!("../../../migrations/sqlite/0002_rowid_appends.sql")),
+];
 
-/// The schema version this build creates and reads.
-pub const SQLITE_SCHEMA_VERSION: u32 = 1;
+/// The schema version this build creates and reads (a database of an older version is upgraded in place
+/// by [`SqliteStore::open`]).
+pub const SQLITE_SCHEMA_VERSION: u32 = 2;
 
 /// What to do about a damaged database file.
 const REMEDY_FILE: &str = "the database file is damaged (a disk fault, or a file that is not this store's \
