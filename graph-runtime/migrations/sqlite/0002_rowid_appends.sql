@@ -2,9 +2,9 @@
 -- tables, each with a unique index on its former primary key.
 --
 -- Why: a commit appends one checkpoint row and its events. In a `WITHOUT ROWID` table (an index
--- b-tree) an append that overflows the last leaf goes through SQLite's `balance_nonroot`, which spreads
--- the cells of up to three sibling leaves over four and rewrites all of them and their parent: about
--- five WAL frames every few commits, and the leaves stay three-quarters full, so it recurs soon. In a
+-- b-tree) an append that overflows the last leaf goes through SQLite's `balance_nonroot`, which
+-- redistributes the cells of up to three sibling leaves and rewrites them and their parent: several
+-- WAL frames every few commits (in the bench's loop a checkpoint row fills a fifth of a leaf). In a
 -- rowid table a new rowid is the largest yet, and an overflowing append at the right edge takes
 -- `balance_quick`: one new leaf and the parent, the full leaf left as it is. The rows of a group of
 -- concurrent commits also land on the same few last leaves instead of one leaf per run. The unique
