@@ -192,5 +192,94 @@ async fn concurrent_opens_migrate_once() {
     assert_eq!(stores[0].list_runs(&graph_runtime::store::RunFilter::all()).await.unwrap().len(), 8);
     let raw = rusqlite::Connection::open(&path).unwrap();
     let versions: i64 = raw.query_row("SELECT COUNT(*) FROM graph_schema_version", [], |r| r.get(0)).unwrap();
-    assert_eq!(versions, 1);
+    assert_eq!(versions, i64::from(SQLITE_SCHEMA_VERSION), "each version applied once");
+}
+
+/// A database created at schema version 1 (`checkpoints` and `events` were `WITHOUT ROWID` tables),
+/// with data in it, opens at the current version: the migration converts it in place, every row reads
+/// back unchanged, and the store's checks hold on the converted tables.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_1_database_is_upgraded_in_place() {
+    use graph_runtime::store::conformance::events;
+    use graph_runtime::store::record::{encode, encode_run};
+    use graph_runtime::store::{RunFilter, RunInfo};
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = file(&dir);
+    let log = events(None, 4, 0);
+    let head = log.last().map(|e| graph_runtime::events::ChainHead { seq: e.seq, hash: e.hash.clone() });
+    let cps: Vec<_> = (0..3).map(|s| checkpoint("old", s, s)).collect();
+    let mut info = RunInfo::new("old", RunStatus::Running, 2, 3, "fp");
+    info.event_head = head.clone();
+    {
+        let raw = rusqlite::Connection::open(&path).unwrap();
+        raw.execute_batch(
+            "CREATE TABLE graph_schema_version (version INTEGER NOT NULL PRIMARY KEY, applied_ms INTEGER NOT NULL);
+             INSERT INTO graph_schema_version (version, applied_ms) VALUES (1, 0);",
+        )
+        .unwrap();
+        raw.execute_batch(include_str!("../../graph-runtime/migrations/sqlite/0001_init.sql")).unwrap();
+        for cp in &cps {
+            let step = cp.step as i64;
+            raw.execute(
+                "INSERT INTO idempotency_keys (key, run_id, step) VALUES (?1, 'old', ?2)",
+                rusqlite::params![cp.idempotency_key, step],
+            )
+            .unwrap();
+            raw.execute(
+                "INSERT INTO checkpoints (run_id, step, idempotency_key, record) VALUES ('old', ?1, ?2, ?3)",
+                rusqlite::params![step, cp.idempotency_key, encode(cp)],
+            )
+            .unwrap();
+        }
+        for e in &log {
+            raw.execute(
+                "INSERT INTO events (run_id, seq, event) VALUES ('old', ?1, ?2)",
+                rusqlite::params![e.seq as i64, graph_runtime::events::encode(e)],
+            )
+            .unwrap();
+        }
+        raw.execute(
+            "INSERT INTO runs (run_id, status, latest_step, version, row) VALUES ('old', 'running', 2, 3, ?1)",
+            rusqlite::params![encode_run(&info)],
+        )
+        .unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    for cp in &cps {
+        assert_eq!(store.load_checkpoint("old", cp.step).await.unwrap().as_ref(), Some(cp));
+    }
+    assert_eq!(store.latest("old").await.unwrap().as_ref(), cps.last());
+    assert_eq!(store.history("old").await.unwrap().len(), 3);
+    assert_eq!(store.events("old", 0, 100).await.unwrap(), log);
+    assert_eq!(store.events("old", 1, 2).await.unwrap(), log[1..3]);
+    assert_eq!(store.run_info("old").await.unwrap(), Some(info.clone()));
+    assert_eq!(store.list_runs(&RunFilter::all().status(RunStatus::Running)).await.unwrap(), [info]);
+    // The checks on the converted tables: a stored key, a taken step, then a new commit.
+    assert_eq!(
+        store.save_checkpoint(&cps[1], &[], &RunStatus::Running, 3).await.unwrap(),
+        CommitOutcome::AlreadyCommitted { version: 3 }
+    );
+    assert_eq!(
+        store.save_checkpoint(&checkpoint("old", 1, 9), &[], &RunStatus::Running, 3).await.unwrap(),
+        CommitOutcome::StepTaken { existing_key: cps[1].idempotency_key.clone(), version: 3 }
+    );
+    let more = events(head.as_ref(), 2, 4);
+    let next = checkpoint("old", 3, 3);
+    assert_eq!(
+        store.save_checkpoint(&next, &more, &RunStatus::Running, 3).await.unwrap(),
+        CommitOutcome::Committed { version: 4 }
+    );
+    assert_eq!(store.events("old", 0, 100).await.unwrap(), [log, more].concat());
+    assert_eq!(store.history("old").await.unwrap().len(), 4);
+    drop(store);
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    let versions: Vec<i64> = raw
+        .prepare("SELECT version FROM graph_schema_version ORDER BY version")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(versions, (1..=i64::from(SQLITE_SCHEMA_VERSION)).collect::<Vec<_>>());
 }

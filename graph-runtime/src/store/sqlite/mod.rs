@@ -59,10 +59,14 @@ use crate::events::Event;
 use writer::{Job, Op, Reply};
 
 /// The schema migrations, in order: (version, SQL). Applied by `open`, each at most once.
-const MIGRATIONS: &[(u32, &str)] = &[(1, include_str!("../../../migrations/sqlite/0001_init.sql"))];
+const MIGRATIONS: &[(u32, &str)] = &[
+    (1, include_str!("../../../migrations/sqlite/0001_init.sql")),
+    (2, include_str!("../../../migrations/sqlite/0002_rowid_appends.sql")),
+];
 
-/// The schema version this build creates and reads.
-pub const SQLITE_SCHEMA_VERSION: u32 = 1;
+/// The schema version this build creates and reads (a database of an older version is upgraded in place
+/// by [`SqliteStore::open`]).
+pub const SQLITE_SCHEMA_VERSION: u32 = 2;
 
 /// What to do about a damaged database file.
 const REMEDY_FILE: &str = "the database file is damaged (a disk fault, or a file that is not this store's \
@@ -211,6 +215,10 @@ impl SqliteStore {
         // 16 MiB of page cache for the writer (SQLite's default is 2 MiB): a group of concurrent runs'
         // commits touches pages all over the checkpoint and key b-trees.
         conn.execute_batch("PRAGMA cache_size = -16384").map_err(err("setting the page cache"))?;
+        // The sub-journal (the page copies that let a savepoint or a statement roll back) in memory:
+        // otherwise SQLite spills it to a temporary file past 64 KiB, and a group of requests, each in
+        // its savepoint, then writes every page it touches to that file.
+        conn.execute_batch("PRAGMA temp_store = MEMORY").map_err(err("setting the temporary store"))?;
         // Every statement the writer runs stays prepared (rusqlite keeps 16 by default; the writer has
         // about 25, transaction control included).
         conn.set_prepared_statement_cache_capacity(64);
