@@ -376,6 +376,7 @@ impl<S: Reducer> Engine<S> {
     ///
     /// An `async move` block rather than an `async fn`, which would hold `run` twice (rustc keeps a moved-in
     /// argument beside its local copy): the run's task is what a run parked in a node costs.
+    #[allow(clippy::manual_async_fn, reason = "an async fn would hold its moved-in argument twice")]
     fn drive_here(&self, mut run: Driven<S>) -> impl Future<Output = Result<RunOutcome<S>>> + Send + '_ {
         async move {
             let _registration = Registration::new(&self.inner.active, &run)?;

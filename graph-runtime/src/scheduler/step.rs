@@ -292,6 +292,7 @@ impl<'i, 'a, S: Reducer> Dispatch<'i, 'a, S> {
 
 /// A step of one item runs on the run's own task: no spawn, no cross-thread hop. Admission, the budget,
 /// cancellation and panics are handled as for a wider step.
+#[allow(clippy::manual_async_fn, reason = "an async fn would hold its moved-in argument twice")]
 fn execute_alone<'a, S: Reducer>(
     input: StepInput<'a, S>,
 ) -> impl Future<Output = Result<StepDone<S>, StepStop>> + Send + 'a {
@@ -453,6 +454,7 @@ impl<S: Reducer> Attempts<S> {
     /// Runs attempts until one succeeds or the retry policy gives up; `Err((attempts, last error))`.
     ///
     /// An `async move` block rather than an `async fn`: it holds `self` once (see `execute_step`).
+    #[allow(clippy::manual_async_fn, reason = "an async fn would hold its moved-in argument twice")]
     fn run(self) -> impl Future<Output = Attempted<S>> + Send + 'static {
         async move {
             let mut attempt = 1u32;
