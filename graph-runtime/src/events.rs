@@ -11,11 +11,11 @@
 //!
 //! where `canonical` is the JSON of the event's other fields (`event_type`, `payload`, `schema_version`,
 //! `seq`, `timestamp_ms`) with every object's keys sorted and no whitespace (`canonical::to_vec_sorted`),
-//! and `hex` lowercase. The payload is kept in that form from the start ([`Payload`]: its canonical text),
-//! so hashing and storing an event writes its bytes, it does not walk a JSON tree. The whole event but its hash is covered, not only its payload: a changed type,
-//! sequence number or time breaks the chain too. In keyed mode ([`ChainKey`]) each `SHA256(..)` is
-//! `HMAC-SHA256(key, ..)`: a chain recomputed without the key is rejected, so it is tamper-proof, not
-//! only tamper-evident.
+//! and `hex` lowercase. The payload is kept in that form from the start ([`Payload`]: its canonical
+//! text), so hashing and storing an event writes its bytes, it does not walk a JSON tree. The whole
+//! event but its hash is covered, not only its payload: a changed type, sequence number or time breaks
+//! the chain too. In keyed mode ([`ChainKey`]) each `SHA256(..)` is `HMAC-SHA256(key, ..)`: a chain
+//! recomputed without the key is rejected, so it is tamper-proof, not only tamper-evident.
 //!
 //! Verification ([`verify`]) recomputes the chain and reports the first event that does not match as
 //! `Error::ExecutionCorrupted { run, seq }`: a flipped byte, a deleted event, a swapped pair, a truncated

@@ -85,8 +85,9 @@ type Attempted<S> = Result<ItemOutput<S>, (u32, NodeError)>;
 /// Runs every item of a step that `done` has no output for; returns the outputs indexed by rank.
 ///
 /// Not an `async fn`: the future of a step of one item and that of a step of several are alternatives
-/// (an `Either`), so a run parked in a node holds only the one it runs (an `async fn` would also hold its
-/// arguments twice: rustc keeps the moved-in argument beside its local copy).
+/// (an `Either`, as large as the larger of the two), and `input` is held once, by the one that runs (an
+/// `async fn` holds a moved-in argument twice: rustc keeps it beside the local it moves into). A run
+/// parked in a node holds this future.
 pub(crate) fn execute_step<'a, S: Reducer>(
     input: StepInput<'a, S>,
     mut done: Vec<Option<ItemOutput<S>>>,
