@@ -105,13 +105,14 @@ impl<S: Reducer> Engine<S> {
         let tail = self.read_events(run, start, head.seq.saturating_add(1)).await?;
         let last = events::verify_segment(run, from, &tail, self.inner.chain_key.as_ref())?;
         events::check_head(run, from, last.as_ref(), Some(head))?;
-        match tail.iter().find(|e| commit_step(e) == Some(cp.step)) {
-            Some(e)
-                if e.payload.get("state_hash").as_ref().and_then(|h| h.as_str()) == Some(&cp.state_hash) =>
-            {
-                Ok(())
-            }
-            Some(e) => Err(Error::ExecutionCorrupted { run: run.clone(), seq: e.seq }),
+        // The first event recording the commit of `cp`'s step, and the state hash it records.
+        let commit = tail.iter().find_map(|e| match commit_of(e) {
+            Some((step, hash)) if step == cp.step => Some((e.seq, hash)),
+            _ => None,
+        });
+        match commit {
+            Some((_, Some(hash))) if hash == cp.state_hash => Ok(()),
+            Some((seq, _)) => Err(Error::ExecutionCorrupted { run: run.clone(), seq }),
             None => Err(Error::ExecutionCorrupted { run: run.clone(), seq: start }),
         }
     }
@@ -336,9 +337,8 @@ pub async fn verify_run(store: &dyn Store, run_id: &str, key: Option<&ChainKey>)
             prev = Some(last);
         }
         for e in &page {
-            let hash = e.payload.get("state_hash");
-            if let (Some(step), Some(hash)) = (commit_step(e), hash.as_ref().and_then(|h| h.as_str())) {
-                recorded.insert(step, (e.seq, hash.to_owned()));
+            if let Some((step, Some(hash))) = commit_of(e) {
+                recorded.insert(step, (e.seq, hash));
             }
         }
         count += n as u64;
@@ -381,11 +381,14 @@ pub async fn run_history(store: &dyn Store, run_id: &str) -> Result<Vec<HistoryE
     Ok(out)
 }
 
-/// The step an event records the commit of (`RUN_STARTED`, `STEP_COMMITTED`, `FORKED`).
-fn commit_step(e: &Event) -> Option<u64> {
+/// The commit an event records (`RUN_STARTED`, `STEP_COMMITTED`, `FORKED`): its step, and the state hash
+/// it records. The payload is parsed once, and only for those event types.
+fn commit_of(e: &Event) -> Option<(u64, Option<String>)> {
     match e.event_type {
         EventType::RunStarted | EventType::StepCommitted | EventType::Forked => {
-            e.payload.get("step").and_then(|s| s.as_u64())
+            let p = e.payload.value();
+            let step = p.get("step")?.as_u64()?;
+            Some((step, p.get("state_hash").and_then(|h| h.as_str()).map(str::to_owned)))
         }
         _ => None,
     }
