@@ -25,7 +25,6 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument;
 
 use crate::effect::RunEnv;
@@ -360,10 +359,8 @@ impl<S: Reducer> Engine<S> {
         #[cfg(feature = "otel")]
         span.record("otel.name", format!("run {}", self.inner.graph.name()));
         let engine = self.clone();
-        let task = AbortOnDropHandle::new(tokio::spawn(
-            async move { engine.drive_here(run).await }.instrument(span),
-        ));
-        match task.await {
+        let mut task = AbortOnDrop(tokio::spawn(async move { engine.drive_here(run).await }.instrument(span)));
+        match (&mut task.0).await {
             Ok(result) => result,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             // The runtime is shutting down.
@@ -489,6 +486,16 @@ fn status_name(status: &RunStatus) -> &'static str {
         RunStatus::Interrupted(_) => "interrupted",
         RunStatus::Failed(_) => "failed",
         RunStatus::Cancelled => "cancelled",
+    }
+}
+
+/// A run's task, aborted when dropped: dropping `Engine::drive`'s future before the run ends stops the
+/// run as dropping the driver itself would (aborting a finished task does nothing).
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
