@@ -4,8 +4,8 @@
 //! event log (whose `RUN_STARTED` or `FORKED` event records the graph's shape, so it can be drawn), the
 //! effect journal. A state stored as deltas, though, can only be rebuilt with the graph's reducer. So
 //! graphctl is a library: [`Cli`] is a builder that a user turns into *their* graphctl by registering
-//! their graphs, and the workspace ships a stock binary (`graph-examples`' `graphctl`) that registers the
-//! example graphs.
+//! their graphs, and the workspace ships a stock binary (package `graphctl`, in `examples/graphctl/`) that
+//! registers the example graphs.
 //!
 //! ```no_run
 //! # use graph_runtime::prelude::*;

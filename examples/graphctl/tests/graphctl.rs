@@ -498,7 +498,7 @@ fn failures_are_one_line_and_an_exit_code() {
 
 /// Not a check: fills the stores whose output docs/graphctl.md shows, in the folder `GRAPHCTL_DOCS_DIR`
 /// names: `store/` ([`store_with_runs`]), `keyed/` ([`keyed_store`]) with its key in `key`, and the
-/// provider's `ledger.txt` (`GRAPHCTL_DOCS_DIR=$PWD cargo test -p graph-examples --test graphctl --
+/// provider's `ledger.txt` (`GRAPHCTL_DOCS_DIR=$PWD cargo test -p graphctl --test graphctl --
 /// --ignored docs_stores`).
 #[test]
 #[ignore = "fills the docs' example stores; run it by name"]

@@ -1,9 +1,9 @@
-//! The workspace's graphctl: `graph_runtime::cli::Cli` with the example graphs of this crate's library
+//! The workspace's graphctl: `graph_runtime::cli::Cli` with the example graphs of graph-examples' library
 //! registered (review, approval, checkout, word_count, research), so it rebuilds their runs' states and
 //! resumes them.
 //!
 //! ```text
-//! cargo run -p graph-examples --bin graphctl -- --store "$TMPDIR/graph-runtime-approval" runs
+//! cargo run -p graphctl -- --store "$TMPDIR/graph-runtime-approval" runs
 //! ```
 //!
 //! See docs/graphctl.md for every command, and for building a graphctl that registers your own graphs.
