@@ -530,9 +530,10 @@ fn with_database(url: &str, database: &str) -> String {
     format!("{}/{database}", &url[..slash])
 }
 
-/// graphctl on a database server (`--store postgres://…` / `mysql://…`): lists, shows and verifies
-/// the runs an engine wrote there. `store` is the database's URL (created by the caller).
-#[cfg(any(feature = "postgres", feature = "mysql"))]
+/// graphctl on a SQL store (`--store sqlite://…` / `postgres://…` / `mysql://…`): lists, shows,
+/// reads the states of and verifies the runs an engine wrote there. `url` names the database (created
+/// by the caller).
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 fn graphctl_reads_runs_written_to(url: &str, store: std::sync::Arc<dyn graph_runtime::Store>) {
     let dir = tempfile::tempdir().unwrap();
     block_on(async {
@@ -545,8 +546,27 @@ fn graphctl_reads_runs_written_to(url: &str, store: std::sync::Arc<dyn graph_run
     assert_eq!(runs["runs"].as_array().unwrap().len(), 1, "{runs}");
     assert_eq!(runs["runs"][0]["run_id"], "order-1");
     assert!(graphctl(at, &["history", "order-1"]).ok().stdout.contains("charge"));
+    assert!(graphctl(at, &["show", "order-1"]).ok().stdout.contains("completed"));
+    let state = json(at, &["state", "order-1"]);
+    assert_eq!(state["state"]["id"], "order-1", "{state}");
+    assert!(state["state"]["receipt"].is_string(), "{state}");
     graphctl(at, &["verify", "--all"]).ok();
     graphctl(at, &["show", "nope"]).fails(3, "no run `nope`");
+}
+
+/// A SQLite store read by `sqlite://<file>` and by a `.sqlite` file's path.
+#[cfg(feature = "sqlite")]
+#[test]
+fn graphctl_opens_sqlite_files() {
+    use graph_runtime::store::SqliteStore;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("runs.sqlite");
+    let store = SqliteStore::open(&file).unwrap();
+    graphctl_reads_runs_written_to(&format!("sqlite://{}", file.display()), std::sync::Arc::new(store));
+    let at = file.as_path();
+    let runs = json(at, &["runs"]);
+    assert_eq!(runs["runs"][0]["run_id"], "order-1", "{runs}");
+    assert!(graphctl(at, &["history", "order-1"]).ok().stdout.contains("charge"));
 }
 
 /// Needs the local PostgreSQL (or GRAPH_TEST_POSTGRES_URL); a database of its own, dropped at the end.

@@ -359,7 +359,8 @@ impl<S: Reducer> Engine<S> {
         #[cfg(feature = "otel")]
         span.record("otel.name", format!("run {}", self.inner.graph.name()));
         let engine = self.clone();
-        let mut task = AbortOnDrop(tokio::spawn(async move { engine.drive_here(run).await }.instrument(span)));
+        let mut task =
+            AbortOnDrop(tokio::spawn(async move { engine.drive_here(run).await }.instrument(span)));
         match (&mut task.0).await {
             Ok(result) => result,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
