@@ -1,15 +1,18 @@
-//! The SQLite store (feature `sqlite`): one database file, written by one thread with group commit.
+//! The SQLite store (feature `sqlite`): one database file, one writing connection, group commit.
 //!
 //! # Commits
 //!
-//! Every write (`save_checkpoint`, `set_status`, `prune`, `put_effect`, `ack_outbox`) is a request to
-//! the store's writer thread, which owns the only writing connection. The thread takes every request
-//! queued so far — a *group* — and runs it in one transaction (`BEGIN IMMEDIATE` … `COMMIT`), each
-//! request inside a savepoint of its own: a request whose checks refuse it (`AlreadyCommitted`,
-//! `StepTaken`, `VersionConflict`) or that fails rolls back its savepoint alone. One `COMMIT`, so one
-//! WAL sync, makes the whole group durable; only then is any request of it answered. Requests that
-//! arrive while a group commits form the next group: one sequential run pays one sync per step, and
-//! concurrent runs share them.
+//! Every write (`save_checkpoint`, `set_status`, `prune`, `put_effect`, `ack_outbox`) is a request for
+//! the only writing connection. A caller on a multi-thread runtime that finds the connection free
+//! commits its request itself, as a group of one, inside `tokio::task::block_in_place`: a sequential
+//! run's commits never leave its thread. Otherwise (the connection is busy, or a current-thread
+//! runtime) the request goes to the store's writer thread, which takes every request queued so far — a
+//! *group* — and runs it in one transaction (`BEGIN IMMEDIATE` … `COMMIT`), each request inside a
+//! savepoint of its own: a request whose checks refuse it (`AlreadyCommitted`, `StepTaken`,
+//! `VersionConflict`) or that fails rolls back its savepoint alone. One `COMMIT`, so one WAL sync, makes
+//! the whole group durable; only then is any request of it answered. Requests that arrive while a
+//! group commits form the next group: one sequential run pays one sync per step, and concurrent runs
+//! share them.
 //!
 //! The checks are the database's own: the idempotency key row is inserted first, and its primary key
 //! refuses a second one (`AlreadyCommitted`); the checkpoint's primary key `(run_id, step)` refuses a
@@ -134,6 +137,9 @@ struct Inner {
     options: SqliteOptions,
     /// Requests to the writer thread; `None` once the store is being dropped.
     sender: Option<mpsc::Sender<Job>>,
+    /// The writer connection: the writer thread takes it for each group, and a caller on a multi-thread
+    /// runtime that finds it free commits its own request inline (no thread hand-off).
+    writer: Arc<Mutex<writer::Writer>>,
     thread: Option<JoinHandle<()>>,
     /// Read-only connections: the idle ones, and how many exist (at most `options.readers`).
     readers: Mutex<Readers>,
@@ -226,16 +232,23 @@ impl SqliteStore {
         let stats = Arc::new(writer::Stats::default());
         let fail: FailPoint = Default::default();
         let (sender, receiver) = mpsc::channel();
-        let ctx = writer::Writer { conn, path: path.clone(), stats: stats.clone(), fail: fail.clone() };
+        let writer = Arc::new(Mutex::new(writer::Writer {
+            conn,
+            path: path.clone(),
+            stats: stats.clone(),
+            fail: fail.clone(),
+        }));
+        let shared = writer.clone();
         let thread = std::thread::Builder::new()
             .name("graph-sqlite-writer".into())
-            .spawn(move || ctx.run(receiver))
+            .spawn(move || writer::run(&shared, receiver))
             .map_err(|e| StoreError::backend("cannot start the SQLite writer thread", e))?;
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 path,
                 options,
                 sender: Some(sender),
+                writer,
                 thread: Some(thread),
                 readers: Mutex::new(Readers::default()),
                 reader_returned: Condvar::new(),
@@ -313,9 +326,34 @@ impl SqliteStore {
     /// Hands `op` to the writer thread and waits for its answer (after its group committed).
     async fn request(&self, op: Op) -> Result<Reply, StoreError> {
         let (answer, reply) = oneshot::channel();
+        let job = Job { op, answer };
+        let job = match self.commit_inline(job) {
+            Ok(()) => return reply.await.map_err(|_| writer_gone(&self.inner.path))?,
+            Err(job) => job,
+        };
         let sender = self.inner.sender.as_ref().ok_or_else(|| writer_gone(&self.inner.path))?;
-        sender.send(Job { op, answer }).map_err(|_| writer_gone(&self.inner.path))?;
+        self.inner.stats.queued.fetch_add(1, Ordering::SeqCst);
+        if sender.send(job).is_err() {
+            self.inner.stats.queued.fetch_sub(1, Ordering::SeqCst);
+            return Err(writer_gone(&self.inner.path));
+        }
         reply.await.map_err(|_| writer_gone(&self.inner.path))?
+    }
+
+    /// Commits `job` as a group of one on the caller's thread when the writer connection is free, no
+    /// request waits for the writer thread, and the runtime lets a task block (`block_in_place`: a
+    /// multi-thread runtime); gives it back otherwise.
+    fn commit_inline(&self, job: Job) -> Result<(), Job> {
+        use tokio::runtime::{Handle, RuntimeFlavor};
+        if !Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread) {
+            return Err(job);
+        }
+        if self.inner.stats.queued.load(Ordering::SeqCst) > 0 {
+            return Err(job);
+        }
+        let Ok(writer) = self.inner.writer.try_lock() else { return Err(job) };
+        tokio::task::block_in_place(|| writer.commit_group(vec![job]));
+        Ok(())
     }
 
     /// Runs `f` on a read-only connection of the pool, on a blocking thread.

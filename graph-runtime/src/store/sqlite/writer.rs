@@ -1,6 +1,8 @@
-//! The writer thread: group commit, one savepoint per request.
+//! The writer connection: group commit, one savepoint per request.
 //!
-//! The thread blocks for a request, then takes every other request queued so far (a *group*, at most
+//! A caller that finds the connection free commits its own request as a group of one (see the module
+//! above). The writer thread blocks for a request, takes the connection, then takes every other request
+//! queued so far (a *group*, at most
 //! [`MAX_GROUP`]) and runs the group in one `BEGIN IMMEDIATE` transaction. Each request runs inside
 //! `SAVEPOINT request`: one that its checks refuse, or that fails, is rolled back to its savepoint and
 //! the others go on. One `COMMIT` (one WAL sync under `synchronous = FULL`) makes the group durable, and
@@ -36,6 +38,10 @@ pub(super) struct Stats {
     pub(super) transactions: AtomicU64,
     /// Requests answered.
     pub(super) requests: AtomicU64,
+    /// Requests sent to the writer thread and not yet taken into a group: while there are any, callers
+    /// queue behind them rather than commit inline (the writer thread is not starved of the connection,
+    /// and they share its group's sync).
+    pub(super) queued: AtomicU64,
 }
 
 /// A write for the writer thread.
@@ -138,26 +144,29 @@ pub(super) struct Writer {
     pub(super) fail: FailPoint,
 }
 
-impl Writer {
-    /// Commits groups until every sender is gone.
-    pub(super) fn run(self, requests: mpsc::Receiver<Job>) {
-        while let Ok(first) = requests.recv() {
-            let mut group = vec![first];
-            while group.len() < MAX_GROUP {
-                match requests.try_recv() {
-                    Ok(job) => group.push(job),
-                    Err(_) => break,
-                }
+/// Commits groups from `requests` until every sender is gone, taking `writer` for each group.
+pub(super) fn run(writer: &std::sync::Mutex<Writer>, requests: mpsc::Receiver<Job>) {
+    while let Ok(first) = requests.recv() {
+        let mut group = vec![first];
+        let w = writer.lock().unwrap_or_else(|e| e.into_inner());
+        // Taken after the lock: the requests that queued while a caller committed inline join this group.
+        while group.len() < MAX_GROUP {
+            match requests.try_recv() {
+                Ok(job) => group.push(job),
+                Err(_) => break,
             }
-            self.commit_group(group);
         }
+        w.stats.queued.fetch_sub(group.len() as u64, Ordering::SeqCst);
+        w.commit_group(group);
     }
+}
 
+impl Writer {
     fn err(&self, what: &'static str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
         move |e| sql_error(&self.path, what, e)
     }
 
-    fn commit_group(&self, group: Vec<Job>) {
+    pub(super) fn commit_group(&self, group: Vec<Job>) {
         let mut jobs = Vec::with_capacity(group.len());
         for job in group {
             if matches!(job.op, Op::Pragmas) {
