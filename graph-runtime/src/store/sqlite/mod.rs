@@ -323,13 +323,13 @@ impl SqliteStore {
         .await
     }
 
-    /// Hands `op` to the writer thread and waits for its answer (after its group committed).
+    /// Commits `op`, inline or through the writer thread, and waits for its answer (after its group
+    /// committed).
     async fn request(&self, op: Op) -> Result<Reply, StoreError> {
         let (answer, reply) = oneshot::channel();
         let job = Job { op, answer };
-        let job = match self.commit_inline(job) {
-            Ok(()) => return reply.await.map_err(|_| writer_gone(&self.inner.path))?,
-            Err(job) => job,
+        let Some(job) = self.commit_inline(job) else {
+            return reply.await.map_err(|_| writer_gone(&self.inner.path))?;
         };
         let sender = self.inner.sender.as_ref().ok_or_else(|| writer_gone(&self.inner.path))?;
         self.inner.stats.queued.fetch_add(1, Ordering::SeqCst);
@@ -342,18 +342,18 @@ impl SqliteStore {
 
     /// Commits `job` as a group of one on the caller's thread when the writer connection is free, no
     /// request waits for the writer thread, and the runtime lets a task block (`block_in_place`: a
-    /// multi-thread runtime); gives it back otherwise.
-    fn commit_inline(&self, job: Job) -> Result<(), Job> {
+    /// multi-thread runtime); gives it back (`Some`) otherwise.
+    fn commit_inline(&self, job: Job) -> Option<Job> {
         use tokio::runtime::{Handle, RuntimeFlavor};
         if !Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread) {
-            return Err(job);
+            return Some(job);
         }
         if self.inner.stats.queued.load(Ordering::SeqCst) > 0 {
-            return Err(job);
+            return Some(job);
         }
-        let Ok(writer) = self.inner.writer.try_lock() else { return Err(job) };
+        let Ok(writer) = self.inner.writer.try_lock() else { return Some(job) };
         tokio::task::block_in_place(|| writer.commit_group(vec![job]));
-        Ok(())
+        None
     }
 
     /// Runs `f` on a read-only connection of the pool, on a blocking thread.
