@@ -154,7 +154,8 @@ impl Drop for Inner {
     fn drop(&mut self) {
         // Readers first, so the writer's connection is the last one to close: SQLite then checkpoints
         // the WAL into the database file and removes it. Closing the channel ends the writer thread
-        // once the requests queued so far are answered; its connection closes with it.
+        // once the requests queued so far are answered; the writer connection closes after this body,
+        // with the `writer` field (the thread's handle on it ended with the thread).
         self.readers.get_mut().unwrap_or_else(|e| e.into_inner()).idle.clear();
         self.sender = None;
         if let Some(t) = self.thread.take() {

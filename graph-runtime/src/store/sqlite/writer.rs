@@ -2,13 +2,13 @@
 //!
 //! A caller that finds the connection free commits its own request as a group of one (see the module
 //! above). The writer thread blocks for a request, takes the connection, then takes every other request
-//! queued so far (a *group*, at most
-//! [`MAX_GROUP`]) and runs the group in one `BEGIN IMMEDIATE` transaction. Each request runs inside
-//! `SAVEPOINT request`: one that its checks refuse, or that fails, is rolled back to its savepoint and
-//! the others go on. One `COMMIT` (one WAL sync under `synchronous = FULL`) makes the group durable, and
-//! only then is each request answered: with its outcome, or with the error of the `COMMIT` if that
-//! failed (then nothing of the group is written). A group of one request needs no savepoint: the
-//! transaction is rolled back whole when the request is refused or fails.
+//! queued so far (a *group*, at most [`MAX_GROUP`]) and runs the group in one `BEGIN IMMEDIATE`
+//! transaction. Each request runs inside `SAVEPOINT request`: one that its checks refuse, or that
+//! fails, is rolled back to its savepoint and the others go on. One `COMMIT` (one WAL sync under
+//! `synchronous = FULL`) makes the group durable, and only then is each request answered: with its
+//! outcome, or with the error of the `COMMIT` if that failed (then nothing of the group is written). A
+//! group of one request needs no savepoint: the transaction is rolled back whole when the request is
+//! refused or fails.
 
 use std::path::PathBuf;
 use std::sync::Arc;
