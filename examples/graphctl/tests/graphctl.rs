@@ -531,27 +531,29 @@ fn with_database(url: &str, database: &str) -> String {
 }
 
 /// graphctl on a SQL store (`--store sqlite://…` / `postgres://…` / `mysql://…`): lists, shows,
-/// reads the states of and verifies the runs an engine wrote there. `url` names the database (created
-/// by the caller).
+/// reads the states of and verifies the runs an engine wrote there, through each of `urls` (every one
+/// names the same database, created by the caller).
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
-fn graphctl_reads_runs_written_to(url: &str, store: std::sync::Arc<dyn graph_runtime::Store>) {
+fn graphctl_reads_runs_written_to(urls: &[&str], store: std::sync::Arc<dyn graph_runtime::Store>) {
     let dir = tempfile::tempdir().unwrap();
     block_on(async {
         let orders = Engine::builder(checkout::graph()).shared_store(store).build();
         let ledger = dir.path().join("ledger.txt");
         assert!(orders.run("order-1", order("order-1", 3000, &ledger)).await.unwrap().is_completed());
     });
-    let at = Path::new(url);
-    let runs = json(at, &["runs"]);
-    assert_eq!(runs["runs"].as_array().unwrap().len(), 1, "{runs}");
-    assert_eq!(runs["runs"][0]["run_id"], "order-1");
-    assert!(graphctl(at, &["history", "order-1"]).ok().stdout.contains("charge"));
-    assert!(graphctl(at, &["show", "order-1"]).ok().stdout.contains("completed"));
-    let state = json(at, &["state", "order-1"]);
-    assert_eq!(state["state"]["id"], "order-1", "{state}");
-    assert!(state["state"]["receipt"].is_string(), "{state}");
-    graphctl(at, &["verify", "--all"]).ok();
-    graphctl(at, &["show", "nope"]).fails(3, "no run `nope`");
+    for url in urls {
+        let at = Path::new(url);
+        let runs = json(at, &["runs"]);
+        assert_eq!(runs["runs"].as_array().unwrap().len(), 1, "{runs}");
+        assert_eq!(runs["runs"][0]["run_id"], "order-1");
+        assert!(graphctl(at, &["history", "order-1"]).ok().stdout.contains("charge"));
+        assert!(graphctl(at, &["show", "order-1"]).ok().stdout.contains("completed"));
+        let state = json(at, &["state", "order-1"]);
+        assert_eq!(state["state"]["id"], "order-1", "{state}");
+        assert!(state["state"]["receipt"].is_string(), "{state}");
+        graphctl(at, &["verify", "--all"]).ok();
+        graphctl(at, &["show", "nope"]).fails(3, "no run `nope`");
+    }
 }
 
 /// A SQLite store read by `sqlite://<file>` and by a `.sqlite` file's path.
@@ -562,11 +564,8 @@ fn graphctl_opens_sqlite_files() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("runs.sqlite");
     let store = SqliteStore::open(&file).unwrap();
-    graphctl_reads_runs_written_to(&format!("sqlite://{}", file.display()), std::sync::Arc::new(store));
-    let at = file.as_path();
-    let runs = json(at, &["runs"]);
-    assert_eq!(runs["runs"][0]["run_id"], "order-1", "{runs}");
-    assert!(graphctl(at, &["history", "order-1"]).ok().stdout.contains("charge"));
+    let path = file.display().to_string();
+    graphctl_reads_runs_written_to(&[&format!("sqlite://{path}"), &path], std::sync::Arc::new(store));
 }
 
 /// Needs the local PostgreSQL (or GRAPH_TEST_POSTGRES_URL); a database of its own, dropped at the end.
@@ -593,7 +592,7 @@ fn graphctl_opens_postgres_urls() {
     let _cleanup = Cleanup(|| admin(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")));
     let store = block_on(PostgresStore::connect(&url)).unwrap();
     graphctl_reads_runs_written_to(
-        &url.replacen("postgres://", "postgresql://", 1),
+        &[&url.replacen("postgres://", "postgresql://", 1)],
         std::sync::Arc::new(store),
     );
 }
@@ -621,5 +620,5 @@ fn graphctl_opens_mysql_urls() {
     admin(format!("CREATE DATABASE {name}"));
     let _cleanup = Cleanup(|| admin(format!("DROP DATABASE IF EXISTS {name}")));
     let store = block_on(MySqlStore::connect(&url)).unwrap();
-    graphctl_reads_runs_written_to(&url.replacen("mysql://", "mariadb://", 1), std::sync::Arc::new(store));
+    graphctl_reads_runs_written_to(&[&url.replacen("mysql://", "mariadb://", 1)], std::sync::Arc::new(store));
 }

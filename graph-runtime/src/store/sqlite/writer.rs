@@ -31,7 +31,7 @@ use crate::store::{
 /// At most this many requests in one transaction.
 const MAX_GROUP: usize = 512;
 
-/// Counters the store reports.
+/// Counters shared by the store and its writer thread: what the store reports, and the queue's length.
 #[derive(Default)]
 pub(super) struct Stats {
     /// Write transactions committed.
