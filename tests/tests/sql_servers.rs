@@ -11,6 +11,7 @@
 use std::time::{Duration, Instant};
 
 use graph_runtime::store::conformance::Backend;
+use graph_runtime::store::server::LeaseStore;
 use graph_runtime::{END, Engine, EngineOptions, Error, Graph, Route, Store, StoreError};
 use graph_tests::proxy::Proxy;
 use graph_tests::{Trace, TraceDelta, state_hash};
@@ -185,6 +186,7 @@ use pg::Postgres;
 graph_tests::for_backends! {
     super: [
         connections_killed_by_the_server_mid_run_lose_and_double_nothing,
+        connections_closed_while_idle_in_the_pool_fail_no_call,
         a_cut_network_is_retried_and_the_run_continues_when_it_returns,
         an_expired_retry_timeout_is_a_typed_unavailable_error,
         concurrent_connects_migrate_once,
@@ -260,6 +262,54 @@ async fn connections_killed_by_the_server_mid_run_lose_and_double_nothing<B: Ser
     eprintln!("{killed} connections killed by the server during the run");
     assert!(out.is_completed());
     assert_equals_the_memory_run(&store, 60, &out.state, out.steps).await;
+}
+
+/// The pool does not ping a connection it hands out unless it is suspect (idle 10 s, or since a
+/// connection failure): a connection the server closed while idle fails its first statement, and the
+/// store runs that read or `BEGIN` once more. No call fails, with the engine's retries off.
+async fn connections_closed_while_idle_in_the_pool_fail_no_call<B: Server>(b: &B)
+where
+    B::Store: LeaseStore,
+{
+    let store = b.open().await;
+    let engine = Engine::builder(counter(3, Duration::ZERO))
+        .store(store.clone())
+        .options(EngineOptions::default().store_retry_timeout(Duration::ZERO))
+        .build();
+    let all = graph_runtime::store::RunFilter::all();
+    // Several connections in the pool, all idle.
+    let (a, b2, c, d) = tokio::join!(
+        store.list_runs(&all),
+        store.list_runs(&all),
+        store.list_runs(&all),
+        store.list_runs(&all)
+    );
+    for r in [a, b2, c, d] {
+        r.expect("a read");
+    }
+    // A read first, 20 ms after the last connection failure (a connection idle since a failure is
+    // pinged: this one is not); sqlx pings a connection as it goes back to the pool: wait until they
+    // are all idle, then kill.
+    let kill_idle = || async {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        store.list_runs(&all).await.expect("a read");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        b.kill_connections().await
+    };
+    assert!(kill_idle().await >= 2, "the pool held several connections");
+    let out = engine.run("r", Trace::default()).await.expect("a run on connections closed while idle");
+    assert!(out.is_completed());
+    assert!(kill_idle().await >= 1);
+    assert_eq!(store.history("r").await.expect("a read on a closed connection").len() as u64, out.steps + 1);
+    assert!(kill_idle().await >= 1);
+    let resumed = engine.resume("r").await.expect("a resume on connections closed while idle");
+    assert_eq!(state_hash(&resumed.state), state_hash(&out.state));
+    // A transaction first: claiming runs for a worker (none is running).
+    assert!(kill_idle().await >= 1);
+    let claimed =
+        store.claim("w", 1, Duration::from_secs(5)).await.expect("a claim on connections closed while idle");
+    assert!(claimed.is_empty());
+    assert_equals_the_memory_run(&store, 3, &out.state, out.steps).await;
 }
 
 async fn a_cut_network_is_retried_and_the_run_continues_when_it_returns<B: Server>(b: &B) {

@@ -270,7 +270,7 @@ macro_rules! lease_store {
                 n: usize,
                 lease: Duration,
             ) -> Result<Vec<Lease>, sqlx::Error> {
-                let mut tx = self.begin().await?;
+                let mut tx = self.transaction().await?;
                 let ids: Vec<String> =
                     sqlx::query_scalar($sql::CANDIDATES).bind(db_int(n as u64)).fetch_all(&mut *tx).await?;
                 let mut taken = Vec::with_capacity(ids.len());
@@ -326,14 +326,14 @@ macro_rules! lease_store {
             }
 
             async fn heartbeat(&self, lease: &Lease, duration: Duration) -> Result<bool, StoreError> {
-                let q = $sql::bind_duration(sqlx::query($sql::HEARTBEAT), duration)
-                    .bind(lease.run_id.as_str())
-                    .bind(lease.owner.as_str())
-                    .bind(db_int(lease.token));
-                let done = q
-                    .execute(self.pool())
-                    .await
-                    .map_err(|e| store_error($classify(&e), "extending a lease", e))?;
+                let q = || {
+                    $sql::bind_duration(sqlx::query($sql::HEARTBEAT), duration)
+                        .bind(lease.run_id.as_str())
+                        .bind(lease.owner.as_str())
+                        .bind(db_int(lease.token))
+                };
+                // Run twice, it extends the lease twice: the same.
+                let done = self.on_pool("extending a lease", || q().execute(self.pool())).await?;
                 Ok(done.rows_affected() == 1)
             }
 
@@ -350,8 +350,11 @@ macro_rules! lease_store {
 
             async fn lease_of(&self, run_id: &str) -> Result<Option<(Lease, bool)>, StoreError> {
                 let err = |e: sqlx::Error| store_error($classify(&e), "reading a lease", e);
-                let row =
-                    sqlx::query($sql::FENCE).bind(run_id).fetch_optional(self.pool()).await.map_err(err)?;
+                let row = self
+                    .on_pool("reading a lease", || {
+                        sqlx::query($sql::FENCE).bind(run_id).fetch_optional(self.pool())
+                    })
+                    .await?;
                 match row {
                     Some(row) => {
                         let (owner, token, live) = lease_row(&row).map_err(err)?;

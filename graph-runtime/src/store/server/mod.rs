@@ -25,7 +25,8 @@
 //! PostgreSQL steps 1–2 are one statement (the key insert's `RETURNING` feeds the row lock, so the key
 //! is still first) and step 4 is one statement of data-modifying CTEs, so a commit is four round trips
 //! (`BEGIN`, two statements, `COMMIT`); on MySQL each write is its own statement (seven round trips,
-//! six when a step appends no events).
+//! six when a step appends no events). The connection comes from the pool without a ping
+//! ([`pool_check`]).
 //!
 //! A unique violation after step 1 (two first commits of a new run racing past an absent run row),
 //! a serialization failure or a deadlock (40001, 40P01 / 1213, 1205) rolls back and runs the whole
@@ -95,8 +96,72 @@ pub(crate) fn client_class(e: &sqlx::Error) -> Class {
 /// A typed store error for `e`.
 pub(crate) fn store_error(class: Class, what: &str, e: sqlx::Error) -> StoreError {
     match class {
-        Class::Unavailable => StoreError::unavailable(what.to_owned(), e),
+        Class::Unavailable => {
+            pool_check::connection_failed();
+            StoreError::unavailable(what.to_owned(), e)
+        }
         _ => StoreError::backend(what.to_owned(), e),
+    }
+}
+
+/// When a pooled connection is pinged before use.
+///
+/// sqlx pings every connection it takes from the pool by default (`test_before_acquire`): one more
+/// round trip before every commit and read, whose only use is to find connections the server or the
+/// network has closed. The stores' pools ping instead only a connection that is suspect: idle for
+/// [`IDLE_PING`](pool_check::IDLE_PING) or more, or idle since before a connection failure anywhere in
+/// the process. After a server restart the first failure is met by one call, which the engine retries
+/// ([`super::retry::RetryStore`]); the retry pings the idle connections, drops the dead ones and opens
+/// new ones, instead of failing once per dead connection. (sqlx still pings a connection when it
+/// goes back to the pool, in a task of its own, off the caller's path.)
+pub(crate) mod pool_check {
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::{Duration, Instant};
+
+    use sqlx::pool::PoolConnectionMetadata;
+
+    /// How long a connection may sit idle in the pool before it is pinged when taken.
+    pub(crate) const IDLE_PING: Duration = Duration::from_secs(10);
+
+    /// The last connection failure, in milliseconds since [`epoch`] plus one (0: none yet).
+    static LAST_FAILURE: AtomicU64 = AtomicU64::new(0);
+
+    fn epoch() -> Instant {
+        static EPOCH: OnceLock<Instant> = OnceLock::new();
+        *EPOCH.get_or_init(Instant::now)
+    }
+
+    fn now_ms() -> u64 {
+        u64::try_from(epoch().elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Notes that a connection failed (a store error of class `Unavailable`).
+    pub(crate) fn connection_failed() {
+        LAST_FAILURE.store(now_ms().saturating_add(1), Ordering::Relaxed);
+    }
+
+    /// Whether a connection with `meta` must be pinged before use: idle for [`IDLE_PING`] or more, or
+    /// idle since before (or about when: millisecond granularity) the last connection failure.
+    pub(crate) fn suspect(meta: &PoolConnectionMetadata) -> bool {
+        if meta.idle_for >= IDLE_PING {
+            return true;
+        }
+        let last = LAST_FAILURE.load(Ordering::Relaxed);
+        let idle_ms = u64::try_from(meta.idle_for.as_millis()).unwrap_or(u64::MAX);
+        last != 0 && now_ms().saturating_sub(last - 1) <= idle_ms.saturating_add(1)
+    }
+
+    /// The pools' `before_acquire` hook: pings a [`suspect`] connection (an error drops it from the
+    /// pool, which then tries another or opens a new one).
+    pub(crate) async fn ping_if_suspect<C: sqlx::Connection>(
+        conn: &mut C,
+        meta: PoolConnectionMetadata,
+    ) -> Result<bool, sqlx::Error> {
+        if suspect(&meta) {
+            conn.ping().await?;
+        }
+        Ok(true)
     }
 }
 
@@ -262,7 +327,55 @@ macro_rules! sql_store {
             move |e| store_error(classify(&e), what, e)
         }
 
+        /// A query of the backend, as `sqlx::query` builds it.
+        type Query<'a> = sqlx::query::Query<'a, $db, <$db as sqlx::Database>::Arguments>;
+
         impl $store {
+            /// Runs `op` (a read, or a write that may run twice, on the pool), once more when it could
+            /// not reach the server: a
+            /// connection the server closed while it sat in the pool fails its first statement (the
+            /// pool pings only suspect connections, [`pool_check`](crate::store::server::pool_check)),
+            /// and that failure makes every connection idle since then suspect, so the second try
+            /// runs on a live connection or a new one.
+            pub(crate) async fn on_pool<T, F, Fut>(&self, what: &str, op: F) -> Result<T, StoreError>
+            where
+                F: Fn() -> Fut,
+                Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
+            {
+                match op().await {
+                    Err(e) if classify(&e) == Class::Unavailable => {
+                        $crate::store::server::pool_check::connection_failed();
+                        tracing::debug!(error = %e, what, "a pooled connection was closed; trying again");
+                        op().await
+                    }
+                    done => done,
+                }
+                .map_err(read_error(what))
+            }
+
+            /// The rows of the query `q` builds ([`Self::on_pool`]).
+            async fn rows<'q>(&self, what: &str, q: impl Fn() -> Query<'q>) -> Result<Vec<<$db as sqlx::Database>::Row>, StoreError> {
+                self.on_pool(what, || q().fetch_all(&self.pool)).await
+            }
+
+            /// The row, if any, of the query `q` builds ([`Self::on_pool`]).
+            async fn row<'q>(&self, what: &str, q: impl Fn() -> Query<'q>) -> Result<Option<<$db as sqlx::Database>::Row>, StoreError> {
+                self.on_pool(what, || q().fetch_optional(&self.pool)).await
+            }
+
+            /// A transaction; its `BEGIN` is sent once more when it could not reach the server (a
+            /// connection closed while idle, as in [`Self::on_pool`]: nothing was written).
+            pub(crate) async fn transaction(&self) -> Result<sqlx::Transaction<'static, $db>, sqlx::Error> {
+                match self.begin().await {
+                    Err(e) if classify(&e) == Class::Unavailable => {
+                        $crate::store::server::pool_check::connection_failed();
+                        tracing::debug!(error = %e, "a pooled connection was closed; beginning again");
+                        self.begin().await
+                    }
+                    tx => tx,
+                }
+            }
+
             /// Runs `attempt` (one transaction) until it returns an outcome, running it again when it
             /// lost a race; `what` names the operation in errors.
             async fn with_conflicts<T, F, Fut>(&self, what: &str, mut attempt: F) -> Result<T, StoreError>
@@ -344,7 +457,7 @@ macro_rules! sql_store {
             ) -> Result<CommitOutcome, Abort> {
                 let run: &str = &cp.run_id;
                 let step = db_int(cp.step);
-                let mut tx = self.begin().await.map_err(abort)?;
+                let mut tx = self.transaction().await.map_err(abort)?;
                 // 1. The key, first: a duplicate waits here for the holder and is then refused. 2. The
                 // run row, locked: commits of one run are serialized from here on.
                 let row = match key_then_lock(&mut tx, cp.idempotency_key.as_str(), run, step).await {
@@ -432,7 +545,7 @@ macro_rules! sql_store {
                 pending: Option<&[u8]>,
                 expected_version: u64,
             ) -> Result<CommitOutcome, Abort> {
-                let mut tx = self.begin().await.map_err(abort)?;
+                let mut tx = self.transaction().await.map_err(abort)?;
                 let row = sqlx::query(sql::LOCK_RUN).bind(run_id).fetch_optional(&mut *tx).await.map_err(abort)?;
                 let Some(row) = row else {
                     tx.rollback().await.map_err(abort)?;
@@ -476,7 +589,7 @@ macro_rules! sql_store {
                 record: &EffectRecord,
                 expected: Option<&EffectState>,
             ) -> Result<EffectOutcome, Abort> {
-                let mut tx = self.begin().await.map_err(abort)?;
+                let mut tx = self.transaction().await.map_err(abort)?;
                 let row = sqlx::query(sql::LOCK_EFFECT)
                     .bind(record.key.as_str())
                     .fetch_optional(&mut *tx)
@@ -517,7 +630,7 @@ macro_rules! sql_store {
 
             /// One attempt of `ack_outbox`.
             async fn try_ack(&self, keys: &[String]) -> Result<usize, Abort> {
-                let mut tx = self.begin().await.map_err(abort)?;
+                let mut tx = self.transaction().await.map_err(abort)?;
                 let mut removed = 0;
                 for k in keys {
                     let done = sqlx::query(sql::DELETE_OUTBOX).bind(k.as_str()).execute(&mut *tx).await.map_err(abort)?;
@@ -534,13 +647,9 @@ macro_rules! sql_store {
             /// Backend failures.
             #[cfg(feature = "test-hooks")]
             pub async fn raw_checkpoint(&self, run_id: &str, step: u64) -> Result<Option<Vec<u8>>, StoreError> {
-                let row = sqlx::query(sql::CHECKPOINT)
-                    .bind(run_id)
-                    .bind(db_int(step))
-                    .fetch_optional(&self.pool)
-                    .await
-                    .map_err(read_error("reading a checkpoint"))?;
-                row.map(|r| r.try_get::<Vec<u8>, _>(0)).transpose().map_err(read_error("reading a checkpoint"))
+                let what = "reading a checkpoint";
+                let row = self.row(what, || sqlx::query(sql::CHECKPOINT).bind(run_id).bind(db_int(step))).await?;
+                row.map(|r| r.try_get::<Vec<u8>, _>(0)).transpose().map_err(read_error(what))
             }
 
             /// Test hook (feature `test-hooks`): overwrites the stored record of a checkpoint (to
@@ -612,13 +721,9 @@ macro_rules! sql_store {
 
             async fn events(&self, run_id: &str, from: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
                 let what = "reading events";
-                let rows = sqlx::query(sql::EVENTS)
-                    .bind(run_id)
-                    .bind(db_int(from))
-                    .bind(db_int(limit as u64))
-                    .fetch_all(&self.pool)
-                    .await
-                    .map_err(read_error(what))?;
+                let rows = self
+                    .rows(what, || sqlx::query(sql::EVENTS).bind(run_id).bind(db_int(from)).bind(db_int(limit as u64)))
+                    .await?;
                 rows.iter()
                     .map(|r| {
                         let seq: i64 = r.try_get(0).map_err(read_error(what))?;
@@ -630,13 +735,13 @@ macro_rules! sql_store {
 
             async fn pending(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
                 let what = "reading a pending step";
-                let row = sqlx::query(sql::PENDING).bind(run_id).fetch_optional(&self.pool).await.map_err(read_error(what))?;
+                let row = self.row(what, || sqlx::query(sql::PENDING).bind(run_id)).await?;
                 row.map(|r| r.try_get::<Vec<u8>, _>(0)).transpose().map_err(read_error(what))
             }
 
             async fn run_info(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {
                 let what = "reading a run";
-                let row = sqlx::query(sql::RUN).bind(run_id).fetch_optional(&self.pool).await.map_err(read_error(what))?;
+                let row = self.row(what, || sqlx::query(sql::RUN).bind(run_id)).await?;
                 match row {
                     Some(r) => Ok(Some(decode_run(&r.try_get::<Vec<u8>, _>(0).map_err(read_error(what))?)?)),
                     None => Ok(None),
@@ -645,12 +750,7 @@ macro_rules! sql_store {
 
             async fn load_checkpoint(&self, run_id: &str, step: u64) -> Result<Option<Checkpoint>, StoreError> {
                 let what = "reading a checkpoint";
-                let row = sqlx::query(sql::CHECKPOINT)
-                    .bind(run_id)
-                    .bind(db_int(step))
-                    .fetch_optional(&self.pool)
-                    .await
-                    .map_err(read_error(what))?;
+                let row = self.row(what, || sqlx::query(sql::CHECKPOINT).bind(run_id).bind(db_int(step))).await?;
                 match row {
                     Some(r) => Ok(Some(decode(run_id, step, &r.try_get::<Vec<u8>, _>(0).map_err(read_error(what))?)?)),
                     None => Ok(None),
@@ -659,7 +759,7 @@ macro_rules! sql_store {
 
             async fn latest(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError> {
                 let what = "reading the latest checkpoint";
-                let row = sqlx::query(sql::LATEST).bind(run_id).fetch_optional(&self.pool).await.map_err(read_error(what))?;
+                let row = self.row(what, || sqlx::query(sql::LATEST).bind(run_id)).await?;
                 match row {
                     Some(r) => {
                         let step: i64 = r.try_get(0).map_err(read_error(what))?;
@@ -675,13 +775,9 @@ macro_rules! sql_store {
                     return Ok(Vec::new());
                 }
                 let what = "reading checkpoints";
-                let rows = sqlx::query(sql::CHECKPOINTS)
-                    .bind(run_id)
-                    .bind(db_int(from))
-                    .bind(db_int(to))
-                    .fetch_all(&self.pool)
-                    .await
-                    .map_err(read_error(what))?;
+                let rows = self
+                    .rows(what, || sqlx::query(sql::CHECKPOINTS).bind(run_id).bind(db_int(from)).bind(db_int(to)))
+                    .await?;
                 rows.iter()
                     .map(|r| {
                         let step: i64 = r.try_get(0).map_err(read_error(what))?;
@@ -699,16 +795,15 @@ macro_rules! sql_store {
                 let what = "listing runs";
                 let limit = filter.limit.map_or(i64::MAX, |n| db_int(n as u64));
                 let rows = match &filter.status {
-                    Some(s) => sqlx::query(sql::RUNS_BY_STATUS).bind(status_name(s)).bind(limit).fetch_all(&self.pool).await,
-                    None => sqlx::query(sql::RUNS).bind(limit).fetch_all(&self.pool).await,
-                }
-                .map_err(read_error(what))?;
+                    Some(s) => self.rows(what, || sqlx::query(sql::RUNS_BY_STATUS).bind(status_name(s)).bind(limit)).await?,
+                    None => self.rows(what, || sqlx::query(sql::RUNS).bind(limit)).await?,
+                };
                 rows.iter().map(|r| decode_run(&r.try_get::<Vec<u8>, _>(0).map_err(read_error(what))?)).collect()
             }
 
             async fn prune(&self, run_id: &str, keep: usize) -> Result<usize, StoreError> {
                 let what = "pruning";
-                let rows = sqlx::query(sql::STEPS).bind(run_id).fetch_all(&self.pool).await.map_err(read_error(what))?;
+                let rows = self.rows(what, || sqlx::query(sql::STEPS).bind(run_id)).await?;
                 let steps: Vec<u64> = rows
                     .iter()
                     .map(|r| r.try_get::<i64, _>(0).map(from_db_int))
@@ -735,7 +830,7 @@ macro_rules! sql_store {
 
             async fn load_effect(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
                 let what = "reading an effect";
-                let row = sqlx::query(sql::EFFECT).bind(key).fetch_optional(&self.pool).await.map_err(read_error(what))?;
+                let row = self.row(what, || sqlx::query(sql::EFFECT).bind(key)).await?;
                 match row {
                     Some(r) => Ok(Some(decode_effect(&r.try_get::<Vec<u8>, _>(0).map_err(read_error(what))?)?)),
                     None => Ok(None),
@@ -752,17 +847,13 @@ macro_rules! sql_store {
 
             async fn effects(&self, run_id: &str) -> Result<Vec<EffectRecord>, StoreError> {
                 let what = "reading the effect journal";
-                let rows = sqlx::query(sql::EFFECTS).bind(run_id).fetch_all(&self.pool).await.map_err(read_error(what))?;
+                let rows = self.rows(what, || sqlx::query(sql::EFFECTS).bind(run_id)).await?;
                 rows.iter().map(|r| decode_effect(&r.try_get::<Vec<u8>, _>(0).map_err(read_error(what))?)).collect()
             }
 
             async fn outbox(&self, limit: usize) -> Result<Vec<OutboxRow>, StoreError> {
                 let what = "reading the outbox";
-                let rows = sqlx::query(sql::OUTBOX)
-                    .bind(db_int(limit as u64))
-                    .fetch_all(&self.pool)
-                    .await
-                    .map_err(read_error(what))?;
+                let rows = self.rows(what, || sqlx::query(sql::OUTBOX).bind(db_int(limit as u64))).await?;
                 rows.iter().map(|r| decode_outbox(&r.try_get::<Vec<u8>, _>(0).map_err(read_error(what))?)).collect()
             }
 

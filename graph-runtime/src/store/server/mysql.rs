@@ -70,14 +70,21 @@ impl MySqlStore {
         Self::connect_with(options, Self::pool_options()).await
     }
 
-    /// The pool options [`MySqlStore::connect`] uses: 16 connections, 5 s to acquire one.
+    /// The pool options [`MySqlStore::connect`] uses: 16 connections, 5 s to acquire one, and no
+    /// ping each time a connection is taken (the store's own check pings only suspect connections:
+    /// idle for 10 s or more, or idle since a connection failure).
     pub fn pool_options() -> MySqlPoolOptions {
-        MySqlPoolOptions::new().max_connections(16).acquire_timeout(Duration::from_secs(5))
+        MySqlPoolOptions::new()
+            .max_connections(16)
+            .acquire_timeout(Duration::from_secs(5))
+            .test_before_acquire(false)
     }
 
     /// Connects with explicit connection options (host, credentials, TLS: `ssl_mode`, `ssl_ca`, …) and
     /// pool options, then migrates as [`MySqlStore::connect`] does. The pool's `after_connect` hook is
-    /// replaced by one that sets the session to READ COMMITTED.
+    /// replaced by one that sets the session to READ COMMITTED, and its `before_acquire` hook by the
+    /// store's check of suspect connections; start from [`MySqlStore::pool_options`] to keep sqlx from
+    /// also pinging every connection it hands out.
     ///
     /// # Errors
     ///
@@ -87,6 +94,7 @@ impl MySqlStore {
         pool: MySqlPoolOptions,
     ) -> Result<Self, StoreError> {
         let pool = pool
+            .before_acquire(|conn, meta| Box::pin(super::pool_check::ping_if_suspect(conn, meta)))
             .after_connect(|conn, _| {
                 Box::pin(async move {
                     sqlx::query("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")

@@ -65,18 +65,26 @@ impl PostgresStore {
         Self::connect_with(options, Self::pool_options()).await
     }
 
-    /// The pool options [`PostgresStore::connect`] uses: 16 connections, 5 s to acquire one.
+    /// The pool options [`PostgresStore::connect`] uses: 16 connections, 5 s to acquire one, and no
+    /// ping each time a connection is taken (the store's own check pings only suspect connections:
+    /// idle for 10 s or more, or idle since a connection failure).
     pub fn pool_options() -> PgPoolOptions {
-        PgPoolOptions::new().max_connections(16).acquire_timeout(Duration::from_secs(5))
+        PgPoolOptions::new()
+            .max_connections(16)
+            .acquire_timeout(Duration::from_secs(5))
+            .test_before_acquire(false)
     }
 
     /// Connects with explicit connection options (host, credentials, TLS: `ssl_mode`,
-    /// `ssl_root_cert`, …) and pool options, then migrates as [`PostgresStore::connect`] does.
+    /// `ssl_root_cert`, …) and pool options, then migrates as [`PostgresStore::connect`] does. The
+    /// pool's `before_acquire` hook is replaced by the store's check of suspect connections; start
+    /// from [`PostgresStore::pool_options`] to keep sqlx from also pinging every connection it hands out.
     ///
     /// # Errors
     ///
     /// As [`PostgresStore::connect`].
     pub async fn connect_with(options: PgConnectOptions, pool: PgPoolOptions) -> Result<Self, StoreError> {
+        let pool = pool.before_acquire(|conn, meta| Box::pin(super::pool_check::ping_if_suspect(conn, meta)));
         let pool = pool.connect_with(options).await.map_err(|e| {
             let class = classify(&e);
             super::store_error(class, "connecting to PostgreSQL", e)
