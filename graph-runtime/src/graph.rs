@@ -13,6 +13,7 @@ use crate::error::GraphError;
 use crate::node::{BoxFuture, Node, NodeResult, Route};
 use crate::policy::NodePolicy;
 use crate::state::Reducer;
+use crate::telemetry::Meters;
 
 /// The reserved name of the terminal pseudo-node.
 pub const END: &str = "__end__";
@@ -92,6 +93,8 @@ struct GraphInner<S: Reducer> {
     fingerprint: Arc<str>,
     /// `reaches[a][b]`: node `b` can be reached from node `a` (for wait-for-all joins).
     reaches: Vec<Vec<bool>>,
+    /// What its runs record (metrics).
+    meters: Arc<Meters>,
 }
 
 impl<S: Reducer> Clone for Graph<S> {
@@ -180,9 +183,15 @@ impl<S: Reducer> Graph<S> {
         self.inner.reaches[a][b]
     }
 
-    /// The graph's name, shared (metrics labels).
+    /// The graph's name, shared (the workers' metrics labels).
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
     pub(crate) fn name_arc(&self) -> &Arc<str> {
         &self.inner.name
+    }
+
+    /// What the graph's runs record (metrics).
+    pub(crate) fn meters(&self) -> &Arc<Meters> {
+        &self.inner.meters
     }
 
     /// The fingerprint, shared with the checkpoints that record it.
@@ -545,13 +554,10 @@ impl<S: Reducer> GraphBuilder<S> {
             }
         }
         Ok(Graph {
-            inner: Arc::new(GraphInner {
-                name: self.name.into(),
-                nodes,
-                index,
-                entry,
-                fingerprint: fingerprint.into(),
-                reaches,
+            inner: Arc::new({
+                let name: Arc<str> = self.name.into();
+                let meters = Arc::new(Meters::new(&name, nodes.iter().map(|n| n.name.clone()).collect()));
+                GraphInner { name, nodes, index, entry, fingerprint: fingerprint.into(), reaches, meters }
             }),
         })
     }

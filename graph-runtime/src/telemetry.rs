@@ -28,125 +28,224 @@ use std::time::Duration;
 
 use crate::store::CommitOutcome;
 
-/// Counts one running attempt until dropped.
-#[must_use]
-pub(crate) struct Inflight {
+/// The engine's meters for one graph (every run of it): the `graph` and `node` label values and, with
+/// the feature, the handles registered with the recorder in place. A step records eight values;
+/// building each one's key (an allocated label list) and looking it up in the recorder every time
+/// was about 2,500 instructions a step, with or without a recorder. The handles are registered once
+/// per recorder instead: the first record into a recorder the graph has not recorded into (the
+/// no-op one, one installed later, a thread's local one) registers them all, so a graph used before
+/// its recorder was installed records into it afterwards.
+pub(crate) struct Meters {
     #[cfg(feature = "metrics")]
     graph: Arc<str>,
-}
-
-impl Inflight {
-    pub(crate) fn start(graph: &Arc<str>) -> Self {
-        #[cfg(feature = "metrics")]
-        {
-            metrics::gauge!("graph_inflight_nodes", "graph" => Arc::clone(graph)).increment(1.0);
-            Inflight { graph: Arc::clone(graph) }
-        }
-        #[cfg(not(feature = "metrics"))]
-        {
-            let _ = graph;
-            Inflight {}
-        }
-    }
-}
-
-impl Drop for Inflight {
-    fn drop(&mut self) {
-        #[cfg(feature = "metrics")]
-        metrics::gauge!("graph_inflight_nodes", "graph" => Arc::clone(&self.graph)).decrement(1.0);
-    }
-}
-
-/// Counts one admitted item until dropped (held with its admission permit).
-#[must_use]
-pub(crate) struct Admitted {
     #[cfg(feature = "metrics")]
-    graph: Arc<str>,
-}
-
-impl Admitted {
-    pub(crate) fn start(graph: &Arc<str>) -> Self {
-        #[cfg(feature = "metrics")]
-        {
-            metrics::gauge!("graph_queue_depth", "graph" => Arc::clone(graph)).increment(1.0);
-            Admitted { graph: Arc::clone(graph) }
-        }
-        #[cfg(not(feature = "metrics"))]
-        {
-            let _ = graph;
-            Admitted {}
-        }
-    }
-}
-
-impl Drop for Admitted {
-    fn drop(&mut self) {
-        #[cfg(feature = "metrics")]
-        metrics::gauge!("graph_queue_depth", "graph" => Arc::clone(&self.graph)).decrement(1.0);
-    }
-}
-
-/// An attempt of `node` took `d`.
-pub(crate) fn node_latency(graph: &Arc<str>, node: &Arc<str>, d: Duration) {
+    nodes: Vec<Arc<str>>,
+    /// The handles registered with the first recorder the graph recorded into, and its address: read
+    /// without a lock (a fan-out step's items record from every worker thread at once).
     #[cfg(feature = "metrics")]
-    metrics::histogram!("graph_node_latency_seconds", "graph" => Arc::clone(graph), "node" => Arc::clone(node))
-        .record(d.as_secs_f64());
-    #[cfg(not(feature = "metrics"))]
-    let _ = (graph, node, d);
+    first: std::sync::OnceLock<(usize, Handles)>,
+    /// The handles of the latest other recorder, and its address.
+    #[cfg(feature = "metrics")]
+    later: std::sync::RwLock<Option<(usize, Arc<Handles>)>>,
 }
 
-/// A step took `d`, from its items' start to its commit.
-pub(crate) fn step_latency(graph: &Arc<str>, d: Duration) {
-    #[cfg(feature = "metrics")]
-    metrics::histogram!("graph_step_latency_seconds", "graph" => Arc::clone(graph)).record(d.as_secs_f64());
-    #[cfg(not(feature = "metrics"))]
-    let _ = (graph, d);
+/// Every handle of [`Meters`], registered with one recorder.
+#[cfg(feature = "metrics")]
+struct Handles {
+    inflight: metrics::Gauge,
+    queue_depth: metrics::Gauge,
+    step_latency: metrics::Histogram,
+    commit_latency: metrics::Histogram,
+    /// By outcome, in [`OUTCOMES`] order.
+    commits: Vec<metrics::Counter>,
+    /// By node index.
+    node_latency: Vec<metrics::Histogram>,
+    /// By node index.
+    retries: Vec<metrics::Counter>,
+    merge_conflicts: metrics::Counter,
+    backpressure: metrics::Counter,
 }
 
-/// A commit took `d` and ended with `outcome` (`None`: an error).
-pub(crate) fn commit(graph: &Arc<str>, d: Duration, outcome: Option<&CommitOutcome>) {
-    #[cfg(feature = "metrics")]
-    {
-        let outcome = match outcome {
-            Some(CommitOutcome::Committed { .. }) => "committed",
-            Some(CommitOutcome::AlreadyCommitted { .. }) => "already_committed",
-            Some(CommitOutcome::StepTaken { .. }) => "step_taken",
-            Some(CommitOutcome::VersionConflict { .. }) => "version_conflict",
-            Some(CommitOutcome::Fenced) => "fenced",
-            None => "error",
+/// The `outcome` label values of `graph_commits_total`.
+#[cfg(feature = "metrics")]
+const OUTCOMES: [&str; 6] =
+    ["committed", "already_committed", "step_taken", "version_conflict", "fenced", "error"];
+
+#[cfg(feature = "metrics")]
+impl Handles {
+    fn register(r: &dyn metrics::Recorder, graph: &Arc<str>, nodes: &[Arc<str>]) -> Handles {
+        use metrics::{Key, Label, Level, Metadata};
+        static META: Metadata<'static> = Metadata::new(module_path!(), Level::INFO, Some(module_path!()));
+        let g = || Label::new("graph", Arc::clone(graph));
+        let key = |name: &'static str| Key::from_parts(name, vec![g()]);
+        let with = |name: &'static str, label: &'static str, value: metrics::SharedString| {
+            Key::from_parts(name, vec![g(), Label::new(label, value)])
         };
-        metrics::histogram!("graph_commit_latency_seconds", "graph" => Arc::clone(graph))
-            .record(d.as_secs_f64());
-        metrics::counter!("graph_commits_total", "graph" => Arc::clone(graph), "outcome" => outcome)
-            .increment(1);
+        Handles {
+            inflight: r.register_gauge(&key("graph_inflight_nodes"), &META),
+            queue_depth: r.register_gauge(&key("graph_queue_depth"), &META),
+            step_latency: r.register_histogram(&key("graph_step_latency_seconds"), &META),
+            commit_latency: r.register_histogram(&key("graph_commit_latency_seconds"), &META),
+            commits: OUTCOMES
+                .iter()
+                .map(|o| r.register_counter(&with("graph_commits_total", "outcome", (*o).into()), &META))
+                .collect(),
+            node_latency: nodes
+                .iter()
+                .map(|n| {
+                    let key = with("graph_node_latency_seconds", "node", Arc::clone(n).into());
+                    r.register_histogram(&key, &META)
+                })
+                .collect(),
+            retries: nodes
+                .iter()
+                .map(|n| {
+                    r.register_counter(&with("graph_retries_total", "node", Arc::clone(n).into()), &META)
+                })
+                .collect(),
+            merge_conflicts: r.register_counter(&key("graph_merge_conflicts_total"), &META),
+            backpressure: r.register_counter(&key("graph_backpressure_events_total"), &META),
+        }
     }
-    #[cfg(not(feature = "metrics"))]
-    let _ = (graph, d, outcome);
 }
 
-/// An attempt of `node` is retried.
-pub(crate) fn retry(graph: &Arc<str>, node: &Arc<str>) {
+impl Meters {
+    /// The meters of graph `graph` with nodes `nodes` (in node-index order).
+    pub(crate) fn new(graph: &Arc<str>, nodes: Vec<Arc<str>>) -> Meters {
+        #[cfg(feature = "metrics")]
+        {
+            Meters { graph: Arc::clone(graph), nodes, first: Default::default(), later: Default::default() }
+        }
+        #[cfg(not(feature = "metrics"))]
+        {
+            let _ = (graph, nodes);
+            Meters {}
+        }
+    }
+
+    /// Runs `f` with the handles registered with the current recorder, registering them first when
+    /// the recorder is not the one they were registered with.
     #[cfg(feature = "metrics")]
-    metrics::counter!("graph_retries_total", "graph" => Arc::clone(graph), "node" => Arc::clone(node))
-        .increment(1);
-    #[cfg(not(feature = "metrics"))]
-    let _ = (graph, node);
+    fn with<T>(&self, f: impl FnOnce(&Handles) -> T) -> T {
+        metrics::with_recorder(|r| {
+            // The recorder's address identifies it (a recorder installed for good, or the no-op one).
+            let id = std::ptr::from_ref(r).cast::<()>() as usize;
+            let (first, h) = self.first.get_or_init(|| (id, Handles::register(r, &self.graph, &self.nodes)));
+            if *first == id {
+                return f(h);
+            }
+            let read = self.later.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some((later, h)) = read.as_ref()
+                && *later == id
+            {
+                return f(h);
+            }
+            drop(read);
+            let h = Arc::new(Handles::register(r, &self.graph, &self.nodes));
+            *self.later.write().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                Some((id, Arc::clone(&h)));
+            f(&h)
+        })
+    }
+
+    /// Counts one running attempt until the guard is dropped.
+    pub(crate) fn inflight(&self) -> GaugeGuard {
+        #[cfg(feature = "metrics")]
+        {
+            GaugeGuard::up(self.with(|h| h.inflight.clone()))
+        }
+        #[cfg(not(feature = "metrics"))]
+        GaugeGuard {}
+    }
+
+    /// Counts one admitted item until the guard (held with its admission permit) is dropped.
+    pub(crate) fn admitted(&self) -> GaugeGuard {
+        #[cfg(feature = "metrics")]
+        {
+            GaugeGuard::up(self.with(|h| h.queue_depth.clone()))
+        }
+        #[cfg(not(feature = "metrics"))]
+        GaugeGuard {}
+    }
+
+    /// An attempt of node `node` (its index) took `d`.
+    pub(crate) fn node_latency(&self, node: usize, d: Duration) {
+        #[cfg(feature = "metrics")]
+        self.with(|h| h.node_latency[node].record(d.as_secs_f64()));
+        #[cfg(not(feature = "metrics"))]
+        let _ = (node, d);
+    }
+
+    /// A step took `d`, from its items' start to its commit.
+    pub(crate) fn step_latency(&self, d: Duration) {
+        #[cfg(feature = "metrics")]
+        self.with(|h| h.step_latency.record(d.as_secs_f64()));
+        #[cfg(not(feature = "metrics"))]
+        let _ = d;
+    }
+
+    /// A commit took `d` and ended with `outcome` (`None`: an error).
+    pub(crate) fn commit(&self, d: Duration, outcome: Option<&CommitOutcome>) {
+        #[cfg(feature = "metrics")]
+        {
+            let i = match outcome {
+                Some(CommitOutcome::Committed { .. }) => 0,
+                Some(CommitOutcome::AlreadyCommitted { .. }) => 1,
+                Some(CommitOutcome::StepTaken { .. }) => 2,
+                Some(CommitOutcome::VersionConflict { .. }) => 3,
+                Some(CommitOutcome::Fenced) => 4,
+                None => 5,
+            };
+            self.with(|h| {
+                h.commit_latency.record(d.as_secs_f64());
+                h.commits[i].increment(1);
+            });
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = (d, outcome);
+    }
+
+    /// An attempt of node `node` (its index) is retried.
+    pub(crate) fn retry(&self, node: usize) {
+        #[cfg(feature = "metrics")]
+        self.with(|h| h.retries[node].increment(1));
+        #[cfg(not(feature = "metrics"))]
+        let _ = node;
+    }
+
+    /// A step stopped on a merge conflict.
+    pub(crate) fn merge_conflict(&self) {
+        #[cfg(feature = "metrics")]
+        self.with(|h| h.merge_conflicts.increment(1));
+    }
+
+    /// A run paused because admission timed out.
+    pub(crate) fn backpressure(&self) {
+        #[cfg(feature = "metrics")]
+        self.with(|h| h.backpressure.increment(1));
+    }
 }
 
-/// A step stopped on a merge conflict.
-pub(crate) fn merge_conflict(graph: &Arc<str>) {
+/// Holds one unit of a gauge, given back when dropped (to the handle it was taken from).
+#[must_use]
+pub(crate) struct GaugeGuard {
     #[cfg(feature = "metrics")]
-    metrics::counter!("graph_merge_conflicts_total", "graph" => Arc::clone(graph)).increment(1);
-    #[cfg(not(feature = "metrics"))]
-    let _ = graph;
+    gauge: metrics::Gauge,
 }
 
-/// A run paused because admission timed out.
-pub(crate) fn backpressure(graph: &Arc<str>) {
-    #[cfg(feature = "metrics")]
-    metrics::counter!("graph_backpressure_events_total", "graph" => Arc::clone(graph)).increment(1);
-    #[cfg(not(feature = "metrics"))]
-    let _ = graph;
+#[cfg(feature = "metrics")]
+impl GaugeGuard {
+    fn up(gauge: metrics::Gauge) -> GaugeGuard {
+        gauge.increment(1.0);
+        GaugeGuard { gauge }
+    }
+}
+
+impl Drop for GaugeGuard {
+    fn drop(&mut self) {
+        #[cfg(feature = "metrics")]
+        self.gauge.decrement(1.0);
+    }
 }
 
 /// A worker claimed a run (`takeover`: another worker had held it).

@@ -183,7 +183,7 @@ impl<S: Reducer> Engine<S> {
         let (events, head) = self.chain(None, [(EventType::RunStarted, started)], cp.timestamp_ms);
         let committing = std::time::Instant::now();
         let outcome = store.save_checkpoint(&cp, &events, &RunStatus::Running, 0).await;
-        crate::telemetry::commit(graph.name_arc(), committing.elapsed(), outcome.as_ref().ok());
+        graph.meters().commit(committing.elapsed(), outcome.as_ref().ok());
         let CommitOutcome::Committed { version } = outcome? else {
             return Err(Error::RunExists { run: run_id.to_owned() });
         };

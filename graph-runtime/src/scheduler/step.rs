@@ -30,7 +30,7 @@ use crate::policy::{EngineOptions, RetryPolicy};
 use crate::state::Reducer;
 use crate::store::WorkItem;
 use crate::stream::{CustomSink, NodeOutcome, Observer, StreamEvent, StreamModes};
-use crate::telemetry::{self, Admitted, Inflight};
+use crate::telemetry::Meters;
 
 /// What one finished item produced: its delta, its route, the messages it emitted and the effects it
 /// used.
@@ -230,7 +230,7 @@ impl<'i, 'a, S: Reducer> Dispatch<'i, 'a, S> {
             let (rank, node) = (self.next, self.input.nodes[self.next]);
             let attempts = attempts_for(self.input, rank, &self.step_token);
             let span = node_span(&attempts.item);
-            let admitted = Admitted::start(self.input.graph.name_arc());
+            let admitted = self.input.graph.meters().admitted();
             let handle = self.set.spawn(
                 async move {
                     let _permit = (permit, admitted); // admission is released when the item finishes
@@ -315,7 +315,7 @@ fn execute_alone<'a, S: Reducer>(
                 _ = tokio::time::sleep(options.backpressure_timeout) => return Err(StepStop::Backpressure),
             },
         };
-        let admitted = Admitted::start(input.graph.name_arc());
+        let admitted = input.graph.meters().admitted();
         // The item observes the run's token directly: a step of one has no siblings to stop. The attempts
         // move into their future in a scope of their own, so the generator keeps no slot for them.
         let work = {
@@ -422,7 +422,8 @@ fn attempts_for<S: Reducer>(
             sink: input.observer.map(|o| o.clone() as Arc<dyn CustomSink>),
         },
         observer: input.observer.cloned(),
-        graph: input.graph.name_arc().clone(),
+        meters: input.graph.meters().clone(),
+        node: input.nodes[rank],
         timeout: node.policy().timeout.unwrap_or(options.default_node_timeout),
         retry: node.policy().retry.clone().unwrap_or_else(|| options.default_retry.clone()),
         token: step_token.clone(),
@@ -440,8 +441,9 @@ struct Attempts<S: Reducer> {
     token: CancellationToken,
     run_deadline: Instant,
     observer: Option<Arc<Observer<S>>>,
-    /// The graph's name (metrics labels).
-    graph: Arc<str>,
+    /// What the graph's runs record, and the node's index there.
+    meters: Arc<Meters>,
+    node: usize,
 }
 
 impl<S: Reducer> Attempts<S> {
@@ -493,7 +495,7 @@ impl<S: Reducer> Attempts<S> {
         let deadline = node_deadline.min(self.run_deadline);
         let started = std::time::Instant::now();
         tracing::Span::current().record("attempt", attempt);
-        let inflight = Inflight::start(&self.graph);
+        let inflight = self.meters.inflight();
         self.debug(|i| StreamEvent::NodeStarted {
             step: i.step,
             node: i.node.to_string(),
@@ -513,7 +515,7 @@ impl<S: Reducer> Attempts<S> {
         let outcome = ctx.take_outcome();
         drop(ctx);
         drop(inflight);
-        telemetry::node_latency(&self.graph, &self.item.node, started.elapsed());
+        self.meters.node_latency(self.node, started.elapsed());
         #[cfg(feature = "otel")]
         if result.is_err() && outcome.stop.is_none() {
             tracing::Span::current().record("otel.status_code", "ERROR");
@@ -554,7 +556,7 @@ impl<S: Reducer> Attempts<S> {
     /// meanwhile.
     async fn back_off(&self, attempt: u32, error: &NodeError) -> bool {
         tracing::debug!(node = %self.item.node, attempt, error = %error, "retrying");
-        telemetry::retry(&self.graph, &self.item.node);
+        self.meters.retry(self.node);
         let delay = self.retry.delay(&self.item.path, attempt);
         let message = error.to_string();
         self.debug(|i| StreamEvent::Retrying {
