@@ -11,6 +11,7 @@
 use std::time::{Duration, Instant};
 
 use graph_runtime::store::conformance::Backend;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 use graph_runtime::store::server::LeaseStore;
 use graph_runtime::{END, Engine, EngineOptions, Error, Graph, Route, Store, StoreError};
 use graph_tests::proxy::Proxy;
@@ -267,6 +268,7 @@ async fn connections_killed_by_the_server_mid_run_lose_and_double_nothing<B: Ser
 /// The pool does not ping a connection it hands out unless it is suspect (idle 10 s, or since a
 /// connection failure): a connection the server closed while idle fails its first statement, and the
 /// store runs that read or `BEGIN` once more. No call fails, with the engine's retries off.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 async fn connections_closed_while_idle_in_the_pool_fail_no_call<B: Server>(b: &B)
 where
     B::Store: LeaseStore,
