@@ -110,10 +110,12 @@ pub(crate) fn store_error(class: Class, what: &str, e: sqlx::Error) -> StoreErro
 /// round trip before every commit and read, whose only use is to find connections the server or the
 /// network has closed. The stores' pools ping instead only a connection that is suspect: idle for
 /// [`IDLE_PING`](pool_check::IDLE_PING) or more, or idle since before a connection failure anywhere in
-/// the process. After a server restart the first failure is met by one call, which the engine retries
-/// ([`super::retry::RetryStore`]); the retry pings the idle connections, drops the dead ones and opens
-/// new ones, instead of failing once per dead connection. (sqlx still pings a connection when it
-/// goes back to the pool, in a task of its own, off the caller's path.)
+/// the process. A connection the server closed while it was idle (a restart, `pg_terminate_backend`,
+/// `KILL`) fails its first statement; the store runs that read, or that transaction's `BEGIN`, once
+/// more (`on_pool`, `transaction` in [`sql_store!`]), and the failure has made the other idle
+/// connections suspect: the second try pings them, drops the dead ones and gets a live or a new one,
+/// instead of failing once per dead connection. (sqlx still pings a connection when it goes back to
+/// the pool, in a task of its own, off the caller's path.)
 pub(crate) mod pool_check {
     use std::sync::OnceLock;
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -332,11 +334,11 @@ macro_rules! sql_store {
 
         impl $store {
             /// Runs `op` (a read, or a write that may run twice, on the pool), once more when it could
-            /// not reach the server: a
-            /// connection the server closed while it sat in the pool fails its first statement (the
-            /// pool pings only suspect connections, [`pool_check`](crate::store::server::pool_check)),
-            /// and that failure makes every connection idle since then suspect, so the second try
-            /// runs on a live connection or a new one.
+            /// not reach the server: a connection the server closed while it sat in the pool fails
+            /// its first statement (the pool pings only suspect connections,
+            /// [`pool_check`](crate::store::server::pool_check)), and that failure makes every
+            /// connection idle since then suspect, so the second try runs on a live connection or a
+            /// new one.
             pub(crate) async fn on_pool<T, F, Fut>(&self, what: &str, op: F) -> Result<T, StoreError>
             where
                 F: Fn() -> Fut,
@@ -819,12 +821,9 @@ macro_rules! sql_store {
                 if !steps.iter().any(|&s| s < floor) {
                     return Ok(0);
                 }
-                let done = sqlx::query(sql::PRUNE)
-                    .bind(run_id)
-                    .bind(db_int(floor))
-                    .execute(&self.pool)
-                    .await
-                    .map_err(read_error(what))?;
+                let done = self
+                    .on_pool(what, || sqlx::query(sql::PRUNE).bind(run_id).bind(db_int(floor)).execute(&self.pool))
+                    .await?;
                 Ok(done.rows_affected() as usize)
             }
 
