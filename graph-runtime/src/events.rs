@@ -209,18 +209,32 @@ fn number(out: &mut Vec<u8>, n: u64) {
 /// The canonical bytes an event's hash covers: the event without its hash, keys sorted, no whitespace.
 pub fn covered_bytes(e: &Event) -> Vec<u8> {
     let mut out = Vec::with_capacity(e.payload.0.len() + 96);
-    out.extend_from_slice(b"{\"event_type\":");
-    serde_json::to_writer(&mut out, &e.event_type).expect("writes to a Vec");
-    out.extend_from_slice(b",\"payload\":");
-    out.extend_from_slice(e.payload.0.as_bytes());
-    out.extend_from_slice(b",\"schema_version\":");
-    number(&mut out, e.schema_version.into());
-    out.extend_from_slice(b",\"seq\":");
-    number(&mut out, e.seq);
-    out.extend_from_slice(b",\"timestamp_ms\":");
-    number(&mut out, e.timestamp_ms);
-    out.push(b'}');
+    write_covered(e, &mut |b| out.extend_from_slice(b));
     out
+}
+
+/// Passes [`covered_bytes`] to `put` in pieces, without building them: the payload as it is held (the
+/// hash of every event of every step reads it this way, with no copy).
+fn write_covered(e: &Event, put: &mut dyn FnMut(&[u8])) {
+    /// `value` as JSON, through a buffer on the stack (an event type's name, a number).
+    fn json(put: &mut dyn FnMut(&[u8]), value: &impl Serialize) {
+        let mut buf = [0u8; 64];
+        let mut rest: &mut [u8] = &mut buf;
+        serde_json::to_writer(&mut rest, value).expect("an event type or a number fits 64 bytes");
+        let written = 64 - rest.len();
+        put(&buf[..written]);
+    }
+    put(b"{\"event_type\":");
+    json(put, &e.event_type);
+    put(b",\"payload\":");
+    put(e.payload.0.as_bytes());
+    put(b",\"schema_version\":");
+    json(put, &u64::from(e.schema_version));
+    put(b",\"seq\":");
+    json(put, &e.seq);
+    put(b",\"timestamp_ms\":");
+    json(put, &e.timestamp_ms);
+    put(b"}");
 }
 
 /// The hash of `e` after `prev` (`None` for the first event).
@@ -229,20 +243,22 @@ pub fn chain_hash(prev: Option<&str>, e: &Event, key: Option<&ChainKey>) -> Stri
         None => b"GENESIS",
         Some(p) => p.as_bytes(),
     };
-    let body = covered_bytes(e);
     match key {
         None => {
             let mut h = Sha256::new();
             h.update(prefix);
-            h.update(&body);
+            write_covered(e, &mut |b| h.update(b));
             hex(&h.finalize())
         }
-        Some(k) => hex(&hmac_sha256(&k.0, &[prefix, &body])),
+        Some(k) => hex(&hmac_sha256(&k.0, |put| {
+            put(prefix);
+            write_covered(e, put);
+        })),
     }
 }
 
-/// HMAC-SHA256 (RFC 2104) over the concatenation of `parts`.
-fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
+/// HMAC-SHA256 (RFC 2104) over the concatenation of what `message` passes to its argument.
+fn hmac_sha256(key: &[u8], message: impl FnOnce(&mut dyn FnMut(&[u8]))) -> [u8; 32] {
     const BLOCK: usize = 64;
     let mut k = [0u8; BLOCK];
     if key.len() > BLOCK {
@@ -257,9 +273,7 @@ fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
     }
     let mut inner = Sha256::new();
     inner.update(ipad);
-    for p in parts {
-        inner.update(p);
-    }
+    message(&mut |b| inner.update(b));
     let mut outer = Sha256::new();
     outer.update(opad);
     outer.update(inner.finalize());
@@ -482,7 +496,10 @@ mod tests {
     // RFC 4231 test case 2.
     #[test]
     fn hmac_matches_rfc_4231() {
-        let mac = hmac_sha256(b"Jefe", &[b"what do ya want ", b"for nothing?"]);
+        let mac = hmac_sha256(b"Jefe", |put| {
+            put(b"what do ya want ");
+            put(b"for nothing?");
+        });
         assert_eq!(hex(&mac), "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
     }
 
