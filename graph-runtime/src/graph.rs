@@ -556,7 +556,8 @@ impl<S: Reducer> GraphBuilder<S> {
         Ok(Graph {
             inner: Arc::new({
                 let name: Arc<str> = self.name.into();
-                let meters = Arc::new(Meters::new(&name, nodes.iter().map(|n| n.name.clone()).collect()));
+                let meters =
+                    Arc::new(Meters::new(&name, &nodes.iter().map(|n| n.name.clone()).collect::<Vec<_>>()));
                 GraphInner { name, nodes, index, entry, fingerprint: fingerprint.into(), reaches, meters }
             }),
         })

@@ -28,42 +28,35 @@ use std::time::Duration;
 
 use crate::store::CommitOutcome;
 
-/// The engine's meters for one graph (every run of it): the `graph` and `node` label values and, with
-/// the feature, the handles registered with the recorder in place. A step records eight values;
-/// building each one's key (an allocated label list) and looking it up in the recorder every time
-/// was about 2,500 instructions a step, with or without a recorder. The handles are registered once
-/// per recorder instead: the first record into a recorder the graph has not recorded into (the
-/// no-op one, one installed later, a thread's local one) registers them all, so a graph used before
-/// its recorder was installed records into it afterwards.
+/// The engine's meters for one graph (every run of it): with the feature, the key of every value its
+/// runs record, built once. A step records eight values; building each one's key (an allocated label
+/// list, the `graph` and `node` names) every time was about 2,500 instructions a step, with or without
+/// a recorder. The keys are built when the graph is, and each record looks its key up in the recorder
+/// in place at that moment (the global one, a thread's local one, or none), as the `metrics` macros
+/// do: handles are not kept, so a recorder installed or swapped later receives what follows, and one
+/// dropped is never written to. (Keeping handles per recorder was measured slightly cheaper, but a
+/// recorder can only be told apart by its address, which a dropped local recorder's successor may
+/// reuse.)
 pub(crate) struct Meters {
     #[cfg(feature = "metrics")]
-    graph: Arc<str>,
-    #[cfg(feature = "metrics")]
-    nodes: Vec<Arc<str>>,
-    /// The handles registered with the first recorder the graph recorded into, and its address: read
-    /// without a lock (a fan-out step's items record from every worker thread at once).
-    #[cfg(feature = "metrics")]
-    first: std::sync::OnceLock<(usize, Handles)>,
-    /// The handles of the latest other recorder, and its address.
-    #[cfg(feature = "metrics")]
-    later: std::sync::RwLock<Option<(usize, Arc<Handles>)>>,
+    keys: Keys,
 }
 
-/// Every handle of [`Meters`], registered with one recorder.
+/// Every key of [`Meters`].
 #[cfg(feature = "metrics")]
-struct Handles {
-    inflight: metrics::Gauge,
-    queue_depth: metrics::Gauge,
-    step_latency: metrics::Histogram,
-    commit_latency: metrics::Histogram,
+struct Keys {
+    inflight: metrics::Key,
+    queue_depth: metrics::Key,
+    step_latency: metrics::Key,
+    commit_latency: metrics::Key,
     /// By outcome, in [`OUTCOMES`] order.
-    commits: Vec<metrics::Counter>,
+    commits: Vec<metrics::Key>,
     /// By node index.
-    node_latency: Vec<metrics::Histogram>,
+    node_latency: Vec<metrics::Key>,
     /// By node index.
-    retries: Vec<metrics::Counter>,
-    merge_conflicts: metrics::Counter,
-    backpressure: metrics::Counter,
+    retries: Vec<metrics::Key>,
+    merge_conflicts: metrics::Key,
+    backpressure: metrics::Key,
 }
 
 /// The `outcome` label values of `graph_commits_total`.
@@ -71,50 +64,64 @@ struct Handles {
 const OUTCOMES: [&str; 6] =
     ["committed", "already_committed", "step_taken", "version_conflict", "fenced", "error"];
 
+/// What the engine's records tell a recorder of where they come from (as the `metrics` macros would).
 #[cfg(feature = "metrics")]
-impl Handles {
-    fn register(r: &dyn metrics::Recorder, graph: &Arc<str>, nodes: &[Arc<str>]) -> Handles {
-        use metrics::{Key, Label, Level, Metadata};
-        static META: Metadata<'static> = Metadata::new(module_path!(), Level::INFO, Some(module_path!()));
+static META: metrics::Metadata<'static> =
+    metrics::Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
+
+#[cfg(feature = "metrics")]
+impl Keys {
+    fn new(graph: &Arc<str>, nodes: &[Arc<str>]) -> Keys {
+        use metrics::{Key, Label};
         let g = || Label::new("graph", Arc::clone(graph));
         let key = |name: &'static str| Key::from_parts(name, vec![g()]);
         let with = |name: &'static str, label: &'static str, value: metrics::SharedString| {
             Key::from_parts(name, vec![g(), Label::new(label, value)])
         };
-        Handles {
-            inflight: r.register_gauge(&key("graph_inflight_nodes"), &META),
-            queue_depth: r.register_gauge(&key("graph_queue_depth"), &META),
-            step_latency: r.register_histogram(&key("graph_step_latency_seconds"), &META),
-            commit_latency: r.register_histogram(&key("graph_commit_latency_seconds"), &META),
-            commits: OUTCOMES
-                .iter()
-                .map(|o| r.register_counter(&with("graph_commits_total", "outcome", (*o).into()), &META))
-                .collect(),
+        Keys {
+            inflight: key("graph_inflight_nodes"),
+            queue_depth: key("graph_queue_depth"),
+            step_latency: key("graph_step_latency_seconds"),
+            commit_latency: key("graph_commit_latency_seconds"),
+            commits: OUTCOMES.iter().map(|o| with("graph_commits_total", "outcome", (*o).into())).collect(),
             node_latency: nodes
                 .iter()
-                .map(|n| {
-                    let key = with("graph_node_latency_seconds", "node", Arc::clone(n).into());
-                    r.register_histogram(&key, &META)
-                })
+                .map(|n| with("graph_node_latency_seconds", "node", Arc::clone(n).into()))
                 .collect(),
             retries: nodes
                 .iter()
-                .map(|n| {
-                    r.register_counter(&with("graph_retries_total", "node", Arc::clone(n).into()), &META)
-                })
+                .map(|n| with("graph_retries_total", "node", Arc::clone(n).into()))
                 .collect(),
-            merge_conflicts: r.register_counter(&key("graph_merge_conflicts_total"), &META),
-            backpressure: r.register_counter(&key("graph_backpressure_events_total"), &META),
+            merge_conflicts: key("graph_merge_conflicts_total"),
+            backpressure: key("graph_backpressure_events_total"),
         }
     }
 }
 
+/// The current recorder's handle for `key`.
+#[cfg(feature = "metrics")]
+fn counter(key: &metrics::Key) -> metrics::Counter {
+    metrics::with_recorder(|r| r.register_counter(key, &META))
+}
+
+/// The current recorder's handle for `key`.
+#[cfg(feature = "metrics")]
+fn gauge(key: &metrics::Key) -> metrics::Gauge {
+    metrics::with_recorder(|r| r.register_gauge(key, &META))
+}
+
+/// The current recorder's handle for `key`.
+#[cfg(feature = "metrics")]
+fn histogram(key: &metrics::Key) -> metrics::Histogram {
+    metrics::with_recorder(|r| r.register_histogram(key, &META))
+}
+
 impl Meters {
     /// The meters of graph `graph` with nodes `nodes` (in node-index order).
-    pub(crate) fn new(graph: &Arc<str>, nodes: Vec<Arc<str>>) -> Meters {
+    pub(crate) fn new(graph: &Arc<str>, nodes: &[Arc<str>]) -> Meters {
         #[cfg(feature = "metrics")]
         {
-            Meters { graph: Arc::clone(graph), nodes, first: Default::default(), later: Default::default() }
+            Meters { keys: Keys::new(graph, nodes) }
         }
         #[cfg(not(feature = "metrics"))]
         {
@@ -123,36 +130,11 @@ impl Meters {
         }
     }
 
-    /// Runs `f` with the handles registered with the current recorder, registering them first when
-    /// the recorder is not the one they were registered with.
-    #[cfg(feature = "metrics")]
-    fn with<T>(&self, f: impl FnOnce(&Handles) -> T) -> T {
-        metrics::with_recorder(|r| {
-            // The recorder's address identifies it (a recorder installed for good, or the no-op one).
-            let id = std::ptr::from_ref(r).cast::<()>() as usize;
-            let (first, h) = self.first.get_or_init(|| (id, Handles::register(r, &self.graph, &self.nodes)));
-            if *first == id {
-                return f(h);
-            }
-            let read = self.later.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-            if let Some((later, h)) = read.as_ref()
-                && *later == id
-            {
-                return f(h);
-            }
-            drop(read);
-            let h = Arc::new(Handles::register(r, &self.graph, &self.nodes));
-            *self.later.write().unwrap_or_else(std::sync::PoisonError::into_inner) =
-                Some((id, Arc::clone(&h)));
-            f(&h)
-        })
-    }
-
     /// Counts one running attempt until the guard is dropped.
     pub(crate) fn inflight(&self) -> GaugeGuard {
         #[cfg(feature = "metrics")]
         {
-            GaugeGuard::up(self.with(|h| h.inflight.clone()))
+            GaugeGuard::up(gauge(&self.keys.inflight))
         }
         #[cfg(not(feature = "metrics"))]
         GaugeGuard {}
@@ -162,7 +144,7 @@ impl Meters {
     pub(crate) fn admitted(&self) -> GaugeGuard {
         #[cfg(feature = "metrics")]
         {
-            GaugeGuard::up(self.with(|h| h.queue_depth.clone()))
+            GaugeGuard::up(gauge(&self.keys.queue_depth))
         }
         #[cfg(not(feature = "metrics"))]
         GaugeGuard {}
@@ -171,7 +153,7 @@ impl Meters {
     /// An attempt of node `node` (its index) took `d`.
     pub(crate) fn node_latency(&self, node: usize, d: Duration) {
         #[cfg(feature = "metrics")]
-        self.with(|h| h.node_latency[node].record(d.as_secs_f64()));
+        histogram(&self.keys.node_latency[node]).record(d.as_secs_f64());
         #[cfg(not(feature = "metrics"))]
         let _ = (node, d);
     }
@@ -179,7 +161,7 @@ impl Meters {
     /// A step took `d`, from its items' start to its commit.
     pub(crate) fn step_latency(&self, d: Duration) {
         #[cfg(feature = "metrics")]
-        self.with(|h| h.step_latency.record(d.as_secs_f64()));
+        histogram(&self.keys.step_latency).record(d.as_secs_f64());
         #[cfg(not(feature = "metrics"))]
         let _ = d;
     }
@@ -196,10 +178,8 @@ impl Meters {
                 Some(CommitOutcome::Fenced) => 4,
                 None => 5,
             };
-            self.with(|h| {
-                h.commit_latency.record(d.as_secs_f64());
-                h.commits[i].increment(1);
-            });
+            histogram(&self.keys.commit_latency).record(d.as_secs_f64());
+            counter(&self.keys.commits[i]).increment(1);
         }
         #[cfg(not(feature = "metrics"))]
         let _ = (d, outcome);
@@ -208,7 +188,7 @@ impl Meters {
     /// An attempt of node `node` (its index) is retried.
     pub(crate) fn retry(&self, node: usize) {
         #[cfg(feature = "metrics")]
-        self.with(|h| h.retries[node].increment(1));
+        counter(&self.keys.retries[node]).increment(1);
         #[cfg(not(feature = "metrics"))]
         let _ = node;
     }
@@ -216,13 +196,13 @@ impl Meters {
     /// A step stopped on a merge conflict.
     pub(crate) fn merge_conflict(&self) {
         #[cfg(feature = "metrics")]
-        self.with(|h| h.merge_conflicts.increment(1));
+        counter(&self.keys.merge_conflicts).increment(1);
     }
 
     /// A run paused because admission timed out.
     pub(crate) fn backpressure(&self) {
         #[cfg(feature = "metrics")]
-        self.with(|h| h.backpressure.increment(1));
+        counter(&self.keys.backpressure).increment(1);
     }
 }
 

@@ -85,28 +85,32 @@ async fn metrics_after_runs_render_with_bounded_labels() {
     assert!(!text.contains("m-flaky") && !text.contains("run="), "{text}");
 }
 
-/// The engine registers its metric handles once per recorder: a graph that has run (recording into
-/// no recorder, or the process's) records into another recorder once that one is in place, and its
-/// gauges go back to zero in the recorder they went up in.
+/// A graph records into the recorder in place when it records: one installed after its first run
+/// receives what follows, and so does each of several recorders used one after the other (in a loop,
+/// where each sits where the previous one was dropped: a cache of handles by recorder address would
+/// keep writing into the dropped one). Gauges go back to zero in the recorder they went up in.
 #[test]
 fn a_graph_records_into_a_recorder_installed_after_its_first_run() {
     let _serial = SERIAL.blocking_lock();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let engine = Engine::builder(fan()).build();
     assert!(rt.block_on(engine.run("before", Trace::default())).unwrap().is_completed());
-    // A recorder of this thread only, where the current-thread runtime runs the engine's tasks.
-    let recorder = PrometheusBuilder::new().build_recorder();
-    let handle = recorder.handle();
-    metrics::with_local_recorder(&recorder, || {
-        assert!(rt.block_on(engine.run("after", Trace::default())).unwrap().is_completed());
-    });
-    let text = handle.render();
-    let fan = "graph=\"fan\"";
-    // Step 0 (the input), step 1 (a), step 2 (b and c): this run's only.
-    assert_eq!(sample(&text, "graph_commits_total", &[fan, "outcome=\"committed\""]), Some(3.0), "{text}");
-    assert_eq!(sample(&text, "graph_node_latency_seconds_count", &[fan, "node=\"b\""]), Some(1.0));
-    assert_eq!(sample(&text, "graph_inflight_nodes", &[fan]), Some(0.0));
-    assert_eq!(sample(&text, "graph_queue_depth", &[fan]), Some(0.0));
+    for i in 0..3 {
+        // A recorder of this thread only, where the current-thread runtime runs the engine's tasks.
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        metrics::with_local_recorder(&recorder, || {
+            assert!(rt.block_on(engine.run(&format!("after-{i}"), Trace::default())).unwrap().is_completed());
+        });
+        let text = handle.render();
+        let fan = "graph=\"fan\"";
+        // Step 0 (the input), step 1 (a), step 2 (b and c): this run's only.
+        let committed = sample(&text, "graph_commits_total", &[fan, "outcome=\"committed\""]);
+        assert_eq!(committed, Some(3.0), "recorder {i}: {text}");
+        assert_eq!(sample(&text, "graph_node_latency_seconds_count", &[fan, "node=\"b\""]), Some(1.0));
+        assert_eq!(sample(&text, "graph_inflight_nodes", &[fan]), Some(0.0));
+        assert_eq!(sample(&text, "graph_queue_depth", &[fan]), Some(0.0));
+    }
 }
 
 /// a → b, c (one step) → END.
