@@ -204,9 +204,22 @@ impl SqliteStore {
             move |e| sql_error(&path, what, e)
         };
         conn.busy_timeout(options.busy_timeout).map_err(err("setting the busy timeout"))?;
-        let mode: String = conn
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-            .map_err(err("switching to WAL mode"))?;
+        // Switching a new file to WAL takes its exclusive lock, and SQLite answers SQLITE_BUSY at once,
+        // without its busy handler, to a connection that would otherwise wait on one that waits on it
+        // (several stores opening a new file at once): tried again until the busy timeout, as the busy
+        // handler would (`concurrent_opens_migrate_once` failed 12 times in 60 without it).
+        let switch_until = std::time::Instant::now() + options.busy_timeout;
+        let mode: String = loop {
+            match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)) {
+                Err(rusqlite::Error::SqliteFailure(f, _))
+                    if f.code == rusqlite::ErrorCode::DatabaseBusy
+                        && std::time::Instant::now() < switch_until =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+                mode => break mode.map_err(err("switching to WAL mode"))?,
+            }
+        };
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(StoreError::backend(
                 format!("cannot use {}", path.display()),
