@@ -35,7 +35,8 @@ struct Inner {
     /// eleven checkpoints' worth of memory (~3 KB).
     checkpoints: BTreeMap<Arc<str>, BTreeMap<u64, Box<Checkpoint>>>,
     /// Engine-made keys are hex digests: FxHash is enough to spread them, and SipHash (the default) of
-    /// a 64-byte key was 4 % of the loop benchmark's time.
+    /// a 64-byte key was 4 % of the loop benchmark's time. (Keys made to collide would only slow this
+    /// in-process store down, not change what it answers.)
     keys: HashSet<String, fxhash::FxBuildHasher>,
     effects: BTreeMap<String, EffectRecord>,
     /// Pending outbox rows by (run, step, emit order).
