@@ -333,13 +333,13 @@ macro_rules! sql_store {
         type Query<'a> = sqlx::query::Query<'a, $db, <$db as sqlx::Database>::Arguments>;
 
         impl $store {
-            /// Runs `op` (a read, or a write that may run twice, on the pool), once more when it could
-            /// not reach the server: a connection the server closed while it sat in the pool fails
-            /// its first statement (the pool pings only suspect connections,
+            /// Runs `op` (a read, a write that may run twice, or a `BEGIN`, on the pool), once more when
+            /// it could not reach the server: a connection the server closed while it sat in the pool
+            /// fails its first statement (the pool pings only suspect connections,
             /// [`pool_check`](crate::store::server::pool_check)), and that failure makes every
             /// connection idle since then suspect, so the second try runs on a live connection or a
-            /// new one.
-            pub(crate) async fn on_pool<T, F, Fut>(&self, what: &str, op: F) -> Result<T, StoreError>
+            /// new one. `what` names the operation in the log.
+            async fn once_more<T, F, Fut>(what: &str, op: F) -> Result<T, sqlx::Error>
             where
                 F: Fn() -> Fut,
                 Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
@@ -352,7 +352,15 @@ macro_rules! sql_store {
                     }
                     done => done,
                 }
-                .map_err(read_error(what))
+            }
+
+            /// [`Self::once_more`], its error as a store error.
+            pub(crate) async fn on_pool<T, F, Fut>(&self, what: &str, op: F) -> Result<T, StoreError>
+            where
+                F: Fn() -> Fut,
+                Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
+            {
+                Self::once_more(what, op).await.map_err(read_error(what))
             }
 
             /// The rows of the query `q` builds ([`Self::on_pool`]).
@@ -365,17 +373,10 @@ macro_rules! sql_store {
                 self.on_pool(what, || q().fetch_optional(&self.pool)).await
             }
 
-            /// A transaction; its `BEGIN` is sent once more when it could not reach the server (a
-            /// connection closed while idle, as in [`Self::on_pool`]: nothing was written).
+            /// A transaction; its `BEGIN` is sent once more when it could not reach the server
+            /// ([`Self::once_more`]: nothing was written yet).
             pub(crate) async fn transaction(&self) -> Result<sqlx::Transaction<'static, $db>, sqlx::Error> {
-                match self.begin().await {
-                    Err(e) if classify(&e) == Class::Unavailable => {
-                        $crate::store::server::pool_check::connection_failed();
-                        tracing::debug!(error = %e, "a pooled connection was closed; beginning again");
-                        self.begin().await
-                    }
-                    tx => tx,
-                }
+                Self::once_more("beginning a transaction", || self.begin()).await
             }
 
             /// Runs `attempt` (one transaction) until it returns an outcome, running it again when it
