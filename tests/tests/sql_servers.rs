@@ -199,6 +199,84 @@ graph_tests::for_backends! {
     mysql => MySql::new(),
 }
 
+graph_tests::for_backends! {
+    super: [concurrent_runs_share_commit_groups, messages_larger_than_a_tls_record_are_not_held_back];
+    #[cfg(feature = "postgres")]
+    postgres_groups => Postgres::new(),
+}
+
+/// PostgreSQL's group commit: 32 runs at once, most of their commits answered by groups of several,
+/// every step of every run committed once, each run equal to the same run on the memory store.
+#[cfg(feature = "postgres")]
+async fn concurrent_runs_share_commit_groups(b: &Postgres) {
+    b.create().await;
+    let store = b.connect(None, Duration::from_secs(5)).await.unwrap();
+    let (runs, n) = (32, 20);
+    let engine = Engine::builder(counter(n, Duration::ZERO)).store(store.clone()).build();
+    let tasks: Vec<_> = (0..runs)
+        .map(|i| {
+            let engine = engine.clone();
+            tokio::spawn(async move { engine.run(&format!("g{i}"), Trace::default()).await })
+        })
+        .collect();
+    let mut checkpoints = 0;
+    for (i, task) in tasks.into_iter().enumerate() {
+        let out = task.await.unwrap().unwrap();
+        let run = format!("g{i}");
+        let history: Vec<u64> = store.history(&run).await.unwrap().iter().map(|m| m.step).collect();
+        assert_eq!(history, (0..=out.steps).collect::<Vec<_>>(), "{run}: every step committed once");
+        let reference = Engine::builder(counter(n, Duration::ZERO)).build();
+        let expected = reference.run(&run, Trace::default()).await.unwrap();
+        assert_eq!(state_hash(&out.state), state_hash(&expected.state), "{run}");
+        let events = store.events(&run, 0, 100_000).await.unwrap();
+        let expected_events = reference.store().events(&run, 0, 100_000).await.unwrap();
+        assert_eq!(events.len(), expected_events.len(), "{run}: the event log");
+        checkpoints += history.len() as u64;
+    }
+    // A commit made while nothing else is being committed goes alone (the runs' first and last).
+    let (grouped, groups) = (store.grouped_commits(), store.group_transactions());
+    assert!(grouped > checkpoints / 2, "{grouped} of {checkpoints} commits were answered by a group");
+    assert!(groups < grouped, "{grouped} grouped commits in {groups} transactions: none shared one");
+}
+
+/// A commit larger than one TLS record (16 KiB) leaves at once: with Nagle's algorithm on (sqlx's
+/// default), its second record waited for the server's delayed acknowledgement, 40 ms or more a
+/// commit. The same run of 10 steps that each append 40 KB, over `sslmode=require` and over
+/// `sslmode=disable`: TLS may cost more, but not 20 ms a step.
+#[cfg(feature = "postgres")]
+async fn messages_larger_than_a_tls_record_are_not_held_back(b: &Postgres) {
+    b.create().await;
+    let steps = 10u64;
+    let graph = Graph::<Trace>::builder("large")
+        .node("tick", move |s, _| {
+            let i = s.count;
+            Box::pin(async move {
+                let route = if i + 1 < steps { Route::Goto(0) } else { Route::Goto(1) };
+                Ok((TraceDelta::default().count(1).log(format!("{i:040000}")), route))
+            })
+        })
+        .entry("tick")
+        .edge("tick", "tick")
+        .edge("tick", END)
+        .build()
+        .unwrap();
+    let mut took = Vec::new();
+    for mode in ["require", "disable"] {
+        let store = graph_runtime::store::PostgresStore::connect(&format!("{}?sslmode={mode}", b.url()))
+            .await
+            .unwrap_or_else(|e| panic!("connecting to the local server with sslmode={mode}: {e}"));
+        let engine = Engine::builder(graph.clone()).store(store).build();
+        engine.run(&format!("warm-up-{mode}"), Trace::default()).await.unwrap();
+        let started = Instant::now();
+        let out = engine.run(&format!("r-{mode}"), Trace::default()).await.unwrap();
+        took.push(started.elapsed());
+        assert_eq!(out.state.log.len() as u64, steps);
+    }
+    let (tls, plain) = (took[0], took[1]);
+    let bound = plain + Duration::from_millis(20) * u32::try_from(steps).unwrap();
+    assert!(tls < bound, "{steps} steps took {tls:?} over TLS and {plain:?} without");
+}
+
 /// A loop of `n` steps, each appending one entry and adding one, sleeping `pause` in its node.
 fn counter(n: u64, pause: Duration) -> Graph<Trace> {
     Graph::<Trace>::builder("counter")

@@ -110,6 +110,11 @@ fn current_fence() -> Option<Lease> {
     FENCE.try_with(Lease::clone).ok()
 }
 
+/// True inside a fenced commit ([`LeasedStore`]).
+pub(in crate::store::server) fn fenced_commit() -> bool {
+    FENCE.try_with(|_| ()).is_ok()
+}
+
 /// A store bound to one lease: reads pass through; `save_checkpoint` and `set_status` are fenced (see the
 /// [module docs](self)). Made by [`LeaseStore::leased`].
 #[derive(Debug, Clone)]

@@ -45,6 +45,7 @@
 pub mod lease;
 #[cfg(feature = "mysql")]
 mod mysql;
+mod nodelay;
 #[cfg(feature = "postgres")]
 mod postgres;
 
@@ -250,6 +251,15 @@ impl StepWrites<'_> {
     pub(crate) fn event_columns(&self) -> (Vec<i64>, Vec<Vec<u8>>) {
         self.events.iter().map(|e| (db_int(e.seq), crate::events::encode(e))).unzip()
     }
+}
+
+/// What a backend's `grouped_save` did with a commit: committed it in a group with other runs'
+/// commits (PostgreSQL), or left it to be committed alone, holding `G` until it is.
+pub(crate) enum Grouped<G> {
+    /// The commit's outcome.
+    Done(Result<crate::store::CommitOutcome, StoreError>),
+    /// Commit it alone (a transaction of its own); `G` is held until then.
+    Alone(G),
 }
 
 /// The event head after `events` (given as (seq, hash)), or `before` when there are none.
@@ -701,6 +711,10 @@ macro_rules! sql_store {
                 status: &RunStatus,
                 expected_version: u64,
             ) -> Result<CommitOutcome, StoreError> {
+                let _alone = match self.grouped_save(cp, events, status, expected_version).await {
+                    $crate::store::server::Grouped::Done(done) => return done,
+                    $crate::store::server::Grouped::Alone(slot) => slot,
+                };
                 let record = encode(cp);
                 self.with_conflicts("committing a checkpoint", || {
                     self.try_save(cp, &record, events, status, expected_version)

@@ -82,7 +82,8 @@ impl MySqlStore {
 
     /// Connects with explicit connection options (host, credentials, TLS: `ssl_mode`, `ssl_ca`, …) and
     /// pool options, then migrates as [`MySqlStore::connect`] does. The pool's `after_connect` hook is
-    /// replaced by one that sets the session to READ COMMITTED, and its `before_acquire` hook by the
+    /// replaced by one that sets the session to READ COMMITTED and turns Nagle's algorithm off on the
+    /// connection (see `docs/stores.md`, "Group commit"), and its `before_acquire` hook by the
     /// store's check of suspect connections; start from [`MySqlStore::pool_options`] to keep sqlx from
     /// also pinging every connection it hands out.
     ///
@@ -93,9 +94,12 @@ impl MySqlStore {
         options: MySqlConnectOptions,
         pool: MySqlPoolOptions,
     ) -> Result<Self, StoreError> {
+        let server =
+            std::sync::Arc::new(super::nodelay::server_addrs(options.get_host(), options.get_port()).await);
         let pool = pool
             .before_acquire(|conn, meta| Box::pin(super::pool_check::ping_if_suspect(conn, meta)))
-            .after_connect(|conn, _| {
+            .after_connect(move |conn, _| {
+                super::nodelay::set_on_connections_to(&server);
                 Box::pin(async move {
                     sqlx::query("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
                         .execute(&mut *conn)
@@ -176,6 +180,19 @@ impl MySqlStore {
     /// A transaction (READ COMMITTED: set on every connection when it opens).
     pub(super) async fn begin(&self) -> Result<sqlx::Transaction<'static, MySql>, sqlx::Error> {
         self.pool.begin().await
+    }
+
+    /// MySQL commits each step in a transaction of its own: alone (PostgreSQL groups
+    /// concurrent runs' commits).
+    #[allow(clippy::unused_async)]
+    pub(super) async fn grouped_save(
+        &self,
+        _cp: &crate::store::Checkpoint,
+        _events: &[crate::events::Event],
+        _status: &crate::store::RunStatus,
+        _expected_version: u64,
+    ) -> super::Grouped<()> {
+        super::Grouped::Alone(())
     }
 }
 

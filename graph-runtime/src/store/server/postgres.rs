@@ -8,6 +8,8 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, Postgres};
 use super::{SERVER_SCHEMA_VERSION, StepWrites, client_class, newer_schema, sql_store, statements};
 use crate::store::FailPoint;
 
+mod group;
+
 /// The migrations, in order: (version, file).
 const MIGRATIONS: &[(u32, &str)] = &[
     (1, include_str!("../../../migrations/postgres/0001_init.sql")),
@@ -37,6 +39,8 @@ const MIGRATION_LOCK: i64 = 0x6772_6170_682d_7274;
 pub struct PostgresStore {
     pool: PgPool,
     fail: FailPoint,
+    /// Commits waiting for a group ([`group`]).
+    groups: std::sync::Arc<group::Groups>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -77,19 +81,28 @@ impl PostgresStore {
 
     /// Connects with explicit connection options (host, credentials, TLS: `ssl_mode`,
     /// `ssl_root_cert`, …) and pool options, then migrates as [`PostgresStore::connect`] does. The
-    /// pool's `before_acquire` hook is replaced by the store's check of suspect connections; start
-    /// from [`PostgresStore::pool_options`] to keep sqlx from also pinging every connection it hands out.
+    /// pool's `before_acquire` hook is replaced by the store's check of suspect connections, and its
+    /// `after_connect` hook by one that turns Nagle's algorithm off on the new connection (see
+    /// `docs/stores.md`, "Group commit"); start from [`PostgresStore::pool_options`] to keep sqlx from
+    /// also pinging every connection it hands out.
     ///
     /// # Errors
     ///
     /// As [`PostgresStore::connect`].
     pub async fn connect_with(options: PgConnectOptions, pool: PgPoolOptions) -> Result<Self, StoreError> {
-        let pool = pool.before_acquire(|conn, meta| Box::pin(super::pool_check::ping_if_suspect(conn, meta)));
+        let server =
+            std::sync::Arc::new(super::nodelay::server_addrs(options.get_host(), options.get_port()).await);
+        let pool = pool
+            .before_acquire(|conn, meta| Box::pin(super::pool_check::ping_if_suspect(conn, meta)))
+            .after_connect(move |_, _| {
+                super::nodelay::set_on_connections_to(&server);
+                Box::pin(async { Ok(()) })
+            });
         let pool = pool.connect_with(options).await.map_err(|e| {
             let class = classify(&e);
             super::store_error(class, "connecting to PostgreSQL", e)
         })?;
-        let store = PostgresStore { pool, fail: Default::default() };
+        let store = PostgresStore { pool, fail: Default::default(), groups: Default::default() };
         store.migrate().await?;
         Ok(store)
     }
@@ -142,6 +155,18 @@ impl PostgresStore {
         migrated?;
         unlocked.map_err(err)?;
         Ok(())
+    }
+
+    /// Group transactions committed since connect (this store and its clones): one per commit group,
+    /// however many runs' commits it held (see the [module docs](crate::store::server)).
+    pub fn group_transactions(&self) -> u64 {
+        self.groups.transactions.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Commits answered `Committed` by a commit group since connect; the others (fenced, or refused and
+    /// answered by a transaction of their own) are not counted.
+    pub fn grouped_commits(&self) -> u64 {
+        self.groups.commits.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// A transaction at READ COMMITTED.

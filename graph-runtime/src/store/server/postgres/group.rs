@@ -1,0 +1,465 @@
+//! Group commit on PostgreSQL: the commits of concurrent runs share one transaction.
+//!
+//! A commit made while nothing else is being committed by this store (no group being written, none
+//! queued, no other such commit) goes alone on its caller's task, in the single-commit statements
+//! (`try_save` in the `sql_store!` macro): they cost the server less than the group's for one commit,
+//! so a lone run pays nothing for grouping. Any other commit is queued; while fewer than
+//! [`MAX_LEADERS`] groups are being written, it also starts a *leader* task, which takes every queued commit (at most [`MAX_GROUP`], at most one per run) and
+//! writes them as one transaction of two statements, whatever their number:
+//!
+//! 1. `BEGIN`;
+//! 2. the keys and the row locks ([`sql::KEYS_THEN_LOCK`]): every key is inserted with `ON CONFLICT DO
+//!    NOTHING` (a key that exists, or that a concurrent transaction holds and then commits, is not
+//!    returned), then each inserted key's run row is locked and returned, in run order (two groups lock
+//!    the rows they share in the same order);
+//! 3. the writes ([`sql::WRITE_GROUP`], data-modifying CTEs over `unnest` of arrays): the checkpoints
+//!    of the commits whose version matched (`ON CONFLICT DO NOTHING`: a step already taken writes
+//!    nothing), and only for those inserted, their outbox rows, events, pending-step deletes and run
+//!    rows; the keys of every other commit of the group are deleted in the same statement;
+//! 4. `COMMIT`: one WAL flush for the group.
+//!
+//! A commit the group cannot decide — its key existed, its version or step differed, or the whole
+//! group failed (a lost race such as two first commits of one run, a deadlock, the server gone) — is
+//! answered *alone*: its caller commits it on its own, as a single transaction
+//! (`try_save` in the `sql_store!` macro), which reports `AlreadyCommitted`, `StepTaken`,
+//! `VersionConflict` or the error exactly as before. Nothing of such a commit was written by the
+//! group: its key insert was deleted in the group's transaction, or the transaction rolled back. A
+//! commit under a worker's lease is fenced and always commits alone.
+//!
+//! The leader is a task of its own, so a caller that stops waiting (a cancelled run) does not take
+//! the group's other commits down with it.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use sqlx::Row as _;
+use tokio::sync::oneshot;
+
+use super::PostgresStore;
+use crate::error::StoreError;
+use crate::events::{ChainHead, Event};
+use crate::store::record::{decode_run, encode, encode_run};
+use crate::store::server::{Abort, Grouped, db_int, status_name};
+use crate::store::{Checkpoint, CommitOutcome, RunInfo, RunStatus};
+
+/// At most this many commits in one group.
+const MAX_GROUP: usize = 256;
+
+/// At most this many groups written at once, each on its own pooled connection.
+const MAX_LEADERS: usize = 4;
+
+/// The queue of commits waiting for a group, shared by a store's clones.
+#[derive(Default)]
+pub(super) struct Groups {
+    state: Mutex<Queue>,
+    /// Group transactions committed.
+    pub(super) transactions: AtomicU64,
+    /// Commits answered `Committed` by a group.
+    pub(super) commits: AtomicU64,
+}
+
+impl Groups {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[derive(Default)]
+struct Queue {
+    waiting: VecDeque<Request>,
+    /// Leader tasks running.
+    leaders: usize,
+    /// Commits going alone on their caller's task because nothing else was being committed.
+    inline: usize,
+}
+
+/// A commit going alone because nothing else was being committed: while it lasts, other commits
+/// queue for a group.
+pub(in crate::store::server) struct Inline(Arc<Groups>);
+
+impl Drop for Inline {
+    fn drop(&mut self) {
+        self.0.lock().inline -= 1;
+    }
+}
+
+/// One queued commit.
+struct Request {
+    run_id: String,
+    step: u64,
+    key: String,
+    record: Vec<u8>,
+    /// (outbox key, encoded row), in emit order.
+    outbox: Vec<(String, Vec<u8>)>,
+    /// (seq, encoded event).
+    events: Vec<(i64, Vec<u8>)>,
+    last_event: Option<ChainHead>,
+    fingerprint: String,
+    status: RunStatus,
+    expected_version: u64,
+    answer: oneshot::Sender<Answer>,
+}
+
+/// A group's answer to one commit.
+enum Answer {
+    /// Committed in the group, at this version.
+    Committed(u64),
+    /// The injected failure (test hook, [`crate::store::FailPoint`]): nothing of the group was written.
+    Injected,
+    /// Not decided by the group: nothing of it was written; commit it alone.
+    Alone,
+}
+
+impl PostgresStore {
+    /// Commits `cp` in a group with other runs' concurrent commits; `None` when it must be committed
+    /// alone (see the [module docs](self)).
+    pub(super) async fn grouped_save(
+        &self,
+        cp: &Checkpoint,
+        events: &[Event],
+        status: &RunStatus,
+        expected_version: u64,
+    ) -> Grouped<Option<Inline>> {
+        if crate::store::server::lease::fenced_commit() {
+            return Grouped::Alone(None);
+        }
+        {
+            let mut q = self.groups.lock();
+            if q.inline + q.leaders == 0 && q.waiting.is_empty() {
+                // Nothing else is being committed: this commit goes alone, on the caller's task, in
+                // the single-commit statements (cheaper than the group's for one commit).
+                q.inline += 1;
+                return Grouped::Alone(Some(Inline(self.groups.clone())));
+            }
+        }
+        let (answer, answered) = oneshot::channel();
+        let request = Request {
+            run_id: cp.run_id.to_string(),
+            step: cp.step,
+            key: cp.idempotency_key.as_str().to_owned(),
+            record: encode(cp),
+            outbox: cp
+                .outbox
+                .iter()
+                .map(|row| (row.key.clone(), crate::store::journal::encode_outbox(row)))
+                .collect(),
+            events: events.iter().map(|e| (db_int(e.seq), crate::events::encode(e))).collect(),
+            last_event: events.last().map(|e| ChainHead { seq: e.seq, hash: e.hash.clone() }),
+            fingerprint: cp.graph_fingerprint.to_string(),
+            status: status.clone(),
+            expected_version,
+            answer,
+        };
+        let lead = {
+            let mut q = self.groups.lock();
+            q.waiting.push_back(request);
+            let lead = q.leaders < MAX_LEADERS;
+            q.leaders += usize::from(lead);
+            lead
+        };
+        if lead {
+            tokio::spawn(self.clone().lead());
+        }
+        // A dropped sender (the leader task panicked, the runtime is shutting down): alone, where the
+        // key tells whether the group had committed it.
+        match answered.await.unwrap_or(Answer::Alone) {
+            Answer::Committed(version) => Grouped::Done(Ok(CommitOutcome::Committed { version })),
+            Answer::Injected => Grouped::Done(Err(StoreError::backend("injected failure", "fail point"))),
+            Answer::Alone => Grouped::Alone(None),
+        }
+    }
+
+    /// A leader: writes groups until the queue is empty.
+    async fn lead(self) {
+        loop {
+            let group = {
+                let mut q = self.groups.lock();
+                let group = take_group(&mut q.waiting);
+                if group.is_empty() {
+                    q.leaders -= 1;
+                    return;
+                }
+                group
+            };
+            let answers = match self.write_group(&group).await {
+                Ok(answers) => answers,
+                Err(Abort::Store(e)) => {
+                    tracing::debug!(error = %e, "a commit group failed; its commits go alone");
+                    group.iter().map(|_| Answer::Alone).collect()
+                }
+                Err(Abort::Sql(class, e)) => {
+                    tracing::debug!(error = %e, ?class, "a commit group failed; its commits go alone");
+                    group.iter().map(|_| Answer::Alone).collect()
+                }
+            };
+            for (request, answer) in group.into_iter().zip(answers) {
+                let _ = request.answer.send(answer);
+            }
+        }
+    }
+
+    /// One group's transaction; the answer for each of its commits, in order.
+    async fn write_group(&self, group: &[Request]) -> Result<Vec<Answer>, Abort> {
+        let abort = |e: sqlx::Error| Abort::Sql(super::classify(&e), e);
+        let mut tx = self.transaction().await.map_err(abort)?;
+        let keys: Vec<&str> = group.iter().map(|r| r.key.as_str()).collect();
+        let runs: Vec<&str> = group.iter().map(|r| r.run_id.as_str()).collect();
+        let steps: Vec<i64> = group.iter().map(|r| db_int(r.step)).collect();
+        let rows = sqlx::query(sql::KEYS_THEN_LOCK)
+            .bind(&keys)
+            .bind(&runs)
+            .bind(&steps)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(abort)?;
+        if self.fail.hit(1) {
+            return Ok(group.iter().map(|_| Answer::Injected).collect());
+        }
+        // key → (the run row's bytes, has_pending), for the keys inserted.
+        let mut locked: HashMap<String, (Option<Vec<u8>>, bool)> = HashMap::with_capacity(rows.len());
+        for row in rows {
+            let key: String = row.try_get(0).map_err(abort)?;
+            let bytes: Option<Vec<u8>> = row.try_get(1).map_err(abort)?;
+            let pending: Option<bool> = row.try_get(2).map_err(abort)?;
+            locked.insert(key, (bytes, pending.unwrap_or(false)));
+        }
+        let mut w = Writes::default();
+        let mut versions = vec![None; group.len()];
+        for (i, r) in group.iter().enumerate() {
+            let Some((bytes, pending)) = locked.remove(r.key.as_str()) else { continue };
+            let row = bytes.map(|b| decode_run(&b)).transpose()?;
+            let version = row.as_ref().map_or(0, |row| row.version);
+            if version != r.expected_version {
+                w.undo.push(r.key.as_str());
+                continue;
+            }
+            let (fingerprint, head, latest) = match row {
+                Some(row) => (row.graph_fingerprint, row.event_head, row.latest_step.max(r.step)),
+                None => (r.fingerprint.clone(), None, r.step),
+            };
+            let mut info =
+                RunInfo::new(r.run_id.as_str(), r.status.clone(), latest, version + 1, fingerprint);
+            info.event_head = r.last_event.clone().or(head);
+            w.push(r, &info, version == 0, pending);
+            versions[i] = Some(info.version);
+        }
+        let inserted: Vec<String> = sqlx::query_scalar(sql::WRITE_GROUP)
+            .bind(&w.runs)
+            .bind(&w.steps)
+            .bind(&w.keys)
+            .bind(&w.records)
+            .bind(&w.outbox_runs)
+            .bind(&w.outbox_steps)
+            .bind(&w.outbox_idx)
+            .bind(&w.outbox_keys)
+            .bind(&w.outbox_bytes)
+            .bind(&w.event_runs)
+            .bind(&w.event_seqs)
+            .bind(&w.event_bytes)
+            .bind(&w.pending)
+            .bind(&w.new_run)
+            .bind(&w.status)
+            .bind(&w.latest)
+            .bind(&w.version)
+            .bind(&w.row_bytes)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(abort)?;
+        // The keys of the commits refused here, or whose step was taken: deleted, so that each can
+        // commit alone (rare: only when commits race).
+        w.undo.extend(
+            w.keys
+                .iter()
+                .zip(&w.runs)
+                .filter(|(_, run)| !inserted.iter().any(|i| i == **run))
+                .map(|(k, _)| *k),
+        );
+        if !w.undo.is_empty() {
+            sqlx::query(sql::DELETE_KEYS).bind(&w.undo).execute(&mut *tx).await.map_err(abort)?;
+        }
+        if self.fail.hit(2) || self.fail.hit(3) {
+            return Ok(group.iter().map(|_| Answer::Injected).collect());
+        }
+        tx.commit().await.map_err(abort)?;
+        self.groups.transactions.fetch_add(1, Ordering::Relaxed);
+        self.groups.commits.fetch_add(inserted.len() as u64, Ordering::Relaxed);
+        Ok(group
+            .iter()
+            .zip(versions)
+            .map(|(r, version)| match version {
+                Some(v) if inserted.contains(&r.run_id) => Answer::Committed(v),
+                _ => Answer::Alone,
+            })
+            .collect())
+    }
+}
+
+/// Takes the next group from the queue: at most [`MAX_GROUP`] commits, the first queued of each run
+/// (a run's later commits stay queued, in order, for the next group), sorted by run.
+fn take_group(waiting: &mut VecDeque<Request>) -> Vec<Request> {
+    let n = waiting.len().min(MAX_GROUP);
+    let mut group: Vec<Request> = waiting.drain(..n).collect();
+    // Stable: a run's commits keep their order.
+    group.sort_by(|a, b| a.run_id.cmp(&b.run_id));
+    let mut again = Vec::new();
+    let mut kept: Vec<Request> = Vec::with_capacity(group.len());
+    for r in group {
+        if kept.last().is_some_and(|k| k.run_id == r.run_id) {
+            again.push(r);
+        } else {
+            kept.push(r);
+        }
+    }
+    for r in again.into_iter().rev() {
+        waiting.push_front(r);
+    }
+    kept
+}
+
+/// The columns of [`sql::WRITE_GROUP`].
+#[derive(Default)]
+struct Writes<'a> {
+    runs: Vec<&'a str>,
+    steps: Vec<i64>,
+    keys: Vec<&'a str>,
+    records: Vec<&'a [u8]>,
+    undo: Vec<&'a str>,
+    outbox_runs: Vec<&'a str>,
+    outbox_steps: Vec<i64>,
+    outbox_idx: Vec<i64>,
+    outbox_keys: Vec<&'a str>,
+    outbox_bytes: Vec<&'a [u8]>,
+    event_runs: Vec<&'a str>,
+    event_seqs: Vec<i64>,
+    event_bytes: Vec<&'a [u8]>,
+    pending: Vec<&'a str>,
+    new_run: Vec<bool>,
+    status: Vec<&'static str>,
+    latest: Vec<i64>,
+    version: Vec<i64>,
+    row_bytes: Vec<Vec<u8>>,
+}
+
+impl<'a> Writes<'a> {
+    /// The writes of one accepted commit, its run row `info`.
+    fn push(&mut self, r: &'a Request, info: &RunInfo, new_run: bool, pending: bool) {
+        let run = r.run_id.as_str();
+        self.runs.push(run);
+        self.steps.push(db_int(r.step));
+        self.keys.push(&r.key);
+        self.records.push(&r.record);
+        for (i, (key, bytes)) in r.outbox.iter().enumerate() {
+            self.outbox_runs.push(run);
+            self.outbox_steps.push(db_int(r.step));
+            self.outbox_idx.push(db_int(i as u64));
+            self.outbox_keys.push(key);
+            self.outbox_bytes.push(bytes);
+        }
+        for (seq, bytes) in &r.events {
+            self.event_runs.push(run);
+            self.event_seqs.push(*seq);
+            self.event_bytes.push(bytes);
+        }
+        if pending {
+            self.pending.push(run);
+        }
+        self.new_run.push(new_run);
+        self.status.push(status_name(&info.status));
+        self.latest.push(db_int(info.latest_step));
+        self.version.push(db_int(info.version));
+        self.row_bytes.push(encode_run(info));
+    }
+}
+
+mod sql {
+    /// Deletes the keys $1 (of commits the group did not write).
+    pub(super) const DELETE_KEYS: &str = "DELETE FROM graph_keys WHERE idem_key = ANY($1::TEXT[])";
+
+    /// $1 keys, $2 runs, $3 steps (sorted by run): inserts the keys that are free, then locks the run
+    /// row of each, in order; returns (key, row bytes, has_pending) per inserted key, NULLs for a run
+    /// without a row.
+    pub(super) const KEYS_THEN_LOCK: &str = "WITH k AS (INSERT INTO graph_keys (idem_key, run_id, step) \
+         SELECT * FROM unnest($1::TEXT[], $2::TEXT[], $3::BIGINT[]) \
+         ON CONFLICT DO NOTHING RETURNING idem_key, run_id) \
+         SELECT k.idem_key, r.row_bytes, r.has_pending FROM k LEFT JOIN LATERAL \
+         (SELECT row_bytes, has_pending FROM graph_runs g WHERE g.run_id = k.run_id FOR UPDATE) r ON TRUE \
+         ORDER BY k.run_id";
+
+    /// The writes of a group: $1–$4 the checkpoints (run, step, key, record); $5–$9 the outbox rows
+    /// (run, step, idx, key, bytes); $10–$12 the events (run, seq, bytes); $13 the runs whose pending
+    /// step goes; $14–$18 per checkpoint, the run row (new, status, latest step, version, bytes).
+    /// Returns the runs whose checkpoint was inserted; a checkpoint refused by its primary key writes
+    /// nothing else.
+    pub(super) const WRITE_GROUP: &str = "WITH c AS (INSERT INTO graph_checkpoints (run_id, step, idem_key, record) \
+             SELECT * FROM unnest($1::TEXT[], $2::BIGINT[], $3::TEXT[], $4::BYTEA[]) \
+             ON CONFLICT DO NOTHING RETURNING run_id), \
+         o AS (INSERT INTO graph_outbox (run_id, step, idx, outbox_key, bytes) \
+             SELECT t.* FROM unnest($5::TEXT[], $6::BIGINT[], $7::BIGINT[], $8::TEXT[], $9::BYTEA[]) \
+                 AS t (run_id, step, idx, outbox_key, bytes) \
+             WHERE t.run_id IN (SELECT run_id FROM c) \
+             ON CONFLICT (run_id, step, idx) DO UPDATE SET outbox_key = EXCLUDED.outbox_key, bytes = EXCLUDED.bytes), \
+         e AS (INSERT INTO graph_events (run_id, seq, bytes) \
+             SELECT t.* FROM unnest($10::TEXT[], $11::BIGINT[], $12::BYTEA[]) AS t (run_id, seq, bytes) \
+             WHERE t.run_id IN (SELECT run_id FROM c) \
+             ON CONFLICT (run_id, seq) DO UPDATE SET bytes = EXCLUDED.bytes), \
+         p AS (DELETE FROM graph_pending WHERE run_id = ANY($13::TEXT[]) AND run_id IN (SELECT run_id FROM c)), \
+         v AS (SELECT * FROM unnest($1::TEXT[], $14::BOOLEAN[], $15::TEXT[], $16::BIGINT[], $17::BIGINT[], $18::BYTEA[]) \
+                 AS v (run_id, new_run, status, latest_step, version, row_bytes) \
+             WHERE v.run_id IN (SELECT run_id FROM c)), \
+         u AS (UPDATE graph_runs g SET status = v.status, latest_step = v.latest_step, version = v.version, \
+                 row_bytes = v.row_bytes, has_pending = FALSE \
+             FROM v WHERE g.run_id = v.run_id AND NOT v.new_run), \
+         n AS (INSERT INTO graph_runs (status, latest_step, version, row_bytes, has_pending, run_id) \
+             SELECT v.status, v.latest_step, v.version, v.row_bytes, FALSE, v.run_id FROM v WHERE v.new_run) \
+         SELECT run_id FROM c";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(run: &str, key: &str) -> Request {
+        let (answer, _) = oneshot::channel();
+        Request {
+            run_id: run.into(),
+            step: 0,
+            key: key.into(),
+            record: Vec::new(),
+            outbox: Vec::new(),
+            events: Vec::new(),
+            last_event: None,
+            fingerprint: String::new(),
+            status: RunStatus::Running,
+            expected_version: 0,
+            answer,
+        }
+    }
+
+    #[test]
+    fn a_group_takes_one_commit_per_run_and_leaves_the_rest_in_order() {
+        let mut q: VecDeque<Request> =
+            [("b", "b1"), ("a", "a1"), ("b", "b2"), ("c", "c1"), ("b", "b3"), ("a", "a2")]
+                .into_iter()
+                .map(|(r, k)| request(r, k))
+                .collect();
+        let group = take_group(&mut q);
+        let keys: Vec<&str> = group.iter().map(|r| r.key.as_str()).collect();
+        assert_eq!(keys, ["a1", "b1", "c1"]);
+        let rest: Vec<&str> = q.iter().map(|r| r.key.as_str()).collect();
+        assert_eq!(rest, ["a2", "b2", "b3"]);
+        let group = take_group(&mut q);
+        let keys: Vec<&str> = group.iter().map(|r| r.key.as_str()).collect();
+        assert_eq!(keys, ["a2", "b2"]);
+        let rest: Vec<&str> = q.iter().map(|r| r.key.as_str()).collect();
+        assert_eq!(rest, ["b3"]);
+    }
+
+    #[test]
+    fn a_group_holds_at_most_max_group_commits() {
+        let mut q: VecDeque<Request> =
+            (0..MAX_GROUP + 3).map(|i| request(&format!("r{i:04}"), &format!("k{i}"))).collect();
+        assert_eq!(take_group(&mut q).len(), MAX_GROUP);
+        assert_eq!(q.len(), 3);
+    }
+}
