@@ -26,7 +26,11 @@
 //! is still first) and step 4 is one statement of data-modifying CTEs, so a commit is four round trips
 //! (`BEGIN`, two statements, `COMMIT`); on MySQL each write is its own statement (seven round trips,
 //! six when a step appends no events). The connection comes from the pool without a ping
-//! ([`pool_check`]).
+//! ([`pool_check`]), and with Nagle's algorithm off (`nodelay`).
+//!
+//! On PostgreSQL, commits of concurrent runs are grouped: one transaction, two statements over arrays,
+//! for a whole group (`postgres/group.rs`); a commit the group cannot decide, and any commit made while
+//! nothing else is being committed, runs the transaction above on its own.
 //!
 //! A unique violation after step 1 (two first commits of a new run racing past an absent run row),
 //! a serialization failure or a deadlock (40001, 40P01 / 1213, 1205) rolls back and runs the whole

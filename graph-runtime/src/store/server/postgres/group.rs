@@ -172,12 +172,16 @@ impl PostgresStore {
 
     /// A leader: writes groups until the queue is empty.
     async fn lead(self) {
+        let mut leading = Leading(Some(self.clone()));
         loop {
             let group = {
                 let mut q = self.groups.lock();
                 let group = take_group(&mut q.waiting);
                 if group.is_empty() {
+                    // Decided under the lock a commit queues under: a commit queued after this sees
+                    // one leader fewer and starts one.
                     q.leaders -= 1;
+                    leading.0 = None;
                     return;
                 }
                 group
@@ -292,6 +296,30 @@ impl PostgresStore {
                 _ => Answer::Alone,
             })
             .collect())
+    }
+}
+
+/// A running leader. Dropped other than by the leader's own return (a panic, the runtime shutting
+/// down), it gives its place up, and starts another leader when commits are queued, so that a queue is
+/// never left without one.
+struct Leading(Option<PostgresStore>);
+
+impl Drop for Leading {
+    fn drop(&mut self) {
+        let Some(store) = self.0.take() else { return };
+        let again = {
+            let mut q = store.groups.lock();
+            q.leaders -= 1;
+            let again = !q.waiting.is_empty() && q.leaders < MAX_LEADERS;
+            q.leaders += usize::from(again);
+            again
+        };
+        if again {
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => drop(rt.spawn(store.lead())),
+                Err(_) => store.groups.lock().leaders -= 1,
+            }
+        }
     }
 }
 
