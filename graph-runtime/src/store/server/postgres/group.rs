@@ -4,8 +4,9 @@
 //! queued, no other such commit) goes alone on its caller's task, in the single-commit statements
 //! (`try_save` in the `sql_store!` macro): they cost the server less than the group's for one commit,
 //! so a lone run pays nothing for grouping. Any other commit is queued; while fewer than
-//! [`MAX_LEADERS`] groups are being written, it also starts a *leader* task, which takes every queued commit (at most [`MAX_GROUP`], at most one per run) and
-//! writes them as one transaction of two statements, whatever their number:
+//! [`MAX_LEADERS`] groups are being written, it also starts a *leader* task, which takes every queued
+//! commit (at most [`MAX_GROUP`], at most one per run) and writes them as one transaction of two
+//! statements, whatever their number:
 //!
 //! 1. `BEGIN`;
 //! 2. the keys and the row locks ([`sql::KEYS_THEN_LOCK`]): every key is inserted with `ON CONFLICT DO
@@ -15,8 +16,10 @@
 //! 3. the writes ([`sql::WRITE_GROUP`], data-modifying CTEs over `unnest` of arrays): the checkpoints
 //!    of the commits whose version matched (`ON CONFLICT DO NOTHING`: a step already taken writes
 //!    nothing), and only for those inserted, their outbox rows, events, pending-step deletes and run
-//!    rows; the keys of every other commit of the group are deleted in the same statement;
-//! 4. `COMMIT`: one WAL flush for the group.
+//!    rows;
+//! 4. only when some commit was refused in 2 or 3: the keys of those commits deleted
+//!    ([`sql::DELETE_KEYS`]);
+//! 5. `COMMIT`: one WAL flush for the group.
 //!
 //! A commit the group cannot decide — its key existed, its version or step differed, or the whole
 //! group failed (a lost race such as two first commits of one run, a deadlock, the server gone) — is
@@ -105,15 +108,15 @@ struct Request {
 enum Answer {
     /// Committed in the group, at this version.
     Committed(u64),
-    /// The injected failure (test hook, [`crate::store::FailPoint`]): nothing of the group was written.
+    /// The injected failure (test hook: the store's fail point): nothing of the group was written.
     Injected,
     /// Not decided by the group: nothing of it was written; commit it alone.
     Alone,
 }
 
 impl PostgresStore {
-    /// Commits `cp` in a group with other runs' concurrent commits; `None` when it must be committed
-    /// alone (see the [module docs](self)).
+    /// Commits `cp` in a group with other runs' concurrent commits, or says to commit it alone (see the
+    /// [module docs](self)), holding an [`Inline`] while it is when nothing else was being committed.
     pub(super) async fn grouped_save(
         &self,
         cp: &Checkpoint,
