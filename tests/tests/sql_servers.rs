@@ -200,7 +200,11 @@ graph_tests::for_backends! {
 }
 
 graph_tests::for_backends! {
-    super: [concurrent_runs_share_commit_groups, messages_larger_than_a_tls_record_are_not_held_back];
+    super: [
+        concurrent_runs_share_commit_groups,
+        groups_whose_connections_are_killed_lose_and_double_nothing,
+        messages_larger_than_a_tls_record_are_not_held_back,
+    ];
     #[cfg(feature = "postgres")]
     postgres_groups => Postgres::new(),
 }
@@ -222,21 +226,45 @@ async fn concurrent_runs_share_commit_groups(b: &Postgres) {
     let mut checkpoints = 0;
     for (i, task) in tasks.into_iter().enumerate() {
         let out = task.await.unwrap().unwrap();
-        let run = format!("g{i}");
-        let history: Vec<u64> = store.history(&run).await.unwrap().iter().map(|m| m.step).collect();
-        assert_eq!(history, (0..=out.steps).collect::<Vec<_>>(), "{run}: every step committed once");
-        let reference = Engine::builder(counter(n, Duration::ZERO)).build();
-        let expected = reference.run(&run, Trace::default()).await.unwrap();
-        assert_eq!(state_hash(&out.state), state_hash(&expected.state), "{run}");
-        let events = store.events(&run, 0, 100_000).await.unwrap();
-        let expected_events = reference.store().events(&run, 0, 100_000).await.unwrap();
-        assert_eq!(events.len(), expected_events.len(), "{run}: the event log");
-        checkpoints += history.len() as u64;
+        assert_equals_the_memory_run(&store, &format!("g{i}"), n, &out.state, out.steps).await;
+        checkpoints += out.steps + 1;
     }
     // A commit made while nothing else is being committed goes alone (the runs' first and last).
     let (grouped, groups) = (store.grouped_commits(), store.group_transactions());
     assert!(grouped > checkpoints / 2, "{grouped} of {checkpoints} commits were answered by a group");
     assert!(groups < grouped, "{grouped} grouped commits in {groups} transactions: none shared one");
+}
+
+/// Group commit when the server kills the store's connections every 40 ms: 16 runs at once, some of
+/// their groups cut short (before, during or after `COMMIT`), their commits retried alone or in later
+/// groups; every run completes and equals the memory store's, every step and event exactly once.
+#[cfg(feature = "postgres")]
+async fn groups_whose_connections_are_killed_lose_and_double_nothing(b: &Postgres) {
+    let store = b.open().await;
+    let (runs, n) = (16, 30);
+    let engine = Engine::builder(counter(n, Duration::from_millis(2)))
+        .store(store.clone())
+        .options(EngineOptions::default().store_retry_timeout(Duration::from_secs(60)))
+        .build();
+    let tasks: Vec<_> = (0..runs)
+        .map(|i| {
+            let engine = engine.clone();
+            tokio::spawn(async move { engine.run(&format!("k{i}"), Trace::default()).await })
+        })
+        .collect();
+    let mut killed = 0;
+    while !tasks.iter().all(|t| t.is_finished()) {
+        killed += b.kill_connections().await;
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    assert!(killed > 0, "the server closed no connection of the store");
+    eprintln!("{killed} connections killed by the server during the runs");
+    for (i, task) in tasks.into_iter().enumerate() {
+        let out = task.await.unwrap().expect("every run completes although its connections were killed");
+        assert!(out.is_completed());
+        assert_equals_the_memory_run(&store, &format!("k{i}"), n, &out.state, out.steps).await;
+    }
+    assert!(store.grouped_commits() > 0, "no commit went through a group");
 }
 
 /// A commit larger than one TLS record (16 KiB) leaves at once: with Nagle's algorithm on (sqlx's
@@ -297,22 +325,22 @@ fn counter(n: u64, pause: Duration) -> Graph<Trace> {
 
 /// The run `run` of `store` equals the same run on the memory store: state, steps, every step
 /// committed exactly once, the event log as long and numbered without gaps or doubles.
-async fn assert_equals_the_memory_run(store: &impl Store, n: u64, state: &Trace, steps: u64) {
+async fn assert_equals_the_memory_run(store: &impl Store, run: &str, n: u64, state: &Trace, steps: u64) {
     let reference = Engine::builder(counter(n, Duration::ZERO)).build();
-    let expected = reference.run("r", Trace::default()).await.unwrap();
-    assert_eq!(state_hash(state), state_hash(&expected.state));
-    assert_eq!(state.log.len() as u64, n, "every tick once");
-    assert_eq!(steps, expected.steps);
-    let history: Vec<u64> = store.history("r").await.unwrap().iter().map(|m| m.step).collect();
-    assert_eq!(history, (0..=expected.steps).collect::<Vec<_>>());
-    let events = store.events("r", 0, 100_000).await.unwrap();
-    let expected_events = reference.store().events("r", 0, 100_000).await.unwrap();
-    assert_eq!(events.len(), expected_events.len());
+    let expected = reference.run(run, Trace::default()).await.unwrap();
+    assert_eq!(state_hash(state), state_hash(&expected.state), "{run}");
+    assert_eq!(state.log.len() as u64, n, "{run}: every tick once");
+    assert_eq!(steps, expected.steps, "{run}");
+    let history: Vec<u64> = store.history(run).await.unwrap().iter().map(|m| m.step).collect();
+    assert_eq!(history, (0..=expected.steps).collect::<Vec<_>>(), "{run}: every step committed once");
+    let events = store.events(run, 0, 100_000).await.unwrap();
+    let expected_events = reference.store().events(run, 0, 100_000).await.unwrap();
+    assert_eq!(events.len(), expected_events.len(), "{run}: the event log");
     assert!(events.iter().enumerate().all(|(i, e)| e.seq == i as u64), "event seqs without gaps or doubles");
     let types = |es: &[graph_runtime::events::Event]| {
         es.iter().map(|e| format!("{:?}", e.event_type)).collect::<Vec<_>>()
     };
-    assert_eq!(types(&events), types(&expected_events));
+    assert_eq!(types(&events), types(&expected_events), "{run}");
 }
 
 async fn connections_killed_by_the_server_mid_run_lose_and_double_nothing<B: Server>(b: &B) {
@@ -340,7 +368,7 @@ async fn connections_killed_by_the_server_mid_run_lose_and_double_nothing<B: Ser
     assert!(killed > 0, "the server closed no connection of the store");
     eprintln!("{killed} connections killed by the server during the run");
     assert!(out.is_completed());
-    assert_equals_the_memory_run(&store, 60, &out.state, out.steps).await;
+    assert_equals_the_memory_run(&store, "r", 60, &out.state, out.steps).await;
 }
 
 /// The pool does not ping a connection it hands out unless it is suspect (idle 10 s, or since a
@@ -389,7 +417,7 @@ where
     let claimed =
         store.claim("w", 1, Duration::from_secs(5)).await.expect("a claim on connections closed while idle");
     assert!(claimed.is_empty());
-    assert_equals_the_memory_run(&store, 3, &out.state, out.steps).await;
+    assert_equals_the_memory_run(&store, "r", 3, &out.state, out.steps).await;
 }
 
 async fn a_cut_network_is_retried_and_the_run_continues_when_it_returns<B: Server>(b: &B) {
@@ -413,7 +441,7 @@ async fn a_cut_network_is_retried_and_the_run_continues_when_it_returns<B: Serve
     let out = out.expect("the run continues once the server is back");
     assert!(refused > 0, "nothing tried to reach the server while it was away");
     assert!(out.is_completed());
-    assert_equals_the_memory_run(&store, 40, &out.state, out.steps).await;
+    assert_equals_the_memory_run(&store, "r", 40, &out.state, out.steps).await;
 }
 
 async fn an_expired_retry_timeout_is_a_typed_unavailable_error<B: Server>(b: &B) {
