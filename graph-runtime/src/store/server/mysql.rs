@@ -83,7 +83,7 @@ impl MySqlStore {
     /// Connects with explicit connection options (host, credentials, TLS: `ssl_mode`, `ssl_ca`, …) and
     /// pool options, then migrates as [`MySqlStore::connect`] does. The pool's `after_connect` hook is
     /// replaced by one that sets the session to READ COMMITTED and turns Nagle's algorithm off on the
-    /// connection (see `docs/stores.md`, "Group commit"), and its `before_acquire` hook by the
+    /// connection (see `docs/stores.md`, "Connecting, TLS"), and its `before_acquire` hook by the
     /// store's check of suspect connections; start from [`MySqlStore::pool_options`] to keep sqlx from
     /// also pinging every connection it hands out.
     ///

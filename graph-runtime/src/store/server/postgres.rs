@@ -83,7 +83,7 @@ impl PostgresStore {
     /// `ssl_root_cert`, …) and pool options, then migrates as [`PostgresStore::connect`] does. The
     /// pool's `before_acquire` hook is replaced by the store's check of suspect connections, and its
     /// `after_connect` hook by one that turns Nagle's algorithm off on the new connection (see
-    /// `docs/stores.md`, "Group commit"); start from [`PostgresStore::pool_options`] to keep sqlx from
+    /// `docs/stores.md`, "Connecting, TLS"); start from [`PostgresStore::pool_options`] to keep sqlx from
     /// also pinging every connection it hands out.
     ///
     /// # Errors
