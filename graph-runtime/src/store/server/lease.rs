@@ -106,13 +106,8 @@ tokio::task_local! {
 }
 
 /// The lease a commit in progress must hold, if any.
-fn current_fence() -> Option<Lease> {
+pub(in crate::store::server) fn current_fence() -> Option<Lease> {
     FENCE.try_with(Lease::clone).ok()
-}
-
-/// True inside a fenced commit ([`LeasedStore`]).
-pub(in crate::store::server) fn fenced_commit() -> bool {
-    FENCE.try_with(|_| ()).is_ok()
 }
 
 /// A store bound to one lease: reads pass through; `save_checkpoint` and `set_status` are fenced (see the

@@ -27,7 +27,9 @@
 //! (`try_save` in the `sql_store!` macro), which reports `AlreadyCommitted`, `StepTaken`,
 //! `VersionConflict` or the error exactly as before. Nothing of such a commit was written by the
 //! group: its key insert was deleted in the group's transaction, or the transaction rolled back. A
-//! commit under a worker's lease is fenced and always commits alone.
+//! commit under a worker's lease is fenced in the group: after the row locks, the group reads the live
+//! leases of its fenced commits' runs ([`sql::LIVE_LEASES`], only when it has any), and a commit whose
+//! lease is not among them goes alone, where the single-commit fencing check answers `Fenced`.
 //!
 //! The leader is a task of its own, so a caller that stops waiting (a cancelled run) does not take
 //! the group's other commits down with it.
@@ -43,7 +45,7 @@ use super::PostgresStore;
 use crate::error::StoreError;
 use crate::events::{ChainHead, Event};
 use crate::store::record::{decode_run, encode, encode_run};
-use crate::store::server::{Abort, Grouped, db_int, status_name};
+use crate::store::server::{Abort, Grouped, Lease, db_int, status_name};
 use crate::store::{Checkpoint, CommitOutcome, RunInfo, RunStatus};
 
 /// At most this many commits in one group.
@@ -101,6 +103,8 @@ struct Request {
     fingerprint: String,
     status: RunStatus,
     expected_version: u64,
+    /// The lease the commit runs under, if any (a worker's): fenced in the group.
+    fence: Option<Lease>,
     answer: oneshot::Sender<Answer>,
 }
 
@@ -124,9 +128,7 @@ impl PostgresStore {
         status: &RunStatus,
         expected_version: u64,
     ) -> Grouped<Option<Inline>> {
-        if crate::store::server::lease::fenced_commit() {
-            return Grouped::Alone(None);
-        }
+        let fence = crate::store::server::lease::current_fence();
         {
             let mut q = self.groups.lock();
             if q.inline + q.leaders == 0 && q.waiting.is_empty() {
@@ -152,6 +154,7 @@ impl PostgresStore {
             fingerprint: cp.graph_fingerprint.to_string(),
             status: status.clone(),
             expected_version,
+            fence,
             answer,
         };
         let lead = {
@@ -231,13 +234,22 @@ impl PostgresStore {
             let pending: Option<bool> = row.try_get(2).map_err(abort)?;
             locked.insert(key, (bytes, pending.unwrap_or(false)));
         }
+        let leases = self.leases_of(&mut tx, group).await.map_err(abort)?;
         let mut w = Writes::default();
         let mut versions = vec![None; group.len()];
         for (i, r) in group.iter().enumerate() {
             let Some((bytes, pending)) = locked.remove(r.key.as_str()) else { continue };
             let row = bytes.map(|b| decode_run(&b)).transpose()?;
             let version = row.as_ref().map_or(0, |row| row.version);
-            if version != r.expected_version {
+            // A fenced commit whose lease is not the run's live lease goes alone, where its own
+            // transaction finds the same and answers `Fenced`.
+            let lost = r.fence.as_ref().is_some_and(|lease| {
+                lease.run_id != r.run_id
+                    || !leases.iter().any(|(run, owner, token)| {
+                        *run == r.run_id && *owner == lease.owner && *token == lease.token
+                    })
+            });
+            if version != r.expected_version || lost {
                 w.undo.push(r.key.as_str());
                 continue;
             }
@@ -299,6 +311,28 @@ impl PostgresStore {
                 _ => Answer::Alone,
             })
             .collect())
+    }
+}
+
+impl PostgresStore {
+    /// The live leases (run, owner, token) of the runs of the group's fenced commits, read after their
+    /// run rows were locked (as a single commit's fencing check does); none when no commit is fenced.
+    async fn leases_of(
+        &self,
+        tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+        group: &[Request],
+    ) -> Result<Vec<(String, String, u64)>, sqlx::Error> {
+        let runs: Vec<&str> = group.iter().filter(|r| r.fence.is_some()).map(|r| r.run_id.as_str()).collect();
+        if runs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(sql::LIVE_LEASES).bind(&runs).fetch_all(&mut **tx).await?;
+        rows.iter()
+            .map(|row| {
+                let token: i64 = row.try_get(2)?;
+                Ok((row.try_get(0)?, row.try_get(1)?, crate::store::server::from_db_int(token)))
+            })
+            .collect()
     }
 }
 
@@ -404,6 +438,10 @@ impl<'a> Writes<'a> {
 }
 
 mod sql {
+    /// The live leases (run, owner, token) of the runs $1.
+    pub(super) const LIVE_LEASES: &str = "SELECT run_id, owner, token FROM graph_leases \
+         WHERE run_id = ANY($1::TEXT[]) AND owner <> '' AND expires_at > clock_timestamp()";
+
     /// Deletes the keys $1 (of commits the group did not write).
     pub(super) const DELETE_KEYS: &str = "DELETE FROM graph_keys WHERE idem_key = ANY($1::TEXT[])";
 
@@ -463,6 +501,7 @@ mod tests {
             fingerprint: String::new(),
             status: RunStatus::Running,
             expected_version: 0,
+            fence: None,
             answer,
         }
     }
