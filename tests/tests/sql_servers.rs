@@ -203,6 +203,7 @@ graph_tests::for_backends! {
     super: [
         concurrent_runs_share_commit_groups,
         groups_whose_connections_are_killed_lose_and_double_nothing,
+        a_group_fences_the_commits_whose_lease_was_lost,
         messages_larger_than_a_tls_record_are_not_held_back,
     ];
     #[cfg(feature = "postgres")]
@@ -265,6 +266,53 @@ async fn groups_whose_connections_are_killed_lose_and_double_nothing(b: &Postgre
         assert_equals_the_memory_run(&store, &format!("k{i}"), n, &out.state, out.steps).await;
     }
     assert!(store.grouped_commits() > 0, "no commit went through a group");
+}
+
+/// Workers' commits in a group: 16 leased runs commit at once, two of their leases taken over just
+/// before (another owner, the next token); those two are `Fenced` and write nothing, the others commit.
+#[cfg(feature = "postgres")]
+async fn a_group_fences_the_commits_whose_lease_was_lost(b: &Postgres) {
+    use graph_runtime::RunStatus;
+    use graph_runtime::store::CommitOutcome;
+    use graph_runtime::store::conformance::checkpoint;
+    let store = b.open().await;
+    let runs: Vec<String> = (0..16).map(|i| format!("f{i:02}")).collect();
+    for run in &runs {
+        let out = store.save_checkpoint(&checkpoint(run, 0, 0), &[], &RunStatus::Running, 0).await.unwrap();
+        assert!(matches!(out, CommitOutcome::Committed { version: 1 }), "{run}: {out:?}");
+    }
+    let leases = store.claim("w1", runs.len(), Duration::from_secs(60)).await.unwrap();
+    assert_eq!(leases.len(), runs.len(), "every run claimed");
+    let lost = ["f03", "f11"];
+    Postgres::execute(
+        &store,
+        "UPDATE graph_leases SET owner = 'w2', token = token + 1 WHERE run_id IN ('f03', 'f11')",
+    )
+    .await;
+    let grouped = store.grouped_commits();
+    let tasks: Vec<_> = leases
+        .into_iter()
+        .map(|lease| {
+            let leased = store.leased(lease.clone());
+            tokio::spawn(async move {
+                let cp = checkpoint(&lease.run_id, 1, 1);
+                (lease.run_id, leased.save_checkpoint(&cp, &[], &RunStatus::Running, 1).await)
+            })
+        })
+        .collect();
+    for task in tasks {
+        let (run, out) = task.await.unwrap();
+        let out = out.unwrap();
+        let steps: Vec<u64> = store.history(&run).await.unwrap().iter().map(|m| m.step).collect();
+        if lost.contains(&run.as_str()) {
+            assert!(matches!(out, CommitOutcome::Fenced), "{run}: {out:?}");
+            assert_eq!(steps, [0], "{run}: a fenced commit writes nothing");
+        } else {
+            assert!(matches!(out, CommitOutcome::Committed { version: 2 }), "{run}: {out:?}");
+            assert_eq!(steps, [0, 1], "{run}");
+        }
+    }
+    assert!(store.grouped_commits() > grouped, "no commit went through a group");
 }
 
 /// A commit larger than one TLS record (16 KiB) leaves at once: with Nagle's algorithm on (sqlx's
