@@ -168,6 +168,32 @@ impl RunInfo {
             event_head: None,
         }
     }
+
+    /// The run row after a checkpoint of step `step` commits with `status`: one version past `before`
+    /// (the row as it was; none for a run's first commit), the latest step the larger of the two, the
+    /// fingerprint kept (`fingerprint` for a new run), and the event head `last_event` (the last event
+    /// the commit appends) or, when it appends none, the one before. Every backend's commit writes this.
+    pub(crate) fn after_commit(
+        before: Option<&RunInfo>,
+        run_id: &str,
+        step: u64,
+        status: &RunStatus,
+        fingerprint: &str,
+        last_event: Option<ChainHead>,
+    ) -> RunInfo {
+        let mut info = match before {
+            Some(r) => RunInfo::new(
+                run_id,
+                status.clone(),
+                r.latest_step.max(step),
+                r.version + 1,
+                r.graph_fingerprint.clone(),
+            ),
+            None => RunInfo::new(run_id, status.clone(), step, 1, fingerprint),
+        };
+        info.event_head = last_event.or_else(|| before.and_then(|r| r.event_head.clone()));
+        info
+    }
 }
 
 /// Which runs [`Store::list_runs`] returns.

@@ -519,12 +519,14 @@ macro_rules! sql_store {
                 }
                 // 3.–5. The checkpoint (its primary key refuses a second one for the step: `StepTaken`),
                 // its outbox rows, the events, the pending step gone, the run row.
-                let (fingerprint, head, latest) = match row.as_ref() {
-                    Some(r) => (r.graph_fingerprint.clone(), r.event_head.clone(), r.latest_step.max(cp.step)),
-                    None => (cp.graph_fingerprint.to_string(), None, cp.step),
-                };
-                let mut info = RunInfo::new(run, status.clone(), latest, version + 1, fingerprint);
-                info.event_head = head_after(head, events);
+                let info = RunInfo::after_commit(
+                    row.as_ref(),
+                    run,
+                    cp.step,
+                    status,
+                    &cp.graph_fingerprint,
+                    head_after(None, events),
+                );
                 let writes = StepWrites {
                     run_id: run,
                     step,

@@ -163,8 +163,9 @@ impl PostgresStore {
         self.groups.transactions.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Commits answered `Committed` by a commit group since connect; the others (fenced, or refused and
-    /// answered by a transaction of their own) are not counted.
+    /// Commits answered `Committed` by a commit group since connect; the others (made while nothing else
+    /// was being committed, or refused by a group and answered by a transaction of their own) are not
+    /// counted.
     pub fn grouped_commits(&self) -> u64 {
         self.groups.commits.load(std::sync::atomic::Ordering::Relaxed)
     }

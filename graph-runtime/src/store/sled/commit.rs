@@ -365,18 +365,14 @@ impl Overlay<'_> {
             self.remove(TreeId::Pending, s.run_id.as_bytes());
         }
         wrote(2)?;
-        let (fingerprint, head) = match row.as_ref() {
-            Some(r) => (r.graph_fingerprint.clone(), r.event_head.clone()),
-            None => (s.fingerprint.to_string(), None),
-        };
-        let mut info = RunInfo::new(
-            &**s.run_id,
-            s.status.clone(),
-            row.as_ref().map_or(s.step, |r| r.latest_step.max(s.step)),
-            version + 1,
-            fingerprint,
+        let info = RunInfo::after_commit(
+            row.as_ref(),
+            s.run_id,
+            s.step,
+            s.status,
+            s.fingerprint,
+            head_after(None, s.events),
         );
-        info.event_head = head_after(head, s.events);
         self.put(TreeId::Runs, s.run_id.as_bytes(), &encode_run(&info));
         wrote(3)?;
         Ok(CommitOutcome::Committed { version: version + 1 })

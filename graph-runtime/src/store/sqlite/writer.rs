@@ -409,18 +409,14 @@ impl Writer {
             .and_then(|mut st| st.execute(params![&**s.run_id]))
             .map_err(self.err("clearing the pending step"))?;
         fail(2)?;
-        let (fingerprint, head) = match row.as_ref() {
-            Some(r) => (r.graph_fingerprint.clone(), r.event_head.clone()),
-            None => (s.fingerprint.to_string(), None),
-        };
-        let mut info = RunInfo::new(
-            &**s.run_id,
-            s.status.clone(),
-            row.as_ref().map_or(s.step, |r| r.latest_step.max(s.step)),
-            version + 1,
-            fingerprint,
+        let info = RunInfo::after_commit(
+            row.as_ref(),
+            s.run_id,
+            s.step,
+            s.status,
+            s.fingerprint,
+            head_after(None, s.events),
         );
-        info.event_head = head_after(head, s.events);
         self.put_row(&info, row.as_ref().map(|r| &r.status))?;
         fail(3)?;
         Ok(Applied::Keep(Reply::Outcome(CommitOutcome::Committed { version: version + 1 })))

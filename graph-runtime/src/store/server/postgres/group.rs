@@ -150,7 +150,7 @@ impl PostgresStore {
                 .map(|row| (row.key.clone(), crate::store::journal::encode_outbox(row)))
                 .collect(),
             events: events.iter().map(|e| (db_int(e.seq), crate::events::encode(e))).collect(),
-            last_event: events.last().map(|e| ChainHead { seq: e.seq, hash: e.hash.clone() }),
+            last_event: crate::store::server::head_after(None, events),
             fingerprint: cp.graph_fingerprint.to_string(),
             status: status.clone(),
             expected_version,
@@ -253,13 +253,14 @@ impl PostgresStore {
                 w.undo.push(r.key.as_str());
                 continue;
             }
-            let (fingerprint, head, latest) = match row {
-                Some(row) => (row.graph_fingerprint, row.event_head, row.latest_step.max(r.step)),
-                None => (r.fingerprint.clone(), None, r.step),
-            };
-            let mut info =
-                RunInfo::new(r.run_id.as_str(), r.status.clone(), latest, version + 1, fingerprint);
-            info.event_head = r.last_event.clone().or(head);
+            let info = RunInfo::after_commit(
+                row.as_ref(),
+                &r.run_id,
+                r.step,
+                &r.status,
+                &r.fingerprint,
+                r.last_event.clone(),
+            );
             w.push(r, &info, version == 0, pending);
             versions[i] = Some(info.version);
         }
