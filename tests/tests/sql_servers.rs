@@ -210,20 +210,29 @@ graph_tests::for_backends! {
     postgres_groups => Postgres::new(),
 }
 
+/// Runs `{prefix}0`, `{prefix}1`, … (`runs` of them) of `engine` at once, each on a task of its own.
+#[cfg(feature = "postgres")]
+fn spawn_runs(
+    engine: &Engine<Trace>,
+    prefix: &str,
+    runs: usize,
+) -> Vec<tokio::task::JoinHandle<Result<graph_runtime::RunOutcome<Trace>, Error>>> {
+    (0..runs)
+        .map(|i| {
+            let (engine, run) = (engine.clone(), format!("{prefix}{i}"));
+            tokio::spawn(async move { engine.run(&run, Trace::default()).await })
+        })
+        .collect()
+}
+
 /// PostgreSQL's group commit: 32 runs at once, most of their commits answered by groups of several,
 /// every step of every run committed once, each run equal to the same run on the memory store.
 #[cfg(feature = "postgres")]
 async fn concurrent_runs_share_commit_groups(b: &Postgres) {
-    b.create().await;
-    let store = b.connect(None, Duration::from_secs(5)).await.unwrap();
-    let (runs, n) = (32, 20);
+    let store = b.open().await;
+    let n = 20;
     let engine = Engine::builder(counter(n, Duration::ZERO)).store(store.clone()).build();
-    let tasks: Vec<_> = (0..runs)
-        .map(|i| {
-            let engine = engine.clone();
-            tokio::spawn(async move { engine.run(&format!("g{i}"), Trace::default()).await })
-        })
-        .collect();
+    let tasks = spawn_runs(&engine, "g", 32);
     let mut checkpoints = 0;
     for (i, task) in tasks.into_iter().enumerate() {
         let out = task.await.unwrap().unwrap();
@@ -242,17 +251,12 @@ async fn concurrent_runs_share_commit_groups(b: &Postgres) {
 #[cfg(feature = "postgres")]
 async fn groups_whose_connections_are_killed_lose_and_double_nothing(b: &Postgres) {
     let store = b.open().await;
-    let (runs, n) = (16, 30);
+    let n = 30;
     let engine = Engine::builder(counter(n, Duration::from_millis(2)))
         .store(store.clone())
         .options(EngineOptions::default().store_retry_timeout(Duration::from_secs(60)))
         .build();
-    let tasks: Vec<_> = (0..runs)
-        .map(|i| {
-            let engine = engine.clone();
-            tokio::spawn(async move { engine.run(&format!("k{i}"), Trace::default()).await })
-        })
-        .collect();
+    let tasks = spawn_runs(&engine, "k", 16);
     let mut killed = 0;
     while !tasks.iter().all(|t| t.is_finished()) {
         killed += b.kill_connections().await;
