@@ -7,10 +7,11 @@
 //! commits its request itself, as a group of one, inside `tokio::task::block_in_place`: a sequential
 //! run's commits never leave its thread. Otherwise (the connection is busy, or a current-thread
 //! runtime) the request goes to the store's writer thread, which takes every request queued so far — a
-//! *group* — and runs it in one transaction (`BEGIN IMMEDIATE` … `COMMIT`), each request inside a
-//! savepoint of its own: a request whose checks refuse it (`AlreadyCommitted`, `StepTaken`,
-//! `VersionConflict`) or that fails rolls back its savepoint alone. One `COMMIT`, so one WAL sync, makes
-//! the whole group durable; only then is any request of it answered. Requests that arrive while a
+//! *group* — and runs it in one transaction (`BEGIN IMMEDIATE` … `COMMIT`): a request whose checks
+//! refuse it (`AlreadyCommitted`, `StepTaken`, `VersionConflict`) leaves nothing written, and one that
+//! fails part-way is answered with its error while the rest of the group runs again without it (see
+//! `writer`). One `COMMIT`, so one WAL sync, makes the whole group durable; only then is any request of
+//! it answered. Requests that arrive while a
 //! group commits form the next group: one sequential run pays one sync per step, and concurrent runs
 //! share them.
 //!
@@ -235,9 +236,9 @@ impl SqliteStore {
         // 16 MiB of page cache for the writer (SQLite's default is 2 MiB): a group of concurrent runs'
         // commits touches pages all over the checkpoint and key b-trees.
         conn.execute_batch("PRAGMA cache_size = -16384").map_err(err("setting the page cache"))?;
-        // The sub-journal (the page copies that let a savepoint or a statement roll back) in memory:
-        // otherwise SQLite spills it to a temporary file past 64 KiB, and a group of requests, each in
-        // its savepoint, then writes every page it touches to that file.
+        // The statement journal (the page copies that let a statement that changes several rows, a
+        // prune's delete, roll back alone) in memory: otherwise SQLite spills it to a temporary file
+        // past 64 KiB.
         conn.execute_batch("PRAGMA temp_store = MEMORY").map_err(err("setting the temporary store"))?;
         // Every statement the writer runs stays prepared (rusqlite keeps 16 by default; the writer has
         // about 25, transaction control included).

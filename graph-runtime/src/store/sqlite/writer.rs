@@ -1,14 +1,21 @@
-//! The writer connection: group commit, one savepoint per request.
+//! The writer connection: group commit.
 //!
 //! A caller that finds the connection free commits its own request as a group of one (see the module
 //! above). The writer thread blocks for a request, takes the connection, then takes every other request
 //! queued so far (a *group*, at most [`MAX_GROUP`]) and runs the group in one `BEGIN IMMEDIATE`
-//! transaction. Each request runs inside `SAVEPOINT request`: one that its checks refuse, or that
-//! fails, is rolled back to its savepoint and the others go on. One `COMMIT` (one WAL sync under
-//! `synchronous = FULL`) makes the group durable, and only then is each request answered: with its
-//! outcome, or with the error of the `COMMIT` if that failed (then nothing of the group is written). A
-//! group of one request needs no savepoint: the transaction is rolled back whole when the request is
-//! refused or fails.
+//! transaction, one request after the other. A request that its checks refuse (`AlreadyCommitted`,
+//! `StepTaken`, `VersionConflict`) leaves nothing written: the key row is inserted first and a
+//! conflict there writes nothing, and a later refusal deletes the rows the request inserted before it.
+//! A request that fails part-way (an I/O error, a full disk, a fail point) cannot be undone alone: the
+//! transaction is rolled back, that request is answered with its error, and the rest of the group runs
+//! again in a new transaction. One `COMMIT` (one WAL sync under `synchronous = FULL`) makes the group
+//! durable, and only then is each request answered: with its outcome, or with the error of the `COMMIT`
+//! if that failed (then nothing of the group is written). A group whose requests were all refused is
+//! rolled back: no sync.
+//!
+//! No savepoints: one around each request would let a failing request roll back alone, but SQLite then
+//! copies every page a request touches first into the savepoint's journal. Measured on the
+//! `concurrent_sqlite` bench (64 runs), see bench/analysis.md.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -128,12 +135,13 @@ pub(super) struct Job {
     pub(super) answer: oneshot::Sender<Result<Reply, StoreError>>,
 }
 
-/// What a request's savepoint becomes.
+/// What a request did to the open transaction.
 enum Applied {
-    /// Released: the request's writes are part of the group.
+    /// Its writes are part of the group's transaction.
     Keep(Reply),
-    /// Rolled back: the checks refused the request (its writes so far are undone).
-    Undo(Reply),
+    /// The checks refused it, and it left nothing written (what it wrote before a check refused it,
+    /// it deleted again).
+    Refused(Reply),
 }
 
 /// The writer thread's state.
@@ -175,81 +183,73 @@ impl Writer {
                 jobs.push(job);
             }
         }
+        self.commit_jobs(jobs);
+    }
+
+    /// Runs `jobs` in one transaction and answers each. A request that fails part-way leaves writes
+    /// that only rolling the transaction back undoes: then it is answered with its error and the
+    /// others run again, in a new transaction (at least one request fewer each time).
+    fn commit_jobs(&self, mut jobs: Vec<Job>) {
         if jobs.is_empty() {
             return;
         }
         if let Err(e) = self.exec("BEGIN IMMEDIATE") {
             return fail_all(jobs, &self.err("starting a write transaction")(e));
         }
-        if let [job] = jobs.as_slice() {
-            // A group of one needs no savepoint: the transaction is the request's.
-            let (keep, reply) = match self.apply(&job.op) {
-                Ok(Applied::Keep(r)) => (true, Ok(r)),
-                Ok(Applied::Undo(r)) => (false, Ok(r)),
-                Err(e) => (false, Err(e)),
-            };
-            if !keep {
-                if let Err(e) = self.exec("ROLLBACK") {
-                    return fail_all(jobs, &self.err("rolling back a write transaction")(e));
-                }
-                self.stats.requests.fetch_add(1, Ordering::Relaxed);
-                if let Some(job) = jobs.into_iter().next() {
-                    let _ = job.answer.send(reply);
-                }
-                return;
-            }
-            return self.commit(jobs, vec![reply]);
-        }
         let mut replies = Vec::with_capacity(jobs.len());
-        for job in &jobs {
-            match self.in_savepoint(&job.op) {
-                Ok(reply) => replies.push(reply),
+        let mut wrote = false;
+        for (i, job) in jobs.iter().enumerate() {
+            match self.apply(&job.op) {
+                Ok(Applied::Keep(r)) => {
+                    wrote = true;
+                    replies.push(Ok(r));
+                }
+                Ok(Applied::Refused(r)) => replies.push(Ok(r)),
                 Err(e) => {
-                    // The savepoint itself failed: nothing of the group is kept.
-                    let _ = self.exec("ROLLBACK");
-                    return fail_all(jobs, &e);
+                    if let Err(r) = self.rollback() {
+                        return fail_all(jobs, &r);
+                    }
+                    self.stats.requests.fetch_add(1, Ordering::Relaxed);
+                    let _ = jobs.remove(i).answer.send(Err(e));
+                    return self.commit_jobs(jobs);
                 }
             }
         }
-        self.commit(jobs, replies);
-    }
-
-    /// Commits the open transaction and answers `jobs` with `replies` (or all with the `COMMIT`'s
-    /// error).
-    fn commit(&self, jobs: Vec<Job>, replies: Vec<Result<Reply, StoreError>>) {
+        if !wrote {
+            // Every request was refused and wrote nothing: no sync for an empty transaction.
+            if let Err(e) = self.rollback() {
+                return fail_all(jobs, &e);
+            }
+            return self.answer(jobs, replies);
+        }
         if let Err(e) = self.exec("COMMIT") {
             let e = self.err("committing a write transaction")(e);
-            if !self.conn.is_autocommit() {
-                let _ = self.exec("ROLLBACK");
-            }
+            let _ = self.rollback();
             return fail_all(jobs, &e);
         }
         self.stats.transactions.fetch_add(1, Ordering::Relaxed);
+        self.answer(jobs, replies);
+    }
+
+    /// Answers `jobs` with `replies`.
+    fn answer(&self, jobs: Vec<Job>, replies: Vec<Result<Reply, StoreError>>) {
         self.stats.requests.fetch_add(jobs.len() as u64, Ordering::Relaxed);
         for (job, reply) in jobs.into_iter().zip(replies) {
             let _ = job.answer.send(reply);
         }
     }
 
+    /// Rolls the open transaction back (SQLite may have ended it already, after some errors).
+    fn rollback(&self) -> Result<(), StoreError> {
+        if self.conn.is_autocommit() {
+            return Ok(());
+        }
+        self.exec("ROLLBACK").map_err(self.err("rolling back a write transaction"))
+    }
+
     /// Runs a statement without parameters through the statement cache (transaction control).
     fn exec(&self, sql: &str) -> rusqlite::Result<()> {
         self.conn.prepare_cached(sql)?.execute([]).map(drop)
-    }
-
-    /// Runs one request in its own savepoint: `Ok(reply)` for the request (its outcome or its own
-    /// error), `Err` when the savepoint could not be managed (the group must be abandoned).
-    fn in_savepoint(&self, op: &Op) -> Result<Result<Reply, StoreError>, StoreError> {
-        self.exec("SAVEPOINT request").map_err(self.err("starting a savepoint"))?;
-        let (release, reply) = match self.apply(op) {
-            Ok(Applied::Keep(r)) => (true, Ok(r)),
-            Ok(Applied::Undo(r)) => (false, Ok(r)),
-            Err(e) => (false, Err(e)),
-        };
-        if !release {
-            self.exec("ROLLBACK TO request").map_err(self.err("ending a savepoint"))?;
-        }
-        self.exec("RELEASE request").map_err(self.err("ending a savepoint"))?;
-        Ok(reply)
     }
 
     fn pragmas(&self) -> Result<Reply, StoreError> {
@@ -362,7 +362,7 @@ impl Writer {
         match key {
             Ok(_) => {}
             Err(e) if is_unique_violation(&e) => {
-                return Ok(Applied::Undo(Reply::Outcome(CommitOutcome::AlreadyCommitted { version })));
+                return Ok(Applied::Refused(Reply::Outcome(CommitOutcome::AlreadyCommitted { version })));
             }
             Err(e) => return Err(self.err("writing an idempotency key")(e)),
         }
@@ -381,7 +381,8 @@ impl Writer {
                     .prepare_cached("SELECT idempotency_key FROM checkpoints WHERE run_id = ?1 AND step = ?2")
                     .and_then(|mut st| st.query_row(params![&**s.run_id, step], |r| r.get(0)))
                     .map_err(self.err("reading a checkpoint's key"))?;
-                return Ok(Applied::Undo(Reply::Outcome(CommitOutcome::StepTaken {
+                self.unwrite(s.key, None)?;
+                return Ok(Applied::Refused(Reply::Outcome(CommitOutcome::StepTaken {
                     existing_key: existing,
                     version,
                 })));
@@ -389,7 +390,8 @@ impl Writer {
             Err(e) => return Err(self.err("writing a checkpoint")(e)),
         }
         if version != s.expected_version {
-            return Ok(Applied::Undo(Reply::Outcome(CommitOutcome::VersionConflict { current: version })));
+            self.unwrite(s.key, Some((&**s.run_id, step)))?;
+            return Ok(Applied::Refused(Reply::Outcome(CommitOutcome::VersionConflict { current: version })));
         }
         {
             let mut st = self
@@ -422,6 +424,23 @@ impl Writer {
         Ok(Applied::Keep(Reply::Outcome(CommitOutcome::Committed { version: version + 1 })))
     }
 
+    /// Deletes what a refused commit wrote before its checks refused it: its key row, and its
+    /// checkpoint row when given. (Cheaper than a savepoint around every request of a group, which makes
+    /// SQLite copy each page the request touches first: refusals are rare, commits are not.)
+    fn unwrite(&self, key: &str, checkpoint: Option<(&str, i64)>) -> Result<(), StoreError> {
+        if let Some((run_id, step)) = checkpoint {
+            self.conn
+                .prepare_cached("DELETE FROM checkpoints WHERE run_id = ?1 AND step = ?2")
+                .and_then(|mut st| st.execute(params![run_id, step]))
+                .map_err(self.err("undoing a refused commit"))?;
+        }
+        self.conn
+            .prepare_cached("DELETE FROM idempotency_keys WHERE key = ?1")
+            .and_then(|mut st| st.execute(params![key]))
+            .map_err(self.err("undoing a refused commit"))?;
+        Ok(())
+    }
+
     fn status(
         &self,
         run_id: &str,
@@ -431,10 +450,10 @@ impl Writer {
         expected_version: u64,
     ) -> Result<Applied, StoreError> {
         let Some(mut info) = self.row(run_id)? else {
-            return Ok(Applied::Undo(Reply::Outcome(CommitOutcome::VersionConflict { current: 0 })));
+            return Ok(Applied::Refused(Reply::Outcome(CommitOutcome::VersionConflict { current: 0 })));
         };
         if info.version != expected_version {
-            return Ok(Applied::Undo(Reply::Outcome(CommitOutcome::VersionConflict {
+            return Ok(Applied::Refused(Reply::Outcome(CommitOutcome::VersionConflict {
                 current: info.version,
             })));
         }
@@ -565,4 +584,100 @@ struct Save<'a> {
     fingerprint: &'a Arc<str>,
     status: &'a RunStatus,
     expected_version: u64,
+}
+
+#[cfg(all(test, feature = "conformance"))]
+mod tests {
+    use super::*;
+    use crate::store::conformance::checkpoint;
+    use crate::store::{SqliteStore, Store};
+
+    /// A save request for `run`'s `step` holding `value`, expecting `version`, and where its answer
+    /// goes.
+    fn save(
+        run: &str,
+        step: u64,
+        value: u64,
+        version: u64,
+    ) -> (Job, oneshot::Receiver<Result<Reply, StoreError>>) {
+        let (answer, rx) = oneshot::channel();
+        let op = Op::save(&checkpoint(run, step, value), &[], &RunStatus::Running, version);
+        (Job { op, answer }, rx)
+    }
+
+    fn outcome(rx: &mut oneshot::Receiver<Result<Reply, StoreError>>) -> Result<CommitOutcome, String> {
+        match rx.try_recv().expect("answered") {
+            Ok(Reply::Outcome(o)) => Ok(o),
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// One group holding a commit, and the three refusals after it: each refused request leaves
+    /// nothing written (the same key or step commits afterwards), and one transaction commits the
+    /// group.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn refused_requests_of_a_group_leave_nothing_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("s.sqlite")).unwrap();
+        let (a, mut ra) = save("r", 0, 1, 0);
+        let (again, mut r_again) = save("r", 0, 1, 0); // the same key: AlreadyCommitted
+        let (other, mut r_other) = save("r", 0, 2, 0); // another key for step 0: StepTaken
+        let (stale, mut r_stale) = save("r", 1, 3, 7); // step 1 at a wrong version: VersionConflict
+        let (step1, mut r_step1) = save("r", 1, 3, 1); // the same key as `stale`, right version
+        let (redo, mut r_redo) = save("r", 0, 2, 1); // `other`'s key again, for step 0: StepTaken
+        store.inner.writer.lock().unwrap().commit_group(vec![a, again, other, stale, step1, redo]);
+        assert_eq!(outcome(&mut ra), Ok(CommitOutcome::Committed { version: 1 }));
+        assert_eq!(outcome(&mut r_again), Ok(CommitOutcome::AlreadyCommitted { version: 1 }));
+        let first_key = checkpoint("r", 0, 1).idempotency_key;
+        let taken = Ok(CommitOutcome::StepTaken { existing_key: first_key.clone(), version: 1 });
+        assert_eq!(outcome(&mut r_other), taken);
+        assert_eq!(outcome(&mut r_stale), Ok(CommitOutcome::VersionConflict { current: 1 }));
+        // Had `stale` left its key or checkpoint row, this would be AlreadyCommitted or StepTaken.
+        assert_eq!(outcome(&mut r_step1), Ok(CommitOutcome::Committed { version: 2 }));
+        // Had `other` left its key row, this would be AlreadyCommitted.
+        let taken = Ok(CommitOutcome::StepTaken { existing_key: first_key, version: 2 });
+        assert_eq!(outcome(&mut r_redo), taken);
+        assert_eq!((store.transactions(), store.requests()), (1, 6));
+        assert_eq!(store.history("r").await.unwrap().len(), 2);
+    }
+
+    /// A group whose requests are all refused writes nothing and commits no transaction.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_group_of_refusals_commits_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("s.sqlite")).unwrap();
+        let (a, mut ra) = save("r", 0, 1, 0);
+        store.inner.writer.lock().unwrap().commit_group(vec![a]);
+        assert_eq!(outcome(&mut ra), Ok(CommitOutcome::Committed { version: 1 }));
+        let (b, mut rb) = save("r", 0, 2, 1);
+        let (c, mut rc) = save("r", 1, 2, 0);
+        store.inner.writer.lock().unwrap().commit_group(vec![b, c]);
+        assert!(matches!(outcome(&mut rb), Ok(CommitOutcome::StepTaken { .. })));
+        assert_eq!(outcome(&mut rc), Ok(CommitOutcome::VersionConflict { current: 1 }));
+        assert_eq!((store.transactions(), store.requests()), (1, 3));
+        assert_eq!(store.history("r").await.unwrap().len(), 1);
+    }
+
+    /// A request that fails part-way is answered with its error and nothing of it is written; the
+    /// others of its group commit (in a second transaction).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_failing_part_way_is_left_out_of_its_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("s.sqlite")).unwrap();
+        let (a, mut ra) = save("a", 0, 1, 0);
+        let (b, mut rb) = save("b", 0, 1, 0);
+        let (c, mut rc) = save("c", 0, 1, 0);
+        store.fail_point().fail_after(2); // the first request reaching its second write: `a`
+        store.inner.writer.lock().unwrap().commit_group(vec![a, b, c]);
+        assert!(outcome(&mut ra).unwrap_err().contains("injected failure"));
+        assert_eq!(outcome(&mut rb), Ok(CommitOutcome::Committed { version: 1 }));
+        assert_eq!(outcome(&mut rc), Ok(CommitOutcome::Committed { version: 1 }));
+        assert_eq!((store.transactions(), store.requests()), (1, 3));
+        assert!(store.run_info("a").await.unwrap().is_none());
+        assert!(store.load_checkpoint("a", 0).await.unwrap().is_none());
+        // Its key row went with the rolled-back transaction: the same commit now succeeds.
+        let again = store.save_checkpoint(&checkpoint("a", 0, 1), &[], &RunStatus::Running, 0).await;
+        assert_eq!(again.unwrap(), CommitOutcome::Committed { version: 1 });
+    }
 }
