@@ -6,6 +6,7 @@ pub mod backends;
 pub mod faults;
 pub mod graphs;
 pub mod hooked;
+pub mod mounts;
 pub mod proxy;
 
 use std::collections::BTreeSet;

@@ -25,7 +25,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use graph_runtime::store::SledStore;
 use graph_runtime::{RunStatus, Store};
 use graph_tests::faults::{Reference, parse_acks, reference, run_id, small_options};
+use graph_tests::mounts::{Mounted, fill, sh};
 use graph_tests::random_delay;
 
 const RUNS: usize = 4;
@@ -47,72 +48,6 @@ enum Scenario {
     Writeback,
     /// The ext4 is full: `write` fails (ENOSPC).
     FsFull,
-}
-
-/// Runs a command, returning its stdout, or what went wrong with its stderr.
-fn sh(program: &str, args: &[&str]) -> Result<String, String> {
-    let out = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run {program}: {e}"))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(format!(
-            "{program} {} failed ({}): {}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-/// A mount, unmounted on drop (retrying while a dropped store's last background writes hold it).
-struct Mounted {
-    path: PathBuf,
-}
-
-impl Mounted {
-    fn tmpfs(path: &Path, bytes: u64) -> Result<Self, String> {
-        sh("mount", &["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs", &path.to_string_lossy()])?;
-        Ok(Mounted { path: path.to_path_buf() })
-    }
-
-    fn device(dev: &str, path: &Path) -> Result<Self, String> {
-        sh("mount", &["-t", "ext4", dev, &path.to_string_lossy()])?;
-        Ok(Mounted { path: path.to_path_buf() })
-    }
-
-    /// Unmounts now; the guard then does nothing.
-    fn unmount(mut self) -> Result<(), String> {
-        let r = unmount(&self.path);
-        self.path = PathBuf::new();
-        r
-    }
-}
-
-fn unmount(path: &Path) -> Result<(), String> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        match sh("umount", &[&path.to_string_lossy()]) {
-            Ok(_) => return Ok(()),
-            Err(e) if Instant::now() > deadline => return Err(e),
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
-        }
-    }
-}
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        if self.path.as_os_str().is_empty() {
-            return;
-        }
-        if let Err(e) = unmount(&self.path) {
-            eprintln!("{e}; detaching lazily");
-            let _ = sh("umount", &["-l", &self.path.to_string_lossy()]);
-        }
-    }
 }
 
 /// A loop device, detached on drop.
@@ -218,27 +153,6 @@ impl Drop for ChildProc {
         if self.child.try_wait().ok().flatten().is_none() {
             let _ = self.child.kill();
             let _ = self.child.wait();
-        }
-    }
-}
-
-/// Bytes available in the file system holding `path` (ext4 keeps back some clusters even from root).
-fn free_bytes(path: &Path) -> u64 {
-    let out = sh("stat", &["-f", "-c", "%a %S", &path.to_string_lossy()]).expect("stat -f");
-    let mut it = out.split_whitespace().map(|n| n.parse::<u64>().expect("a number"));
-    it.next().expect("free blocks") * it.next().expect("block size")
-}
-
-/// Fills the file system of `dir` with a file `filler` so that about `leave` bytes stay free.
-fn fill(dir: &Path, leave: u64) -> PathBuf {
-    let filler = dir.join("filler");
-    let mut size = free_bytes(dir).saturating_sub(leave).max(4096);
-    // ext4 needs a few blocks of its own for the filler's extent tree: shrink until it fits.
-    loop {
-        match sh("fallocate", &["-l", &size.to_string(), &filler.to_string_lossy()]) {
-            Ok(_) => return filler,
-            Err(e) if e.contains("No space left") && size > 1 << 20 => size -= 64 << 10,
-            Err(e) => panic!("cannot make the filler: {e}"),
         }
     }
 }

@@ -1,0 +1,122 @@
+//! A full file system under the SQLite store (feature `sqlite`). Eight runs of `crash_graph` commit
+//! at once (so commits share groups) on a store in a small tmpfs that a filler file has nearly filled:
+//! SQLite's writes fail with `SQLITE_FULL` at a different point each trial (a WAL append inside a
+//! group, the WAL checkpoint, the database file's growth). Checked each trial:
+//!
+//! - at least one run stops with the store's error, and its Display says the disk is full;
+//! - the same store handle, once the filler is deleted, resumes every run to completion (SQLite is not
+//!   fail-stop: a failed transaction is rolled back whole; a run whose first commit failed does not
+//!   exist and is started again), and every run's history (the idempotency
+//!   key of each step) and final state equal an uninterrupted run's: nothing half-written, lost or
+//!   doubled;
+//! - a store reopened on the file reads the same histories.
+//!
+//! Needs root (mount). Without it prints `NOT RUN: ...` and passes, unless `GRAPH_FAULT_TESTS=require`,
+//! where it fails.
+#![cfg(feature = "sqlite")]
+
+use std::collections::BTreeMap;
+
+use graph_runtime::store::SqliteStore;
+use graph_runtime::{Engine, Error, Store};
+use graph_tests::faults::{Reference, reference, run_id};
+use graph_tests::mounts::{Mounted, fill};
+use graph_tests::{Trace, crash_graph, random_delay, state_hash};
+
+const RUNS: usize = 8;
+const ITERATIONS: u64 = 40;
+const TRIALS: u64 = 6;
+/// The tmpfs: room for the database, its WAL and the filler.
+const TMPFS_BYTES: u64 = 8 << 20;
+
+/// Why this machine cannot run the test, if it cannot.
+fn missing_prerequisite() -> Option<String> {
+    let probe = tempfile::tempdir().expect("tempdir");
+    match Mounted::tmpfs(probe.path(), 1 << 20) {
+        Ok(m) => m.unmount().err().map(|e| format!("cannot unmount a tmpfs: {e}")),
+        Err(e) => Some(format!("cannot mount a tmpfs: {e}")),
+    }
+}
+
+#[test]
+fn a_full_file_system_fails_commits_whole_and_the_runs_complete_once_there_is_room() {
+    if let Some(why) = missing_prerequisite() {
+        assert!(std::env::var("GRAPH_FAULT_TESTS").as_deref() != Ok("require"), "cannot run: {why}");
+        println!("NOT RUN: {why}");
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let references: BTreeMap<String, Reference> = rt.block_on(async {
+        let mut refs = BTreeMap::new();
+        for i in 0..RUNS {
+            refs.insert(run_id(i), reference(&run_id(i), ITERATIONS).await);
+        }
+        refs
+    });
+    let mut faulted = 0;
+    for trial in 0..TRIALS {
+        // 16 KiB to ~1 MiB left: the fault lands early or late in the runs.
+        let leave =
+            16 * 1024 + random_delay(std::time::Duration::from_nanos(1 << 20), trial).as_nanos() as u64;
+        faulted += usize::from(rt.block_on(one_trial(leave, &references)));
+    }
+    println!("{faulted} of {TRIALS} trials met a full file system");
+    assert!(faulted * 2 >= TRIALS as usize, "only {faulted} of {TRIALS} trials met a full file system");
+}
+
+/// One trial; true when the file system filled up under the runs.
+async fn one_trial(leave: u64, references: &BTreeMap<String, Reference>) -> bool {
+    let dir = tempfile::tempdir().unwrap();
+    let tmpfs = Mounted::tmpfs(dir.path(), TMPFS_BYTES).expect("tmpfs");
+    let file = dir.path().join("store.sqlite");
+    let store = SqliteStore::open(&file).expect("open");
+    let filler = fill(dir.path(), leave);
+    let engine = Engine::builder(crash_graph(ITERATIONS)).store(store.clone()).build();
+    let tasks: Vec<_> = (0..RUNS)
+        .map(|i| {
+            let engine = engine.clone();
+            tokio::spawn(async move { engine.run(&run_id(i), Trace::default()).await })
+        })
+        .collect();
+    let mut failures = Vec::new();
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(_) => {}
+            Err(Error::Store(e)) => failures.push(e.to_string()),
+            Err(other) => panic!("a run stopped with an error other than the store's: {other}"),
+        }
+    }
+    println!("{leave} bytes left: {} runs failed, e.g. {:?}", failures.len(), failures.first());
+    for message in &failures {
+        assert!(message.contains("full"), "the error does not say the disk is full: {message}");
+    }
+    std::fs::remove_file(&filler).unwrap();
+    // The same handle goes on: a run whose first commit failed does not exist and starts again; the
+    // others resume.
+    for i in 0..RUNS {
+        let out = match store.run_info(&run_id(i)).await.unwrap() {
+            Some(_) => engine.resume(&run_id(i)).await,
+            None => engine.run(&run_id(i), Trace::default()).await,
+        };
+        let out = out.expect("completes once there is room");
+        let r = &references[&run_id(i)];
+        assert_eq!(out.steps, r.last_step(), "run {i}");
+        assert_eq!(state_hash(&out.state), r.states[r.states.len() - 1], "run {i}");
+        assert_history(&store, i, r).await;
+    }
+    drop(engine);
+    drop(store);
+    let reopened = SqliteStore::open(&file).expect("reopen");
+    for i in 0..RUNS {
+        assert_history(&reopened, i, &references[&run_id(i)]).await;
+    }
+    drop(reopened);
+    tmpfs.unmount().expect("unmount");
+    !failures.is_empty()
+}
+
+async fn assert_history(store: &SqliteStore, i: usize, r: &Reference) {
+    let keys: Vec<String> =
+        store.history(&run_id(i)).await.unwrap().into_iter().map(|m| m.idempotency_key).collect();
+    assert_eq!(keys, r.keys, "run {i}: the history differs from an uninterrupted run's");
+}
