@@ -188,47 +188,46 @@ impl Writer {
 
     /// Runs `jobs` in one transaction and answers each. A request that fails part-way leaves writes
     /// that only rolling the transaction back undoes: then it is answered with its error and the
-    /// others run again, in a new transaction (at least one request fewer each time).
+    /// others run again, in a new transaction (one request fewer each time).
     fn commit_jobs(&self, mut jobs: Vec<Job>) {
-        if jobs.is_empty() {
-            return;
-        }
-        if let Err(e) = self.exec("BEGIN IMMEDIATE") {
-            return fail_all(jobs, &self.err("starting a write transaction")(e));
-        }
-        let mut replies = Vec::with_capacity(jobs.len());
-        let mut wrote = false;
-        for (i, job) in jobs.iter().enumerate() {
-            match self.apply(&job.op) {
-                Ok(Applied::Keep(r)) => {
-                    wrote = true;
-                    replies.push(Ok(r));
-                }
-                Ok(Applied::Refused(r)) => replies.push(Ok(r)),
-                Err(e) => {
-                    if let Err(r) = self.rollback() {
-                        return fail_all(jobs, &r);
+        'group: while !jobs.is_empty() {
+            if let Err(e) = self.exec("BEGIN IMMEDIATE") {
+                return fail_all(jobs, &self.err("starting a write transaction")(e));
+            }
+            let mut replies = Vec::with_capacity(jobs.len());
+            let mut wrote = false;
+            for (i, job) in jobs.iter().enumerate() {
+                match self.apply(&job.op) {
+                    Ok(Applied::Keep(r)) => {
+                        wrote = true;
+                        replies.push(Ok(r));
                     }
-                    self.stats.requests.fetch_add(1, Ordering::Relaxed);
-                    let _ = jobs.remove(i).answer.send(Err(e));
-                    return self.commit_jobs(jobs);
+                    Ok(Applied::Refused(r)) => replies.push(Ok(r)),
+                    Err(e) => {
+                        if let Err(r) = self.rollback() {
+                            return fail_all(jobs, &r);
+                        }
+                        self.stats.requests.fetch_add(1, Ordering::Relaxed);
+                        let _ = jobs.remove(i).answer.send(Err(e));
+                        continue 'group;
+                    }
                 }
             }
-        }
-        if !wrote {
-            // Every request was refused and wrote nothing: no sync for an empty transaction.
-            if let Err(e) = self.rollback() {
+            if !wrote {
+                // Every request was refused and wrote nothing: no sync for an empty transaction.
+                if let Err(e) = self.rollback() {
+                    return fail_all(jobs, &e);
+                }
+                return self.answer(jobs, replies);
+            }
+            if let Err(e) = self.exec("COMMIT") {
+                let e = self.err("committing a write transaction")(e);
+                let _ = self.rollback();
                 return fail_all(jobs, &e);
             }
+            self.stats.transactions.fetch_add(1, Ordering::Relaxed);
             return self.answer(jobs, replies);
         }
-        if let Err(e) = self.exec("COMMIT") {
-            let e = self.err("committing a write transaction")(e);
-            let _ = self.rollback();
-            return fail_all(jobs, &e);
-        }
-        self.stats.transactions.fetch_add(1, Ordering::Relaxed);
-        self.answer(jobs, replies);
     }
 
     /// Answers `jobs` with `replies`.
@@ -660,20 +659,34 @@ mod tests {
     }
 
     /// A request that fails part-way is answered with its error and nothing of it is written; the
-    /// others of its group commit (in a second transaction).
+    /// others of its group commit (in a second transaction), the one before it written once.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_request_failing_part_way_is_left_out_of_its_group() {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(dir.path().join("s.sqlite")).unwrap();
+        let (s0, mut rs0) = save("s", 0, 1, 0);
+        store.inner.writer.lock().unwrap().commit_group(vec![s0]);
+        assert_eq!(outcome(&mut rs0), Ok(CommitOutcome::Committed { version: 1 }));
+        // A status change first (written, then rolled back with the failing request, then written again).
+        let (answer, mut rs) = oneshot::channel();
+        let op = Op::Status {
+            run_id: "s".into(),
+            status: RunStatus::Cancelled,
+            events: Vec::new(),
+            pending: None,
+            expected_version: 1,
+        };
+        let status = Job { op, answer };
         let (a, mut ra) = save("a", 0, 1, 0);
         let (b, mut rb) = save("b", 0, 1, 0);
-        let (c, mut rc) = save("c", 0, 1, 0);
-        store.fail_point().fail_after(2); // the first request reaching its second write: `a`
-        store.inner.writer.lock().unwrap().commit_group(vec![a, b, c]);
+        store.fail_point().fail_after(2); // the first save reaching its second write: `a`
+        store.inner.writer.lock().unwrap().commit_group(vec![status, a, b]);
+        assert_eq!(outcome(&mut rs), Ok(CommitOutcome::Committed { version: 2 }));
         assert!(outcome(&mut ra).unwrap_err().contains("injected failure"));
         assert_eq!(outcome(&mut rb), Ok(CommitOutcome::Committed { version: 1 }));
-        assert_eq!(outcome(&mut rc), Ok(CommitOutcome::Committed { version: 1 }));
-        assert_eq!((store.transactions(), store.requests()), (1, 3));
+        assert_eq!((store.transactions(), store.requests()), (2, 4));
+        let s = store.run_info("s").await.unwrap().unwrap();
+        assert_eq!((s.version, s.status), (2, RunStatus::Cancelled));
         assert!(store.run_info("a").await.unwrap().is_none());
         assert!(store.load_checkpoint("a", 0).await.unwrap().is_none());
         // Its key row went with the rolled-back transaction: the same commit now succeeds.
