@@ -1,7 +1,7 @@
 //! The `postgres` and `mysql` workloads (features `postgres`, `mysql` of graph-bench): durable
 //! sequential commits of the engine on a database server beside a floor measured the same way (a bare
-//! three-statement transaction: insert the key, insert the checkpoint, update the run row), and 64
-//! concurrent runs against one.
+//! three-statement transaction: insert the key, insert the checkpoint, update the run row), and 2, 4,
+//! 8 and 64 concurrent runs against one.
 //!
 //! Servers: GRAPH_BENCH_POSTGRES_URL / GRAPH_BENCH_MYSQL_URL (default: the local ones, as superuser/root);
 //! each workload creates a database of its own and drops it at the end.
@@ -29,7 +29,7 @@ pub(crate) fn median(v: &[f64]) -> f64 {
 }
 
 /// The engine part of a server workload, on stores `connect` opens: durable sequential commits of one
-/// run of `n` steps (`repeat` times), then 1 and 64 concurrent runs of `steps` steps; returns the
+/// run of `n` steps (`repeat` times), then 1, 2, 4, 8 and 64 concurrent runs of `steps` steps; returns the
 /// median sequential commits/s.
 async fn engine_part<S, F, Fut>(
     mode: &str,
@@ -66,7 +66,7 @@ where
         "seconds_all": all, "commits_per_s": sequential,
         "note": "one run, sequential steps, each commit one server transaction"}));
     let mut one = 0.0;
-    for runs in [1usize, 64] {
+    for runs in [1usize, 2, 4, 8, 64] {
         let mut all = Vec::new();
         for rep in 0..repeat.min(3) {
             let engine = Engine::builder(loop_graph(steps))

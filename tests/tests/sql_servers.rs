@@ -202,6 +202,7 @@ graph_tests::for_backends! {
 graph_tests::for_backends! {
     super: [
         concurrent_runs_share_commit_groups,
+        a_few_concurrent_runs_commit_alone,
         groups_whose_connections_are_killed_lose_and_double_nothing,
         a_group_fences_the_commits_whose_lease_was_lost,
         messages_larger_than_a_tls_record_are_not_held_back,
@@ -243,6 +244,24 @@ async fn concurrent_runs_share_commit_groups(b: &Postgres) {
     let (grouped, groups) = (store.grouped_commits(), store.group_transactions());
     assert!(grouped > checkpoints / 2, "{grouped} of {checkpoints} commits were answered by a group");
     assert!(groups < grouped, "{grouped} grouped commits in {groups} transactions: none shared one");
+}
+
+/// Up to four commits at once go alone, in the single-commit statements (cheaper for the server than a
+/// group of one or two): four concurrent runs are never grouped, and each equals the memory store's.
+/// The store's sessions plan each prepared statement once (`plan_cache_mode`).
+#[cfg(feature = "postgres")]
+async fn a_few_concurrent_runs_commit_alone(b: &Postgres) {
+    let store = b.open().await;
+    let n = 20;
+    let engine = Engine::builder(counter(n, Duration::ZERO)).store(store.clone()).build();
+    for (i, task) in spawn_runs(&engine, "a", 4).into_iter().enumerate() {
+        let out = task.await.unwrap().unwrap();
+        assert_equals_the_memory_run(&store, &format!("a{i}"), n, &out.state, out.steps).await;
+    }
+    assert_eq!((store.grouped_commits(), store.group_transactions()), (0, 0));
+    let show = graph_runtime::store::server::sqlx::query_scalar("SHOW plan_cache_mode");
+    let mode: String = show.fetch_one(store.pool()).await.unwrap();
+    assert_eq!(mode, "force_generic_plan");
 }
 
 /// Group commit when the server kills the store's connections every 40 ms: 16 runs at once, some of

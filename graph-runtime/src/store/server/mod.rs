@@ -29,8 +29,8 @@
 //! ([`pool_check`]), and with Nagle's algorithm off (`nodelay`).
 //!
 //! On PostgreSQL, commits of concurrent runs are grouped: one transaction, two statements over arrays,
-//! for a whole group (`postgres/group.rs`); a commit the group cannot decide, and any commit made while
-//! nothing else is being committed, runs the transaction above on its own.
+//! for a whole group (`postgres/group.rs`); a commit the group cannot decide, and a commit made while no
+//! group is being written and fewer than four others go alone, runs the transaction above on its own.
 //!
 //! A unique violation after step 1 (two first commits of a new run racing past an absent run row),
 //! a serialization failure or a deadlock (40001, 40P01 / 1213, 1205) rolls back and runs the whole

@@ -83,8 +83,9 @@ impl PostgresStore {
     /// `ssl_root_cert`, …) and pool options, then migrates as [`PostgresStore::connect`] does. The
     /// pool's `before_acquire` hook is replaced by the store's check of suspect connections, and its
     /// `after_connect` hook by one that turns Nagle's algorithm off on the new connection (see
-    /// `docs/stores.md`, "Connecting, TLS"); start from [`PostgresStore::pool_options`] to keep sqlx from
-    /// also pinging every connection it hands out.
+    /// `docs/stores.md`, "Connecting, TLS") and sets `plan_cache_mode = force_generic_plan` for its
+    /// session; start from [`PostgresStore::pool_options`] to keep sqlx from also pinging every
+    /// connection it hands out.
     ///
     /// # Errors
     ///
@@ -94,9 +95,20 @@ impl PostgresStore {
             std::sync::Arc::new(super::nodelay::server_addrs(options.get_host(), options.get_port()).await);
         let pool = pool
             .before_acquire(|conn, meta| Box::pin(super::pool_check::ping_if_suspect(conn, meta)))
-            .after_connect(move |_, _| {
+            .after_connect(move |conn, _| {
                 super::nodelay::set_on_connections_to(&server);
-                Box::pin(async { Ok(()) })
+                Box::pin(async move {
+                    // Plan each prepared statement once, not at every call: the group's statements over
+                    // arrays otherwise get a fresh plan each time (docs/stores.md, "Group commit on
+                    // PostgreSQL"). A server without the setting (before PostgreSQL 12) keeps its
+                    // default; the store works either way.
+                    if let Err(e) =
+                        sqlx::query("SET plan_cache_mode = force_generic_plan").execute(&mut *conn).await
+                    {
+                        tracing::debug!(error = %e, "plan_cache_mode not set");
+                    }
+                    Ok(())
+                })
             });
         let pool = pool.connect_with(options).await.map_err(|e| {
             let class = classify(&e);

@@ -1,9 +1,9 @@
 //! Group commit on PostgreSQL: the commits of concurrent runs share one transaction.
 //!
-//! A commit made while nothing else is being committed by this store (no group being written, none
-//! queued, no other such commit) goes alone on its caller's task, in the single-commit statements
-//! (`try_save` in the `sql_store!` macro): they cost the server less than the group's for one commit,
-//! so a lone run pays nothing for grouping. Any other commit is queued; while fewer than
+//! A commit made while no group is being written or queued, and fewer than [`MAX_INLINE`] other
+//! commits of this store are going alone, goes alone on its caller's task, in the single-commit
+//! statements (`try_save` in the `sql_store!` macro): they cost the server less than a group's for one
+//! or two commits, so a few concurrent runs pay nothing for grouping. Any other commit is queued; while fewer than
 //! [`MAX_LEADERS`] groups are being written, it also starts a *leader* task, which takes every queued
 //! commit (at most [`MAX_GROUP`], at most one per run) and writes them as one transaction of two
 //! statements, whatever their number:
@@ -54,6 +54,11 @@ const MAX_GROUP: usize = 256;
 /// At most this many groups written at once, each on its own pooled connection.
 const MAX_LEADERS: usize = 4;
 
+/// At most this many commits go alone at once while no group is being written or queued (measured:
+/// with 1, groups of one or two made 2 and 4 concurrent runs slower than one; docs/stores.md, "Few runs
+/// at once, and plans").
+const MAX_INLINE: usize = 4;
+
 /// The queue of commits waiting for a group, shared by a store's clones.
 #[derive(Default)]
 pub(super) struct Groups {
@@ -75,12 +80,12 @@ struct Queue {
     waiting: VecDeque<Request>,
     /// Leader tasks running.
     leaders: usize,
-    /// Commits going alone on their caller's task because nothing else was being committed.
+    /// Commits going alone on their caller's task because no group was being written or queued.
     inline: usize,
 }
 
-/// A commit going alone because nothing else was being committed: while it lasts, other commits
-/// queue for a group.
+/// A commit going alone because no group was being written or queued: while [`MAX_INLINE`] of them
+/// last, other commits queue for a group.
 pub(in crate::store::server) struct Inline(Arc<Groups>);
 
 impl Drop for Inline {
@@ -120,7 +125,7 @@ enum Answer {
 
 impl PostgresStore {
     /// Commits `cp` in a group with other runs' concurrent commits, or says to commit it alone (see the
-    /// [module docs](self)), holding an [`Inline`] while it is when nothing else was being committed.
+    /// [module docs](self)), holding an [`Inline`] while it is when no group was being written.
     pub(super) async fn grouped_save(
         &self,
         cp: &Checkpoint,
@@ -131,9 +136,9 @@ impl PostgresStore {
         let fence = crate::store::server::lease::current_fence();
         {
             let mut q = self.groups.lock();
-            if q.inline + q.leaders == 0 && q.waiting.is_empty() {
-                // Nothing else is being committed: this commit goes alone, on the caller's task, in
-                // the single-commit statements (cheaper than the group's for one commit).
+            if q.inline < MAX_INLINE && q.leaders == 0 && q.waiting.is_empty() {
+                // No group is being written and few commits are: this commit goes alone, on the
+                // caller's task, in the single-commit statements (cheaper than a group's for one or two).
                 q.inline += 1;
                 return Grouped::Alone(Some(Inline(self.groups.clone())));
             }
