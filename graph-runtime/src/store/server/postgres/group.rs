@@ -3,10 +3,10 @@
 //! A commit made while no group is being written or queued, and fewer than [`MAX_INLINE`] other
 //! commits of this store are going alone, goes alone on its caller's task, in the single-commit
 //! statements (`try_save` in the `sql_store!` macro): they cost the server less than a group's for one
-//! or two commits, so a few concurrent runs pay nothing for grouping. Any other commit is queued; while fewer than
-//! [`MAX_LEADERS`] groups are being written, it also starts a *leader* task, which takes every queued
-//! commit (at most [`MAX_GROUP`], at most one per run) and writes them as one transaction of two
-//! statements, whatever their number:
+//! or two commits, so a few concurrent runs pay nothing for grouping. Any other commit is queued; while
+//! fewer than [`MAX_LEADERS`] groups are being written, it also starts a *leader* task, which takes
+//! every queued commit (at most [`MAX_GROUP`], at most one per run) and writes them as one transaction
+//! of two statements, whatever their number:
 //!
 //! 1. `BEGIN`;
 //! 2. the keys and the row locks ([`sql::KEYS_THEN_LOCK`]): every key is inserted with `ON CONFLICT DO
