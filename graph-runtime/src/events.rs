@@ -333,6 +333,36 @@ pub fn encode(e: &Event) -> Vec<u8> {
     out
 }
 
+/// The head of a run's log after a write appends `events`: the last of them, or `before` when there
+/// are none. Every store moves its run row's event head with this.
+pub(crate) fn head_after(before: Option<ChainHead>, events: &[Event]) -> Option<ChainHead> {
+    events.last().map_or(before, |e| Some(ChainHead { seq: e.seq, hash: e.hash.clone() }))
+}
+
+/// An event as the embedded stores' writers take it: its head and its [`encode`]d bytes, made on the
+/// caller's thread before the write is queued.
+#[cfg(any(feature = "sled", feature = "sqlite"))]
+pub(crate) struct Encoded {
+    pub(crate) head: ChainHead,
+    pub(crate) bytes: Vec<u8>,
+}
+
+#[cfg(any(feature = "sled", feature = "sqlite"))]
+impl Encoded {
+    /// `events`, each with its head and bytes.
+    pub(crate) fn all(events: &[Event]) -> Vec<Encoded> {
+        events
+            .iter()
+            .map(|e| Encoded { head: ChainHead { seq: e.seq, hash: e.hash.clone() }, bytes: encode(e) })
+            .collect()
+    }
+
+    /// [`head_after`] for encoded events.
+    pub(crate) fn head_after(before: Option<ChainHead>, events: &[Encoded]) -> Option<ChainHead> {
+        events.last().map_or(before, |e| Some(e.head.clone()))
+    }
+}
+
 /// Reads the event a store keeps under `(run, seq)` ([`encode`]).
 ///
 /// # Errors

@@ -10,7 +10,7 @@ use super::{
     OutboxRow, RunFilter, RunInfo, RunStatus, Store,
 };
 use crate::error::StoreError;
-use crate::events::{ChainHead, Event};
+use crate::events::{Event, head_after};
 
 /// A store in process memory, shared by clones. Every operation holds one lock, so each commit is atomic.
 ///
@@ -45,11 +45,6 @@ struct Inner {
     events: BTreeMap<Arc<str>, Vec<Event>>,
     /// Pending steps, by run.
     pending: BTreeMap<Arc<str>, Vec<u8>>,
-}
-
-/// The head after `events`, or `before` when there are none.
-fn head_after(before: Option<ChainHead>, events: &[Event]) -> Option<ChainHead> {
-    events.last().map_or(before, |e| Some(ChainHead { seq: e.seq, hash: e.hash.clone() }))
 }
 
 impl MemoryStore {
@@ -128,16 +123,11 @@ impl Store for MemoryStore {
             return Err(undo.apply(&mut g));
         }
         let version = current + 1;
+        let last_event = head_after(None, events);
         match g.runs.get_mut(run) {
-            Some(row) => {
-                row.status = status.clone();
-                row.latest_step = row.latest_step.max(cp.step);
-                row.version = version;
-                row.event_head = head_after(row.event_head.take(), events);
-            }
+            Some(row) => row.commit(cp.step, status, last_event),
             None => {
-                let mut row = RunInfo::new(run, status.clone(), cp.step, version, &*cp.graph_fingerprint);
-                row.event_head = head_after(None, events);
+                let row = RunInfo::first_commit(run, cp.step, status, &cp.graph_fingerprint, last_event);
                 g.runs.insert(cp.run_id.clone(), row);
             }
         }

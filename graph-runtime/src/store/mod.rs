@@ -172,7 +172,9 @@ impl RunInfo {
     /// The run row after a checkpoint of step `step` commits with `status`: one version past `before`
     /// (the row as it was; none for a run's first commit), the latest step the larger of the two, the
     /// fingerprint kept (`fingerprint` for a new run), and the event head `last_event` (the last event
-    /// the commit appends) or, when it appends none, the one before. Every backend's commit writes this.
+    /// the commit appends) or, when it appends none, the one before. Every backend's commit writes this
+    /// ([`RunInfo::commit`] in place, or [`RunInfo::first_commit`], for the memory store).
+    #[cfg(any(feature = "sled", feature = "sqlite", feature = "postgres", feature = "mysql"))]
     pub(crate) fn after_commit(
         before: Option<&RunInfo>,
         run_id: &str,
@@ -181,17 +183,36 @@ impl RunInfo {
         fingerprint: &str,
         last_event: Option<ChainHead>,
     ) -> RunInfo {
-        let mut info = match before {
-            Some(r) => RunInfo::new(
-                run_id,
-                status.clone(),
-                r.latest_step.max(step),
-                r.version + 1,
-                r.graph_fingerprint.clone(),
-            ),
-            None => RunInfo::new(run_id, status.clone(), step, 1, fingerprint),
-        };
-        info.event_head = last_event.or_else(|| before.and_then(|r| r.event_head.clone()));
+        match before {
+            Some(r) => {
+                let mut info = r.clone();
+                info.commit(step, status, last_event);
+                info
+            }
+            None => RunInfo::first_commit(run_id, step, status, fingerprint, last_event),
+        }
+    }
+
+    /// This row after a checkpoint of step `step` commits with `status` ([`RunInfo::after_commit`]).
+    pub(crate) fn commit(&mut self, step: u64, status: &RunStatus, last_event: Option<ChainHead>) {
+        self.status = status.clone();
+        self.latest_step = self.latest_step.max(step);
+        self.version += 1;
+        if last_event.is_some() {
+            self.event_head = last_event;
+        }
+    }
+
+    /// The row of a run whose first checkpoint commits ([`RunInfo::after_commit`]).
+    pub(crate) fn first_commit(
+        run_id: &str,
+        step: u64,
+        status: &RunStatus,
+        fingerprint: &str,
+        last_event: Option<ChainHead>,
+    ) -> RunInfo {
+        let mut info = RunInfo::new(run_id, status.clone(), step, 1, fingerprint);
+        info.event_head = last_event;
         info
     }
 }

@@ -63,7 +63,6 @@ pub use postgres::PostgresStore;
 use std::time::Duration;
 
 use crate::error::StoreError;
-use crate::events::ChainHead;
 use crate::store::RunStatus;
 
 /// The schema version this build writes and reads (`graph_schema_version`).
@@ -266,11 +265,6 @@ pub(crate) enum Grouped<G> {
     Alone(G),
 }
 
-/// The event head after `events` (given as (seq, hash)), or `before` when there are none.
-pub(crate) fn head_after(before: Option<ChainHead>, events: &[crate::events::Event]) -> Option<ChainHead> {
-    events.last().map_or(before, |e| Some(ChainHead { seq: e.seq, hash: e.hash.clone() }))
-}
-
 /// A short pause before a transaction that lost a race runs again (grows with the attempt, a few ms).
 pub(crate) async fn conflict_pause(attempt: u32) {
     tokio::time::sleep(Duration::from_millis(u64::from(attempt.min(10)) * 2 + 1)).await;
@@ -323,7 +317,7 @@ macro_rules! sql_store {
         use $crate::store::memory::effect_cas;
         use $crate::store::record::{decode, decode_run, encode, encode_run};
         use $crate::store::server::{
-            Abort, CONFLICT_RETRIES, Class, conflict_pause, db_int, from_db_int, head_after, status_name,
+            Abort, CONFLICT_RETRIES, Class, conflict_pause, db_int, from_db_int, status_name,
             store_error,
         };
         use $crate::store::{
@@ -525,7 +519,7 @@ macro_rules! sql_store {
                     cp.step,
                     status,
                     &cp.graph_fingerprint,
-                    head_after(None, events),
+                    $crate::events::head_after(None, events),
                 );
                 let writes = StepWrites {
                     run_id: run,
@@ -583,7 +577,7 @@ macro_rules! sql_store {
                 }
                 info.version += 1;
                 info.status = status.clone();
-                info.event_head = head_after(info.event_head.take(), events);
+                info.event_head = $crate::events::head_after(info.event_head.take(), events);
                 Self::put_events(&mut tx, run_id, events).await?;
                 if let Some(p) = pending {
                     sqlx::query(sql::UPSERT_PENDING).bind(run_id).bind(p).execute(&mut *tx).await.map_err(abort)?;

@@ -25,7 +25,7 @@ use tokio::sync::oneshot;
 use super::redo::{RedoWriter, TreeId};
 use super::{Inner, cp_key, effect_tree_key, outbox_key};
 use crate::error::StoreError;
-use crate::events::{ChainHead, Event};
+use crate::events::{Encoded, Event};
 use crate::store::commit_log::{CommitLog, Manifest};
 use crate::store::journal::{decode_effect, encode_effect, encode_outbox};
 use crate::store::memory::effect_cas;
@@ -43,7 +43,7 @@ pub(super) enum Request {
         key: String,
         record: Vec<u8>,
         outbox: Vec<OutboxRow>,
-        events: Vec<EncodedEvent>,
+        events: Vec<Encoded>,
         fingerprint: Arc<str>,
         status: RunStatus,
         expected_version: u64,
@@ -52,7 +52,7 @@ pub(super) enum Request {
     Status {
         run_id: String,
         status: RunStatus,
-        events: Vec<EncodedEvent>,
+        events: Vec<Encoded>,
         pending: Option<Vec<u8>>,
         expected_version: u64,
     },
@@ -72,28 +72,12 @@ impl Request {
             key: cp.idempotency_key.clone(),
             record: encode(cp),
             outbox: cp.outbox.clone(),
-            events: encode_events(events),
+            events: Encoded::all(events),
             fingerprint: cp.graph_fingerprint.clone(),
             status: status.clone(),
             expected_version,
         }
     }
-}
-
-/// An event as the commit thread writes it: its head and its bytes.
-pub(super) struct EncodedEvent {
-    head: ChainHead,
-    bytes: Vec<u8>,
-}
-
-pub(super) fn encode_events(events: &[Event]) -> Vec<EncodedEvent> {
-    events
-        .iter()
-        .map(|e| EncodedEvent {
-            head: ChainHead { seq: e.seq, hash: e.hash.clone() },
-            bytes: crate::events::encode(e),
-        })
-        .collect()
 }
 
 /// What a request did.
@@ -371,7 +355,7 @@ impl Overlay<'_> {
             s.step,
             s.status,
             s.fingerprint,
-            head_after(None, s.events),
+            Encoded::head_after(None, s.events),
         );
         self.put(TreeId::Runs, s.run_id.as_bytes(), &encode_run(&info));
         wrote(3)?;
@@ -402,7 +386,7 @@ impl Overlay<'_> {
         &mut self,
         run_id: &str,
         status: &RunStatus,
-        events: &[EncodedEvent],
+        events: &[Encoded],
         pending: Option<&[u8]>,
         expected_version: u64,
     ) -> Result<CommitOutcome, StoreError> {
@@ -414,7 +398,7 @@ impl Overlay<'_> {
         }
         info.version += 1;
         info.status = status.clone();
-        info.event_head = head_after(info.event_head.take(), events);
+        info.event_head = Encoded::head_after(info.event_head.take(), events);
         self.append_events(run_id, events);
         if let Some(p) = pending {
             self.put(TreeId::Pending, run_id.as_bytes(), p);
@@ -423,16 +407,11 @@ impl Overlay<'_> {
         Ok(CommitOutcome::Committed { version: info.version })
     }
 
-    fn append_events(&mut self, run_id: &str, events: &[EncodedEvent]) {
+    fn append_events(&mut self, run_id: &str, events: &[Encoded]) {
         for e in events {
             self.put(TreeId::Events, &cp_key(run_id, e.head.seq), &e.bytes);
         }
     }
-}
-
-/// The head after `events`, or `before` when there are none.
-fn head_after(before: Option<ChainHead>, events: &[EncodedEvent]) -> Option<ChainHead> {
-    events.last().map_or(before, |e| Some(e.head.clone()))
 }
 
 /// A `Request::Save`, borrowed.
@@ -442,7 +421,7 @@ struct Save<'a> {
     key: &'a str,
     record: &'a [u8],
     outbox: &'a [OutboxRow],
-    events: &'a [EncodedEvent],
+    events: &'a [Encoded],
     fingerprint: &'a Arc<str>,
     status: &'a RunStatus,
     expected_version: u64,

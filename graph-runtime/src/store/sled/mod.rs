@@ -794,7 +794,7 @@ impl Store for SledStore {
         let request = Request::Status {
             run_id: run_id.to_owned(),
             status: status.clone(),
-            events: commit::encode_events(events),
+            events: crate::events::Encoded::all(events),
             pending: pending.map(<[u8]>::to_vec),
             expected_version,
         };

@@ -588,7 +588,7 @@ impl Store for SqliteStore {
         let op = Op::Status {
             run_id: run_id.to_owned(),
             status: status.clone(),
-            events: writer::encode_events(events),
+            events: crate::events::Encoded::all(events),
             pending: pending.map(<[u8]>::to_vec),
             expected_version,
         };

@@ -27,7 +27,7 @@ use tokio::sync::oneshot;
 
 use super::{int, is_unique_violation, sql_error, status_name};
 use crate::error::StoreError;
-use crate::events::{ChainHead, Event};
+use crate::events::{Encoded, Event};
 use crate::store::journal::{decode_effect, encode_effect, encode_outbox};
 use crate::store::memory::effect_cas;
 use crate::store::record::{decode, decode_run, encode, encode_run};
@@ -61,7 +61,7 @@ pub(super) enum Op {
         record: Vec<u8>,
         /// (outbox key, encoded row), in emit order.
         outbox: Vec<(String, Vec<u8>)>,
-        events: Vec<EncodedEvent>,
+        events: Vec<Encoded>,
         fingerprint: Arc<str>,
         status: RunStatus,
         expected_version: u64,
@@ -70,7 +70,7 @@ pub(super) enum Op {
     Status {
         run_id: String,
         status: RunStatus,
-        events: Vec<EncodedEvent>,
+        events: Vec<Encoded>,
         pending: Option<Vec<u8>>,
         expected_version: u64,
     },
@@ -95,28 +95,12 @@ impl Op {
             key: cp.idempotency_key.clone(),
             record: encode(cp),
             outbox: cp.outbox.iter().map(|r| (r.key.clone(), encode_outbox(r))).collect(),
-            events: encode_events(events),
+            events: Encoded::all(events),
             fingerprint: cp.graph_fingerprint.clone(),
             status: status.clone(),
             expected_version,
         }
     }
-}
-
-/// An event as written: its head and its bytes.
-pub(super) struct EncodedEvent {
-    head: ChainHead,
-    bytes: Vec<u8>,
-}
-
-pub(super) fn encode_events(events: &[Event]) -> Vec<EncodedEvent> {
-    events
-        .iter()
-        .map(|e| EncodedEvent {
-            head: ChainHead { seq: e.seq, hash: e.hash.clone() },
-            bytes: crate::events::encode(e),
-        })
-        .collect()
 }
 
 /// What a request did.
@@ -416,7 +400,7 @@ impl Writer {
             s.step,
             s.status,
             s.fingerprint,
-            head_after(None, s.events),
+            Encoded::head_after(None, s.events),
         );
         self.put_row(&info, row.as_ref().map(|r| &r.status))?;
         fail(3)?;
@@ -444,7 +428,7 @@ impl Writer {
         &self,
         run_id: &str,
         status: &RunStatus,
-        events: &[EncodedEvent],
+        events: &[Encoded],
         pending: Option<&[u8]>,
         expected_version: u64,
     ) -> Result<Applied, StoreError> {
@@ -458,7 +442,7 @@ impl Writer {
         }
         let before = std::mem::replace(&mut info.status, status.clone());
         info.version += 1;
-        info.event_head = head_after(info.event_head.take(), events);
+        info.event_head = Encoded::head_after(info.event_head.take(), events);
         self.append_events(run_id, events)?;
         if let Some(p) = pending {
             self.conn
@@ -470,7 +454,7 @@ impl Writer {
         Ok(Applied::Keep(Reply::Outcome(CommitOutcome::Committed { version: info.version })))
     }
 
-    fn append_events(&self, run_id: &str, events: &[EncodedEvent]) -> Result<(), StoreError> {
+    fn append_events(&self, run_id: &str, events: &[Encoded]) -> Result<(), StoreError> {
         if events.is_empty() {
             return Ok(());
         }
@@ -567,11 +551,6 @@ fn copy_error(e: &StoreError) -> StoreError {
     }
 }
 
-/// The head after `events`, or `before` when there are none.
-fn head_after(before: Option<ChainHead>, events: &[EncodedEvent]) -> Option<ChainHead> {
-    events.last().map_or(before, |e| Some(e.head.clone()))
-}
-
 /// An `Op::Save`, borrowed.
 struct Save<'a> {
     run_id: &'a Arc<str>,
@@ -579,7 +558,7 @@ struct Save<'a> {
     key: &'a str,
     record: &'a [u8],
     outbox: &'a [(String, Vec<u8>)],
-    events: &'a [EncodedEvent],
+    events: &'a [Encoded],
     fingerprint: &'a Arc<str>,
     status: &'a RunStatus,
     expected_version: u64,

@@ -155,7 +155,7 @@ impl PostgresStore {
                 .map(|row| (row.key.clone(), crate::store::journal::encode_outbox(row)))
                 .collect(),
             events: events.iter().map(|e| (db_int(e.seq), crate::events::encode(e))).collect(),
-            last_event: crate::store::server::head_after(None, events),
+            last_event: crate::events::head_after(None, events),
             fingerprint: cp.graph_fingerprint.to_string(),
             status: status.clone(),
             expected_version,
