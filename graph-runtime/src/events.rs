@@ -102,13 +102,29 @@ impl Payload {
         Ok(Payload(String::from_utf8(bytes).expect("JSON is UTF-8").into()))
     }
 
-    /// A payload from bytes its writer guarantees are canonical JSON (checked in debug builds).
-    pub(crate) fn from_canonical(text: String) -> Self {
+    /// A payload from text its writer guarantees is canonical JSON (checked in debug builds).
+    pub(crate) fn from_canonical(text: &str) -> Self {
         debug_assert_eq!(
-            Payload::from(serde_json::from_str::<serde_json::Value>(&text).unwrap()).as_str(),
+            Payload::from(serde_json::from_str::<serde_json::Value>(text).unwrap()).as_str(),
             text
         );
         Payload(text.into())
+    }
+
+    /// The payload `write` writes, canonical JSON as for [`Payload::from_canonical`], through a buffer
+    /// the thread reuses: the payload's own allocation is the only one (a `String` turned into an
+    /// `Arc<str>` is copied into a second).
+    pub(crate) fn write_canonical(write: impl FnOnce(&mut String)) -> Self {
+        thread_local!(static BUFFER: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) });
+        BUFFER.with_borrow_mut(|buf| {
+            buf.clear();
+            write(buf);
+            let payload = Payload::from_canonical(buf);
+            if buf.capacity() > 4096 {
+                *buf = String::new(); // one long payload does not hold its buffer for the thread's life
+            }
+            payload
+        })
     }
 
     /// The canonical JSON text.
@@ -303,13 +319,20 @@ impl<'k> Appender<'k> {
             schema_version: EVENT_SCHEMA_VERSION,
         };
         e.hash = chain_hash(self.head.as_ref().map(|h| h.hash.as_str()), &e, self.key);
-        self.head = Some(ChainHead { seq, hash: e.hash.clone() });
+        // The head's string is written over, not replaced: no allocation once there is a head.
+        match &mut self.head {
+            Some(h) => {
+                h.seq = seq;
+                h.hash.clone_from(&e.hash);
+            }
+            None => self.head = Some(ChainHead { seq, hash: e.hash.clone() }),
+        }
         e
     }
 
-    /// The head after the events built so far.
-    pub(crate) fn head(&self) -> Option<&ChainHead> {
-        self.head.as_ref()
+    /// The head after the events built, taken.
+    pub(crate) fn into_head(self) -> Option<ChainHead> {
+        self.head
     }
 }
 
@@ -538,8 +561,7 @@ mod tests {
         let events: Vec<Event> = (0..n)
             .map(|i| a.next(EventType::StepCommitted, 7 + i, serde_json::json!({"step": i}).into()))
             .collect();
-        let head = a.head().cloned().unwrap();
-        (events, head)
+        (events, a.into_head().unwrap())
     }
 
     #[test]

@@ -22,6 +22,7 @@ use crate::store::record::PendingStep;
 use crate::store::record::{self, Chain, Draft};
 use crate::store::{Checkpoint, CommitOutcome, PauseReason, RunStatus, WaitingJoin, WorkItem};
 use crate::stream::{Observer, StreamEvent, StreamModes};
+use crate::telemetry::Stopwatch;
 
 /// A run being driven: checkpoint `step` as committed, and what driving it needs.
 pub(super) struct Driven<S: Reducer> {
@@ -79,17 +80,17 @@ fn step_committed<'a>(cp: &'a Checkpoint, ran: impl Iterator<Item = &'a str>) ->
         }
         out.push(']');
     }
-    let mut out = String::with_capacity(256);
-    out.push_str("{\"idempotency_key\":");
-    json_str(&mut out, &cp.idempotency_key);
-    out.push_str(",\"next\":");
-    names(&mut out, cp.frontier.iter().map(|w| &*w.node));
-    out.push_str(",\"ran\":");
-    names(&mut out, ran);
-    out.push_str(",\"state_hash\":");
-    json_str(&mut out, &cp.state_hash);
-    write!(out, ",\"step\":{}}}", cp.step).expect("writes to a String");
-    Payload::from_canonical(out)
+    Payload::write_canonical(|out| {
+        out.push_str("{\"idempotency_key\":");
+        json_str(out, &cp.idempotency_key);
+        out.push_str(",\"next\":");
+        names(out, cp.frontier.iter().map(|w| &*w.node));
+        out.push_str(",\"ran\":");
+        names(out, ran);
+        out.push_str(",\"state_hash\":");
+        json_str(out, &cp.state_hash);
+        write!(out, ",\"step\":{}}}", cp.step).expect("writes to a String");
+    })
 }
 
 /// Writes `s` as a JSON string: as it is when nothing in it needs an escape (hashes, node names), else
@@ -190,7 +191,7 @@ impl<S: Reducer> Engine<S> {
     /// Executes step `run.step`, merges, and commits step `run.step + 1`; on success `run` is at the
     /// new step, as committed.
     pub(super) async fn advance(&self, run: &mut Driven<S>) -> Result<(), Stop> {
-        let started = std::time::Instant::now();
+        let started = Stopwatch::now();
         if let Some(o) = &run.observer {
             let graph = &self.inner.graph;
             let nodes = run.nodes.iter().map(|n| graph.node(*n).name().to_string()).collect();
@@ -211,9 +212,11 @@ impl<S: Reducer> Engine<S> {
         let (events, head) = self.chain(run.head.as_ref(), events, cp.timestamp_ms);
         let observed = self.observe_commit(run, &cp, &events);
         let meters = self.inner.graph.meters();
-        let committing = std::time::Instant::now();
+        let committing = Stopwatch::now();
         let outcome = self.inner.store.save_checkpoint(&cp, &events, &status, run.version).await;
-        meters.commit(committing.elapsed(), outcome.as_ref().ok());
+        // The step's latency ends at its commit, whose end is read once for both.
+        let committed = Stopwatch::now();
+        meters.commit(committed.since(committing), outcome.as_ref().ok());
         let outcome = outcome?;
         if matches!(outcome, CommitOutcome::Committed { .. }) {
             run.head = head;
@@ -224,7 +227,7 @@ impl<S: Reducer> Engine<S> {
         run.resumption = None;
         run.past_breakpoint = false;
         self.adopt(run, cp, next_nodes, chain, outcome).await?;
-        meters.step_latency(started.elapsed());
+        meters.step_latency(committed.since(started));
         self.emit_committed(run, observed).await;
         tracing::debug!(run = %run.run_id, step = run.step, items = run.frontier.len(), "step committed");
         Ok(())

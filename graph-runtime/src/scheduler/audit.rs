@@ -67,8 +67,7 @@ impl<S: Reducer> Engine<S> {
     ) -> (Vec<Event>, Option<ChainHead>) {
         let mut a = Appender::new(head.cloned(), self.inner.chain_key.as_ref());
         let events: Vec<Event> = events.into_iter().map(|(t, p)| a.next(t, time_ms, p)).collect();
-        let head = a.head().cloned();
-        (events, head)
+        (events, a.into_head())
     }
 
     /// Writes `status` with the run's queued events and `event`, and `pending` when given; on success

@@ -181,9 +181,9 @@ impl<S: Reducer> Engine<S> {
             "shape": graph.shape(),
         });
         let (events, head) = self.chain(None, [(EventType::RunStarted, started)], cp.timestamp_ms);
-        let committing = std::time::Instant::now();
+        let committing = crate::telemetry::Stopwatch::now();
         let outcome = store.save_checkpoint(&cp, &events, &RunStatus::Running, 0).await;
-        graph.meters().commit(committing.elapsed(), outcome.as_ref().ok());
+        graph.meters().commit(crate::telemetry::Stopwatch::now().since(committing), outcome.as_ref().ok());
         let CommitOutcome::Committed { version } = outcome? else {
             return Err(Error::RunExists { run: run_id.to_owned() });
         };

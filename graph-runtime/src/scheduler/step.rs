@@ -491,9 +491,10 @@ impl<S: Reducer> Attempts<S> {
 
     /// One attempt of the node, under its timeout and the run's deadline, with its debug events.
     async fn attempt(&self, attempt: u32) -> (Result<(S::Delta, Route), NodeError>, AttemptOutcome) {
-        let node_deadline = Instant::now() + self.timeout;
-        let deadline = node_deadline.min(self.run_deadline);
-        let started = std::time::Instant::now();
+        // One clock read for the deadline and the duration (tokio's clock: paused in tests, where the
+        // duration is the clock's too).
+        let started = Instant::now();
+        let deadline = (started + self.timeout).min(self.run_deadline);
         tracing::Span::current().record("attempt", attempt);
         let inflight = self.meters.inflight();
         self.debug(|i| StreamEvent::NodeStarted {
@@ -527,7 +528,8 @@ impl<S: Reducer> Attempts<S> {
         let outcome = ctx.take_outcome();
         drop(ctx);
         drop(inflight);
-        self.meters.node_latency(self.node, started.elapsed());
+        let duration = started.elapsed();
+        self.meters.node_latency(self.node, duration);
         #[cfg(feature = "otel")]
         if result.is_err() && outcome.stop.is_none() {
             tracing::Span::current().record("otel.status_code", "ERROR");
@@ -537,7 +539,6 @@ impl<S: Reducer> Attempts<S> {
             (Ok(_), None) => NodeOutcome::Finished,
             (Err(e), None) => NodeOutcome::Failed(e.to_string()),
         };
-        let duration = started.elapsed();
         self.debug(|i| StreamEvent::NodeFinished {
             step: i.step,
             node: i.node.to_string(),

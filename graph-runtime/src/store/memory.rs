@@ -34,10 +34,8 @@ struct Inner {
     /// Boxed: a map node has room for eleven entries, and a run with one checkpoint would otherwise hold
     /// eleven checkpoints' worth of memory (~3 KB).
     checkpoints: BTreeMap<Arc<str>, BTreeMap<u64, Box<Checkpoint>>>,
-    /// Engine-made keys are hex digests: FxHash is enough to spread them, and SipHash (the default) of
-    /// a 64-byte key was 4 % of the loop benchmark's time. (Keys made to collide would only slow this
-    /// in-process store down, not change what it answers.)
-    keys: HashSet<String, fxhash::FxBuildHasher>,
+    /// The idempotency keys of every checkpoint committed (pruning keeps them).
+    keys: Keys,
     effects: BTreeMap<String, EffectRecord>,
     /// Pending outbox rows by (run, step, emit order).
     outbox: BTreeMap<(Arc<str>, u64, usize), OutboxRow>,
@@ -45,6 +43,70 @@ struct Inner {
     events: BTreeMap<Arc<str>, Vec<Event>>,
     /// Pending steps, by run.
     pending: BTreeMap<Arc<str>, Vec<u8>>,
+}
+
+/// A set of idempotency keys, compact: an engine-made key (`sha256:` and 64 lowercase hex digits) is
+/// held as its 32 bytes, in the table itself, any other key as a `String`. A loop step's key was a
+/// 71-byte allocation of its own, and growing the table rehashed every key through a pointer
+/// (bench/analysis.md). The two forms cannot meet: a key has exactly one of them.
+#[derive(Default)]
+struct Keys {
+    /// FxHash is enough to spread digests, and SipHash (the default) of a 64-byte key was 4 % of the
+    /// loop benchmark's time. (Keys made to collide would only slow this in-process store down, not
+    /// change what it answers.)
+    digests: HashSet<[u8; 32], fxhash::FxBuildHasher>,
+    other: HashSet<String, fxhash::FxBuildHasher>,
+}
+
+impl Keys {
+    /// Adds `key`; false when it was there already.
+    fn insert(&mut self, key: &str) -> bool {
+        match digest_of(key) {
+            Some(d) => self.digests.insert(d),
+            None => !self.other.contains(key) && self.other.insert(key.to_owned()),
+        }
+    }
+
+    fn remove(&mut self, key: &str) {
+        match digest_of(key) {
+            Some(d) => self.digests.remove(&d),
+            None => self.other.remove(key),
+        };
+    }
+
+    fn len(&self) -> usize {
+        self.digests.len() + self.other.len()
+    }
+}
+
+/// The 32 bytes of a key written as `sha256:` and 64 lowercase hex digits (the engine's form), `None`
+/// for any other key (upper case included, so that two distinct keys never share a digest).
+fn digest_of(key: &str) -> Option<[u8; 32]> {
+    /// Each byte's value as a hex digit, 0xff when it is not a lowercase one.
+    const DIGIT: [u8; 256] = {
+        let mut t = [0xffu8; 256];
+        let mut i = 0;
+        while i < 10 {
+            t[b'0' as usize + i] = i as u8;
+            i += 1;
+        }
+        let mut i = 0;
+        while i < 6 {
+            t[b'a' as usize + i] = 10 + i as u8;
+            i += 1;
+        }
+        t
+    };
+    let hex: &[u8; 64] = key.strip_prefix("sha256:")?.as_bytes().try_into().ok()?;
+    let mut out = [0u8; 32];
+    // Without an early exit, so the loop has no branch: one check of every digit at the end.
+    let mut bad = 0u8;
+    for (o, pair) in out.iter_mut().zip(hex.chunks_exact(2)) {
+        let (hi, lo) = (DIGIT[usize::from(pair[0])], DIGIT[usize::from(pair[1])]);
+        bad |= hi | lo;
+        *o = (hi << 4) | (lo & 0x0f);
+    }
+    (bad & 0xf0 == 0).then_some(out)
 }
 
 impl MemoryStore {
@@ -87,7 +149,7 @@ impl Store for MemoryStore {
         let current = g.runs.get(run).map_or(0, |r| r.version);
         // The key is claimed first (one hash on the common path) and released if the commit goes no
         // further; the lock makes the claim and the checks one atomic step.
-        if !g.keys.insert(cp.idempotency_key.clone()) {
+        if !g.keys.insert(&cp.idempotency_key) {
             return Ok(CommitOutcome::AlreadyCommitted { version: current });
         }
         if let Some(existing) = g.checkpoints.get(run).and_then(|c| c.get(&cp.step)) {
@@ -105,11 +167,21 @@ impl Store for MemoryStore {
         if self.fail.hit(1) {
             return Err(undo.apply(&mut g));
         }
-        g.checkpoints.entry(cp.run_id.clone()).or_default().insert(cp.step, Box::new(cp.clone()));
+        // The run's maps are looked up before an entry is made: `entry` would take (and mostly drop) a
+        // clone of the run id, two atomic operations on a count other threads also touch.
+        match g.checkpoints.get_mut(run) {
+            Some(c) => drop(c.insert(cp.step, Box::new(cp.clone()))),
+            None => drop(
+                g.checkpoints.insert(cp.run_id.clone(), BTreeMap::from([(cp.step, Box::new(cp.clone()))])),
+            ),
+        }
         for (i, row) in cp.outbox.iter().enumerate() {
             g.outbox.insert((cp.run_id.clone(), cp.step, i), row.clone());
         }
-        let log = g.events.entry(cp.run_id.clone()).or_default();
+        let log = match g.events.get_mut(run) {
+            Some(log) => log,
+            None => g.events.entry(cp.run_id.clone()).or_default(),
+        };
         undo.events = Some(log.len());
         log.extend_from_slice(events);
         undo.pending = Some(g.pending.remove(run));
@@ -318,5 +390,35 @@ pub(crate) fn effect_cas(current: Option<&EffectRecord>, expected: Option<&Effec
         (None, Some(_)) => EffectOutcome::Missing,
         (Some(c), Some(e)) if &c.state == e => EffectOutcome::Written,
         (Some(c), _) => EffectOutcome::Exists(c.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Keys, digest_of};
+
+    #[test]
+    fn engine_keys_are_held_as_digests_and_others_as_text() {
+        let engine = format!("sha256:{}", "0123456789abcdef".repeat(4));
+        let upper = engine.to_uppercase().replace("SHA256:", "sha256:");
+        let d = digest_of(&engine).expect("the engine's form");
+        assert_eq!(d[0], 0x01);
+        assert_eq!(d[31], 0xef);
+        for not_engine in [&upper, "sha256:abc", "sha256:", &format!("{engine}0"), "k-1", &engine[7..]] {
+            assert_eq!(digest_of(not_engine), None, "{not_engine}");
+        }
+        let mut keys = Keys::default();
+        assert!(keys.insert(&engine));
+        assert!(!keys.insert(&engine));
+        // The same digits in upper case are another key, not the same digest.
+        assert!(keys.insert(&upper));
+        assert!(keys.insert("k-1"));
+        assert!(!keys.insert("k-1"));
+        assert_eq!((keys.digests.len(), keys.other.len(), keys.len()), (1, 2, 3));
+        keys.remove(&engine);
+        keys.remove("k-1");
+        assert!(keys.insert(&engine));
+        assert!(keys.insert("k-1"));
+        assert_eq!(keys.len(), 3);
     }
 }
