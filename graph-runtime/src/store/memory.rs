@@ -115,7 +115,6 @@ fn digest_of(text: &str, prefix: &str) -> Option<[u8; 32]> {
 /// A hash the engine writes as hex (a state hash, an event hash, an idempotency key after its prefix),
 /// as the store keeps it: its 32 bytes, or the text as it is when it is not in that form (a record
 /// written by hand). Each field knows its prefix, so the text comes back exactly.
-#[derive(Clone)]
 enum Hex {
     Digest([u8; 32]),
     Text(Box<str>),
@@ -165,20 +164,37 @@ struct Kept {
 
 impl Kept {
     fn new(cp: &Checkpoint) -> Box<Kept> {
+        // Every field named: a field added to `Checkpoint` does not compile here until it is kept.
+        let Checkpoint {
+            run_id: _, // the map's key
+            step,
+            timestamp_ms,
+            label,
+            state,
+            state_hash,
+            rng_seed,
+            frontier,
+            waiting,
+            outbox,
+            idempotency_key,
+            graph_fingerprint,
+            event_head,
+            schema_version,
+        } = cp;
         Box::new(Kept {
-            step: cp.step,
-            timestamp_ms: cp.timestamp_ms,
-            label: cp.label.clone(),
-            state: cp.state.clone(),
-            state_hash: Hex::keep(&cp.state_hash, ""),
-            rng_seed: cp.rng_seed,
-            frontier: cp.frontier.clone(),
-            waiting: cp.waiting.clone(),
-            outbox: cp.outbox.clone(),
-            idempotency_key: Hex::keep(&cp.idempotency_key, KEY),
-            graph_fingerprint: Arc::clone(&cp.graph_fingerprint),
-            event_head: cp.event_head.as_ref().map(|h| (h.seq, Hex::keep(&h.hash, ""))),
-            schema_version: cp.schema_version,
+            step: *step,
+            timestamp_ms: *timestamp_ms,
+            label: label.clone(),
+            state: state.clone(),
+            state_hash: Hex::keep(state_hash, ""),
+            rng_seed: *rng_seed,
+            frontier: frontier.clone(),
+            waiting: waiting.clone(),
+            outbox: outbox.clone(),
+            idempotency_key: Hex::keep(idempotency_key, KEY),
+            graph_fingerprint: Arc::clone(graph_fingerprint),
+            event_head: event_head.as_ref().map(|h| (h.seq, Hex::keep(&h.hash, ""))),
+            schema_version: *schema_version,
         })
     }
 
@@ -230,13 +246,14 @@ struct KeptEvent {
 
 impl KeptEvent {
     fn new(e: &Event) -> KeptEvent {
+        let Event { seq, event_type, timestamp_ms, payload, hash, schema_version } = e;
         KeptEvent {
-            seq: e.seq,
-            event_type: e.event_type,
-            timestamp_ms: e.timestamp_ms,
-            payload: e.payload.clone(),
-            hash: Hex::keep(&e.hash, ""),
-            schema_version: e.schema_version,
+            seq: *seq,
+            event_type: *event_type,
+            timestamp_ms: *timestamp_ms,
+            payload: payload.clone(),
+            hash: Hex::keep(hash, ""),
+            schema_version: *schema_version,
         }
     }
 
