@@ -31,9 +31,8 @@ pub struct MemoryStore {
 #[derive(Default)]
 struct Inner {
     runs: BTreeMap<Arc<str>, RunInfo>,
-    /// Boxed: a map node has room for eleven entries, and a run with one checkpoint would otherwise hold
-    /// eleven checkpoints' worth of memory (~3 KB).
-    checkpoints: BTreeMap<Arc<str>, BTreeMap<u64, Box<Kept>>>,
+    /// Each run's checkpoints, in step order.
+    checkpoints: BTreeMap<Arc<str>, Steps>,
     /// The idempotency keys of every checkpoint committed (pruning keeps them).
     keys: Keys,
     effects: BTreeMap<String, EffectRecord>,
@@ -144,8 +143,9 @@ impl Hex {
 /// A checkpoint as the store keeps it: its three hashes (state hash, idempotency key, event head) as
 /// [`Hex`] instead of three strings of their own, and no copy of the run id, which the map holding it
 /// has. Keeping every checkpoint of a run is most of what a loop step on this store costs once the
-/// step is done (new memory to fault in, allocations that are never reused): this form is three
-/// allocations and ~180 bytes a step fewer (bench/analysis.md).
+/// step is done (new memory to fault in, allocations that are never reused): this form, held in its
+/// run's [`Steps`] rather than boxed, is four allocations and ~200 bytes a step fewer
+/// (bench/analysis.md).
 struct Kept {
     step: u64,
     timestamp_ms: u64,
@@ -163,7 +163,7 @@ struct Kept {
 }
 
 impl Kept {
-    fn new(cp: &Checkpoint) -> Box<Kept> {
+    fn new(cp: &Checkpoint) -> Kept {
         // Every field named: a field added to `Checkpoint` does not compile here until it is kept.
         let Checkpoint {
             run_id: _, // the map's key
@@ -181,7 +181,7 @@ impl Kept {
             event_head,
             schema_version,
         } = cp;
-        Box::new(Kept {
+        Kept {
             step: *step,
             timestamp_ms: *timestamp_ms,
             label: label.clone(),
@@ -195,7 +195,7 @@ impl Kept {
             graph_fingerprint: Arc::clone(graph_fingerprint),
             event_head: event_head.as_ref().map(|h| (h.seq, Hex::keep(&h.hash, ""))),
             schema_version: *schema_version,
-        })
+        }
     }
 
     fn event_head(&self) -> Option<ChainHead> {
@@ -231,6 +231,51 @@ impl Kept {
             next: self.frontier.iter().map(|w| w.node.to_string()).collect(),
             event_head: self.event_head(),
         }
+    }
+}
+
+/// A run's checkpoints, in step order: held in one vector rather than a map of boxes, so that what a
+/// long run keeps grows as one buffer (glibc serves a large one from `mmap` and grows it with `mremap`)
+/// instead of one small allocation a step from the heap of the thread's arena, which glibc grows a page
+/// and a system call at a time (bench/analysis.md). Steps are committed in order; one out of order is
+/// put in its place.
+struct Steps(Vec<Kept>);
+
+impl Steps {
+    fn position(&self, step: u64) -> Result<usize, usize> {
+        self.0.binary_search_by_key(&step, |k| k.step)
+    }
+
+    fn get(&self, step: u64) -> Option<&Kept> {
+        self.position(step).ok().map(|i| &self.0[i])
+    }
+
+    /// Adds `kept`, whose step the caller checked is not here.
+    fn insert(&mut self, kept: Kept) {
+        match self.0.last() {
+            Some(last) if last.step >= kept.step => {
+                let at = self.position(kept.step).unwrap_or_else(|at| at);
+                self.0.insert(at, kept);
+            }
+            _ => self.0.push(kept),
+        }
+    }
+
+    fn remove(&mut self, step: u64) {
+        if let Ok(i) = self.position(step) {
+            self.0.remove(i);
+        }
+    }
+
+    /// The checkpoints with `from <= step <= to`.
+    fn range(&self, from: u64, to: u64) -> &[Kept] {
+        let start = self.0.partition_point(|k| k.step < from);
+        let end = self.0.partition_point(|k| k.step <= to).max(start);
+        &self.0[start..end]
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 }
 
@@ -312,7 +357,7 @@ impl Store for MemoryStore {
         if !g.keys.insert(&cp.idempotency_key) {
             return Ok(CommitOutcome::AlreadyCommitted { version: current });
         }
-        if let Some(existing) = g.checkpoints.get(run).and_then(|c| c.get(&cp.step)) {
+        if let Some(existing) = g.checkpoints.get(run).and_then(|c| c.get(cp.step)) {
             let existing_key = existing.idempotency_key.text(KEY);
             g.keys.remove(&cp.idempotency_key);
             return Ok(CommitOutcome::StepTaken { existing_key, version: current });
@@ -330,8 +375,8 @@ impl Store for MemoryStore {
         // The run's maps are looked up before an entry is made: `entry` would take (and mostly drop) a
         // clone of the run id, two atomic operations on a count other threads also touch.
         match g.checkpoints.get_mut(run) {
-            Some(c) => drop(c.insert(cp.step, Kept::new(cp))),
-            None => drop(g.checkpoints.insert(cp.run_id.clone(), BTreeMap::from([(cp.step, Kept::new(cp))]))),
+            Some(c) => c.insert(Kept::new(cp)),
+            None => drop(g.checkpoints.insert(cp.run_id.clone(), Steps(vec![Kept::new(cp)]))),
         }
         for (i, row) in cp.outbox.iter().enumerate() {
             g.outbox.insert((cp.run_id.clone(), cp.step, i), row.clone());
@@ -412,19 +457,19 @@ impl Store for MemoryStore {
     async fn load_checkpoint(&self, run_id: &str, step: u64) -> Result<Option<Checkpoint>, StoreError> {
         let g = self.lock();
         let Some((run, c)) = g.checkpoints.get_key_value(run_id) else { return Ok(None) };
-        Ok(c.get(&step).map(|cp| cp.checkpoint(run)))
+        Ok(c.get(step).map(|cp| cp.checkpoint(run)))
     }
 
     async fn latest(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError> {
         let g = self.lock();
         let Some((run, c)) = g.checkpoints.get_key_value(run_id) else { return Ok(None) };
-        Ok(c.values().next_back().map(|cp| cp.checkpoint(run)))
+        Ok(c.0.last().map(|cp| cp.checkpoint(run)))
     }
 
     async fn checkpoints(&self, run_id: &str, from: u64, to: u64) -> Result<Vec<Checkpoint>, StoreError> {
         let g = self.lock();
         let Some((run, c)) = g.checkpoints.get_key_value(run_id) else { return Ok(Vec::new()) };
-        Ok(c.range(from..=to).map(|(_, cp)| cp.checkpoint(run)).collect())
+        Ok(c.range(from, to).iter().map(|cp| cp.checkpoint(run)).collect())
     }
 
     async fn history(&self, run_id: &str) -> Result<Vec<CheckpointMeta>, StoreError> {
@@ -432,7 +477,7 @@ impl Store for MemoryStore {
             .lock()
             .checkpoints
             .get(run_id)
-            .map(|c| c.values().map(|cp| cp.meta()).collect())
+            .map(|c| c.0.iter().map(Kept::meta).collect())
             .unwrap_or_default())
     }
 
@@ -450,14 +495,15 @@ impl Store for MemoryStore {
         let Some(c) = g.checkpoints.get_mut(run_id) else {
             return Ok(0);
         };
-        let oldest_kept =
-            c.keys().rev().nth(keep.max(1) - 1).or_else(|| c.keys().next()).copied().unwrap_or(0);
-        let floor = c.get(&oldest_kept).map_or(oldest_kept, |cp| cp.state.base(cp.step));
-        let drop: Vec<u64> = c.range(..floor).map(|(s, _)| *s).collect();
-        for s in &drop {
-            c.remove(s);
-        }
-        Ok(drop.len())
+        // The oldest checkpoint kept is the `keep`-th latest (or the first), and the snapshot its state
+        // is rebuilt from stays with it.
+        let Some(oldest_kept) = c.0.iter().rev().nth(keep.max(1) - 1).or(c.0.first()) else {
+            return Ok(0);
+        };
+        let floor = oldest_kept.state.base(oldest_kept.step);
+        let dropped = c.0.partition_point(|k| k.step < floor);
+        c.0.drain(..dropped);
+        Ok(dropped)
     }
 
     async fn load_effect(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
@@ -515,7 +561,7 @@ impl Undo<'_> {
         if let Some(step) = self.step {
             g.outbox.retain(|(run, s, _), _| !(&**run == self.run && *s == step));
             if let Some(c) = g.checkpoints.get_mut(self.run) {
-                c.remove(&step);
+                c.remove(step);
                 if c.is_empty() {
                     g.checkpoints.remove(self.run);
                 }
@@ -549,7 +595,7 @@ pub(crate) fn effect_cas(current: Option<&EffectRecord>, expected: Option<&Effec
 
 #[cfg(test)]
 mod tests {
-    use super::{Hex, KEY, Keys, digest_of};
+    use super::{Checkpoint, Hex, KEY, Kept, Keys, StateRepr, Steps, digest_of};
 
     #[test]
     fn engine_keys_are_held_as_digests_and_others_as_text() {
@@ -574,6 +620,43 @@ mod tests {
         assert!(keys.insert(&engine));
         assert!(keys.insert("k-1"));
         assert_eq!(keys.len(), 3);
+    }
+
+    #[test]
+    fn steps_stay_in_step_order_whatever_order_they_come_in() {
+        let cp = |step| {
+            Kept::new(&Checkpoint {
+                run_id: "r".into(),
+                step,
+                timestamp_ms: 0,
+                label: None,
+                state: StateRepr::Full(b"{}".to_vec()),
+                state_hash: String::new(),
+                rng_seed: 0,
+                frontier: Vec::new(),
+                waiting: Vec::new(),
+                outbox: Vec::new(),
+                idempotency_key: format!("k{step}"),
+                graph_fingerprint: "f".into(),
+                event_head: None,
+                schema_version: 1,
+            })
+        };
+        let mut steps = Steps(Vec::new());
+        for s in [4, 1, 7, 2, 9, 3] {
+            steps.insert(cp(s));
+        }
+        let order = |steps: &[Kept]| steps.iter().map(|k| k.step).collect::<Vec<_>>();
+        assert_eq!(order(&steps.0), [1, 2, 3, 4, 7, 9]);
+        assert_eq!(order(steps.range(2, 7)), [2, 3, 4, 7]);
+        assert_eq!(order(steps.range(5, 6)), Vec::<u64>::new());
+        assert_eq!(order(steps.range(8, 3)), Vec::<u64>::new());
+        assert_eq!(order(steps.range(0, u64::MAX)), [1, 2, 3, 4, 7, 9]);
+        assert_eq!(steps.get(7).map(|k| k.idempotency_key.text(KEY)), Some("k7".to_owned()));
+        assert!(steps.get(5).is_none());
+        steps.remove(4);
+        steps.remove(5);
+        assert_eq!(order(&steps.0), [1, 2, 3, 7, 9]);
     }
 
     #[test]
