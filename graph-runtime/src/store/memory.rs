@@ -503,6 +503,9 @@ impl Store for MemoryStore {
         let floor = oldest_kept.state.base(oldest_kept.step);
         let dropped = c.0.partition_point(|k| k.step < floor);
         c.0.drain(..dropped);
+        if c.0.len() < c.0.capacity() / 4 {
+            c.0.shrink_to_fit(); // what was pruned is given back, as a map's nodes were
+        }
         Ok(dropped)
     }
 
