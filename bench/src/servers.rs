@@ -30,13 +30,16 @@ pub(crate) fn median(v: &[f64]) -> f64 {
 
 /// The engine part of a server workload, on stores `connect` opens: durable sequential commits of one
 /// run of `n` steps (`repeat` times), then 1, 2, 4, 8 and 64 concurrent runs of `steps` steps; returns the
-/// median sequential commits/s.
+/// median sequential commits/s. `groups` reads a store's commit-group counters (grouped commits, group
+/// transactions), where it has them: each concurrent row records how many of its commits went through
+/// groups, and in how many.
 async fn engine_part<S, F, Fut>(
     mode: &str,
     n: u64,
     steps: u64,
     repeat: usize,
     connect: F,
+    groups: impl Fn(&S) -> Option<(u64, u64)>,
     emit: Emit<'_>,
 ) -> f64
 where
@@ -67,6 +70,7 @@ where
         "note": "one run, sequential steps, each commit one server transaction"}));
     let mut one = 0.0;
     for runs in [1usize, 2, 4, 8, 64] {
+        let before = groups(&store);
         let mut all = Vec::new();
         for rep in 0..repeat.min(3) {
             let engine = Engine::builder(loop_graph(steps))
@@ -92,9 +96,12 @@ where
         if runs == 1 {
             one = rate;
         }
+        let grouped = groups(&store).zip(before).map(|(after, before)| {
+            json!({"grouped_commits": after.0 - before.0, "group_transactions": after.1 - before.1})
+        });
         emit(json!({"workload": "concurrent", "mode": mode, "n": runs, "steps_per_run": steps,
             "repeat": all.len(), "seconds_median": m, "seconds_all": all, "commits_per_s": rate,
-            "ratio_to_one_run": rate / one, "note": "aggregate durable commits of all runs"}));
+            "ratio_to_one_run": rate / one, "groups": grouped, "note": "aggregate durable commits of all runs"}));
     }
     sequential
 }
@@ -196,7 +203,8 @@ pub async fn postgres(n: u64, steps: u64, repeat: usize, emit: Emit<'_>) {
     let scratch = Scratch::create(Server::Postgres).await;
     let url = scratch.url.clone();
     let connect = || async { PostgresStore::connect(&url).await.expect("connect the store") };
-    let sequential = engine_part("postgres", n, steps, repeat, connect, emit).await;
+    let groups = |s: &PostgresStore| Some((s.grouped_commits(), s.group_transactions()));
+    let sequential = engine_part("postgres", n, steps, repeat, connect, groups, emit).await;
     // The floor: the same number of bare transactions on the store's own tables, one connection.
     let store = PostgresStore::connect(&url).await.expect("connect the store");
     let len = record_len(&store).await;
@@ -255,7 +263,7 @@ pub async fn mysql(n: u64, steps: u64, repeat: usize, emit: Emit<'_>) {
     let scratch = Scratch::create(Server::MySql).await;
     let url = scratch.url.clone();
     let connect = || async { MySqlStore::connect(&url).await.expect("connect the store") };
-    let sequential = engine_part("mysql", n, steps, repeat, connect, emit).await;
+    let sequential = engine_part("mysql", n, steps, repeat, connect, |_: &MySqlStore| None, emit).await;
     let store = MySqlStore::connect(&url).await.expect("connect the store");
     let len = record_len(&store).await;
     let mut conn = store.pool().acquire().await.expect("a connection");
