@@ -598,7 +598,8 @@ pub(crate) fn effect_cas(current: Option<&EffectRecord>, expected: Option<&Effec
 
 #[cfg(test)]
 mod tests {
-    use super::{Checkpoint, Hex, KEY, Kept, Keys, StateRepr, Steps, digest_of};
+    use super::{Hex, KEY, Kept, Keys, Steps, digest_of};
+    use crate::store::record::test_checkpoint;
 
     #[test]
     fn engine_keys_are_held_as_digests_and_others_as_text() {
@@ -627,24 +628,7 @@ mod tests {
 
     #[test]
     fn steps_stay_in_step_order_whatever_order_they_come_in() {
-        let cp = |step| {
-            Kept::new(&Checkpoint {
-                run_id: "r".into(),
-                step,
-                timestamp_ms: 0,
-                label: None,
-                state: StateRepr::Full(b"{}".to_vec()),
-                state_hash: String::new(),
-                rng_seed: 0,
-                frontier: Vec::new(),
-                waiting: Vec::new(),
-                outbox: Vec::new(),
-                idempotency_key: format!("k{step}"),
-                graph_fingerprint: "f".into(),
-                event_head: None,
-                schema_version: 1,
-            })
-        };
+        let cp = |step| Kept::new(&test_checkpoint(step));
         let mut steps = Steps(Vec::new());
         for s in [4, 1, 7, 2, 9, 3] {
             steps.insert(cp(s));
@@ -655,7 +639,7 @@ mod tests {
         assert_eq!(order(steps.range(5, 6)), Vec::<u64>::new());
         assert_eq!(order(steps.range(8, 3)), Vec::<u64>::new());
         assert_eq!(order(steps.range(0, u64::MAX)), [1, 2, 3, 4, 7, 9]);
-        assert_eq!(steps.get(7).map(|k| k.idempotency_key.text(KEY)), Some("k7".to_owned()));
+        assert_eq!(steps.get(7).map(|k| k.idempotency_key.text(KEY)), Some("key-7".to_owned()));
         assert!(steps.get(5).is_none());
         steps.remove(4);
         steps.remove(5);

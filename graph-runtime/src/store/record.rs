@@ -117,6 +117,28 @@ impl Checkpoint {
     }
 }
 
+/// A checkpoint of run `r` at `step` with an empty state and frontier and the key `key-<step>`: the
+/// fixture of the stores' unit tests.
+#[cfg(test)]
+pub(crate) fn test_checkpoint(step: u64) -> Checkpoint {
+    Checkpoint {
+        run_id: "r".into(),
+        step,
+        timestamp_ms: step,
+        label: None,
+        state: StateRepr::Full(b"{}".to_vec()),
+        state_hash: String::new(),
+        rng_seed: 0,
+        frontier: Vec::new(),
+        waiting: Vec::new(),
+        outbox: Vec::new(),
+        idempotency_key: format!("key-{step}"),
+        graph_fingerprint: "fp".into(),
+        event_head: None,
+        schema_version: SCHEMA_VERSION,
+    }
+}
+
 /// How a checkpoint stores its state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]

@@ -229,7 +229,7 @@ mod tests {
 
     use super::*;
     use crate::store::MemoryStore;
-    use crate::store::record::{SCHEMA_VERSION, StateRepr};
+    use crate::store::record::test_checkpoint as checkpoint;
 
     /// A memory store whose writes land and then report `Unavailable` (a connection lost after the
     /// server committed), `lost` times; and whose reads fail `down` times before they work.
@@ -317,25 +317,6 @@ mod tests {
         }
         async fn ack_outbox(&self, keys: &[String]) -> Result<usize, StoreError> {
             self.inner.ack_outbox(keys).await
-        }
-    }
-
-    fn checkpoint(step: u64) -> Checkpoint {
-        Checkpoint {
-            run_id: "r".into(),
-            step,
-            timestamp_ms: step,
-            label: None,
-            state: StateRepr::Full(b"{}".to_vec()),
-            state_hash: String::new(),
-            rng_seed: 0,
-            frontier: Vec::new(),
-            waiting: Vec::new(),
-            outbox: Vec::new(),
-            idempotency_key: format!("key-{step}"),
-            graph_fingerprint: "fp".into(),
-            event_head: None,
-            schema_version: SCHEMA_VERSION,
         }
     }
 
