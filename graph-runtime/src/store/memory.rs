@@ -58,18 +58,18 @@ struct Keys {
 }
 
 impl Keys {
-    /// Adds `key`; false when it was there already.
-    fn insert(&mut self, key: &str) -> bool {
-        match digest_of(key, KEY) {
-            Some(d) => self.digests.insert(d),
-            None => !self.other.contains(key) && self.other.insert(key.to_owned()),
+    /// Adds `key` (an idempotency key as [`Hex::keep`] keeps it); false when it was there already.
+    fn insert(&mut self, key: &Hex) -> bool {
+        match key {
+            Hex::Digest(d) => self.digests.insert(*d),
+            Hex::Text(t) => !self.other.contains(&**t) && self.other.insert(t.to_string()),
         }
     }
 
-    fn remove(&mut self, key: &str) {
-        match digest_of(key, KEY) {
-            Some(d) => self.digests.remove(&d),
-            None => self.other.remove(key),
+    fn remove(&mut self, key: &Hex) {
+        match key {
+            Hex::Digest(d) => self.digests.remove(d),
+            Hex::Text(t) => self.other.remove(&**t),
         };
     }
 
@@ -114,6 +114,7 @@ fn digest_of(text: &str, prefix: &str) -> Option<[u8; 32]> {
 /// A hash the engine writes as hex (a state hash, an event hash, an idempotency key after its prefix),
 /// as the store keeps it: its 32 bytes, or the text as it is when it is not in that form (a record
 /// written by hand). Each field knows its prefix, so the text comes back exactly.
+#[derive(Clone)]
 enum Hex {
     Digest([u8; 32]),
     Text(Box<str>),
@@ -163,7 +164,8 @@ struct Kept {
 }
 
 impl Kept {
-    fn new(cp: &Checkpoint) -> Kept {
+    /// `cp`, whose idempotency key the caller has already kept as `key`.
+    fn new(cp: &Checkpoint, key: Hex) -> Kept {
         // Every field named: a field added to `Checkpoint` does not compile here until it is kept.
         let Checkpoint {
             run_id: _, // the map's key
@@ -176,7 +178,7 @@ impl Kept {
             frontier,
             waiting,
             outbox,
-            idempotency_key,
+            idempotency_key: _, // `key`
             graph_fingerprint,
             event_head,
             schema_version,
@@ -191,7 +193,7 @@ impl Kept {
             frontier: frontier.clone(),
             waiting: waiting.clone(),
             outbox: outbox.clone(),
-            idempotency_key: Hex::keep(idempotency_key, KEY),
+            idempotency_key: key,
             graph_fingerprint: Arc::clone(graph_fingerprint),
             event_head: event_head.as_ref().map(|h| (h.seq, Hex::keep(&h.hash, ""))),
             schema_version: *schema_version,
@@ -354,29 +356,31 @@ impl Store for MemoryStore {
         let current = g.runs.get(run).map_or(0, |r| r.version);
         // The key is claimed first (one hash on the common path) and released if the commit goes no
         // further; the lock makes the claim and the checks one atomic step.
-        if !g.keys.insert(&cp.idempotency_key) {
+        // Parsed once: the key set and the kept checkpoint hold the same form.
+        let key = Hex::keep(&cp.idempotency_key, KEY);
+        if !g.keys.insert(&key) {
             return Ok(CommitOutcome::AlreadyCommitted { version: current });
         }
         if let Some(existing) = g.checkpoints.get(run).and_then(|c| c.get(cp.step)) {
             let existing_key = existing.idempotency_key.text(KEY);
-            g.keys.remove(&cp.idempotency_key);
+            g.keys.remove(&key);
             return Ok(CommitOutcome::StepTaken { existing_key, version: current });
         }
         if current != expected_version {
-            g.keys.remove(&cp.idempotency_key);
+            g.keys.remove(&key);
             return Ok(CommitOutcome::VersionConflict { current });
         }
         // Three writes (the key above, the checkpoint, the run row), each followed by the fail point; a
         // failure undoes the earlier ones, as a database transaction would.
-        let mut undo = Undo { key: &cp.idempotency_key, run, step: None, events: None, pending: None };
+        let mut undo = Undo { key: &key, run, step: None, events: None, pending: None };
         if self.fail.hit(1) {
             return Err(undo.apply(&mut g));
         }
         // The run's maps are looked up before an entry is made: `entry` would take (and mostly drop) a
         // clone of the run id, two atomic operations on a count other threads also touch.
         match g.checkpoints.get_mut(run) {
-            Some(c) => c.insert(Kept::new(cp)),
-            None => drop(g.checkpoints.insert(cp.run_id.clone(), Steps(vec![Kept::new(cp)]))),
+            Some(c) => c.insert(Kept::new(cp, key.clone())),
+            None => drop(g.checkpoints.insert(cp.run_id.clone(), Steps(vec![Kept::new(cp, key.clone())]))),
         }
         for (i, row) in cp.outbox.iter().enumerate() {
             g.outbox.insert((cp.run_id.clone(), cp.step, i), row.clone());
@@ -548,7 +552,7 @@ impl Store for MemoryStore {
 
 /// What a commit wrote so far, to undo on an injected failure.
 struct Undo<'a> {
-    key: &'a str,
+    key: &'a Hex,
     run: &'a str,
     /// The checkpoint written.
     step: Option<u64>,
@@ -612,23 +616,27 @@ mod tests {
             assert_eq!(digest_of(not_engine, KEY), None, "{not_engine}");
         }
         let mut keys = Keys::default();
-        assert!(keys.insert(&engine));
-        assert!(!keys.insert(&engine));
+        let key = |k: &str| Hex::keep(k, KEY);
+        assert!(keys.insert(&key(&engine)));
+        assert!(!keys.insert(&key(&engine)));
         // The same digits in upper case are another key, not the same digest.
-        assert!(keys.insert(&upper));
-        assert!(keys.insert("k-1"));
-        assert!(!keys.insert("k-1"));
+        assert!(keys.insert(&key(&upper)));
+        assert!(keys.insert(&key("k-1")));
+        assert!(!keys.insert(&key("k-1")));
         assert_eq!((keys.digests.len(), keys.other.len(), keys.len()), (1, 2, 3));
-        keys.remove(&engine);
-        keys.remove("k-1");
-        assert!(keys.insert(&engine));
-        assert!(keys.insert("k-1"));
+        keys.remove(&key(&engine));
+        keys.remove(&key("k-1"));
+        assert!(keys.insert(&key(&engine)));
+        assert!(keys.insert(&key("k-1")));
         assert_eq!(keys.len(), 3);
     }
 
     #[test]
     fn steps_stay_in_step_order_whatever_order_they_come_in() {
-        let cp = |step| Kept::new(&test_checkpoint(step));
+        let cp = |step| {
+            let c = test_checkpoint(step);
+            Kept::new(&c, Hex::keep(&c.idempotency_key, KEY))
+        };
         let mut steps = Steps(Vec::new());
         for s in [4, 1, 7, 2, 9, 3] {
             steps.insert(cp(s));
