@@ -6,6 +6,27 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Why this machine cannot mount a tmpfs and fill it (not root, a tool missing, no right to mount), if
+/// it cannot: the prerequisite every test of this module's helpers shares.
+pub fn cannot_fill_a_tmpfs() -> Option<String> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let uid = status.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|l| l.split_whitespace().next());
+    if uid != Some("0") {
+        return Some(format!("not root (uid {})", uid.unwrap_or("unknown")));
+    }
+    for tool in ["mount", "umount", "fallocate", "stat"] {
+        if Command::new(tool).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+            return Some(format!("`{tool}` is not installed"));
+        }
+    }
+    // Root in a container may still lack the right to mount.
+    let probe = tempfile::tempdir().expect("tempdir");
+    match Mounted::tmpfs(probe.path(), 1 << 20) {
+        Ok(m) => m.unmount().err().map(|e| format!("cannot unmount a tmpfs: {e}")),
+        Err(e) => Some(format!("cannot mount a tmpfs: {e}")),
+    }
+}
+
 /// Runs a command, returning its stdout, or what went wrong with its stderr.
 pub fn sh(program: &str, args: &[&str]) -> Result<String, String> {
     let out = Command::new(program)

@@ -11,7 +11,7 @@
 //!   doubled;
 //! - a store reopened on the file reads the same histories.
 //!
-//! Needs root (mount). Without it prints `NOT RUN: ...` and passes, unless `GRAPH_FAULT_TESTS=require`,
+//! Needs root (mount, fallocate). Without it prints `NOT RUN: ...` and passes, unless `GRAPH_FAULT_TESTS=require`,
 //! where it fails.
 #![cfg(feature = "sqlite")]
 
@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use graph_runtime::store::SqliteStore;
 use graph_runtime::{Engine, Error, Store};
 use graph_tests::faults::{Reference, reference, run_id};
-use graph_tests::mounts::{Mounted, fill};
+use graph_tests::mounts::{Mounted, cannot_fill_a_tmpfs, fill};
 use graph_tests::{Trace, crash_graph, random_delay, state_hash};
 
 const RUNS: usize = 8;
@@ -29,18 +29,9 @@ const TRIALS: u64 = 6;
 /// The tmpfs: room for the database, its WAL and the filler.
 const TMPFS_BYTES: u64 = 8 << 20;
 
-/// Why this machine cannot run the test, if it cannot.
-fn missing_prerequisite() -> Option<String> {
-    let probe = tempfile::tempdir().expect("tempdir");
-    match Mounted::tmpfs(probe.path(), 1 << 20) {
-        Ok(m) => m.unmount().err().map(|e| format!("cannot unmount a tmpfs: {e}")),
-        Err(e) => Some(format!("cannot mount a tmpfs: {e}")),
-    }
-}
-
 #[test]
 fn a_full_file_system_fails_commits_whole_and_the_runs_complete_once_there_is_room() {
-    if let Some(why) = missing_prerequisite() {
+    if let Some(why) = cannot_fill_a_tmpfs() {
         assert!(std::env::var("GRAPH_FAULT_TESTS").as_deref() != Ok("require"), "cannot run: {why}");
         println!("NOT RUN: {why}");
         return;
