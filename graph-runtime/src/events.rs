@@ -78,6 +78,13 @@ pub struct Event {
     pub schema_version: u32,
 }
 
+impl Event {
+    /// The log's head when this event is its last.
+    pub(crate) fn head(&self) -> ChainHead {
+        ChainHead { seq: self.seq, hash: self.hash.clone() }
+    }
+}
+
 /// An event's details: a JSON value kept as its canonical text (every object's keys sorted, no
 /// whitespace: [`crate::canonical::to_vec_sorted`]), the bytes its hash covers. Cloning shares the text.
 ///
@@ -325,7 +332,7 @@ impl<'k> Appender<'k> {
                 h.seq = seq;
                 h.hash.clone_from(&e.hash);
             }
-            None => self.head = Some(ChainHead { seq, hash: e.hash.clone() }),
+            None => self.head = Some(e.head()),
         }
         e
     }
@@ -359,7 +366,7 @@ pub fn encode(e: &Event) -> Vec<u8> {
 /// The head of a run's log after a write appends `events`: the last of them, or `before` when there
 /// are none. Every store moves its run row's event head with this.
 pub(crate) fn head_after(before: Option<ChainHead>, events: &[Event]) -> Option<ChainHead> {
-    events.last().map_or(before, |e| Some(ChainHead { seq: e.seq, hash: e.hash.clone() }))
+    events.last().map_or(before, |e| Some(e.head()))
 }
 
 /// An event as the embedded stores' writers take it: its head and its [`encode`]d bytes, made on the
@@ -374,10 +381,7 @@ pub(crate) struct Encoded {
 impl Encoded {
     /// `events`, each with its head and bytes.
     pub(crate) fn all(events: &[Event]) -> Vec<Encoded> {
-        events
-            .iter()
-            .map(|e| Encoded { head: ChainHead { seq: e.seq, hash: e.hash.clone() }, bytes: encode(e) })
-            .collect()
+        events.iter().map(|e| Encoded { head: e.head(), bytes: encode(e) }).collect()
     }
 
     /// [`head_after`] for encoded events.
@@ -440,7 +444,7 @@ pub(crate) fn verify_segment(
         if chain_hash(prev.as_ref().map(|p| p.hash.as_str()), e, key) != e.hash {
             return Err(corrupted(e.seq));
         }
-        prev = Some(ChainHead { seq: e.seq, hash: e.hash.clone() });
+        prev = Some(e.head());
     }
     Ok(prev)
 }

@@ -368,7 +368,7 @@ pub fn events(head: Option<&ChainHead>, n: usize, first: u64) -> Vec<Event> {
 }
 
 fn head_of(events: &[Event]) -> Option<ChainHead> {
-    events.last().map(|e| ChainHead { seq: e.seq, hash: e.hash.clone() })
+    crate::events::head_after(None, events)
 }
 
 /// Events are appended with the write they come with and never without it (an injected failure, a
