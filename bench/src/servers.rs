@@ -31,7 +31,7 @@ pub(crate) fn median(v: &[f64]) -> f64 {
 /// The engine part of a server workload, on stores `connect` opens: durable sequential commits of one
 /// run of `n` steps (`repeat` times), then 1, 2, 4, 8 and 64 concurrent runs of `steps` steps; returns the
 /// median sequential commits/s. `groups` reads a store's commit-group counters (grouped commits, group
-/// transactions), where it has them: each concurrent row records how many of its commits went through
+/// transactions, groups written in one statement), where it has them: each concurrent row records how many of its commits went through
 /// groups, and in how many.
 async fn engine_part<S, F, Fut>(
     mode: &str,
@@ -39,7 +39,7 @@ async fn engine_part<S, F, Fut>(
     steps: u64,
     repeat: usize,
     connect: F,
-    groups: impl Fn(&S) -> Option<(u64, u64)>,
+    groups: impl Fn(&S) -> Option<(u64, u64, u64)>,
     emit: Emit<'_>,
 ) -> f64
 where
@@ -97,7 +97,8 @@ where
             one = rate;
         }
         let grouped = groups(&store).zip(before).map(|(after, before)| {
-            json!({"grouped_commits": after.0 - before.0, "group_transactions": after.1 - before.1})
+            json!({"grouped_commits": after.0 - before.0, "group_transactions": after.1 - before.1,
+                "groups_at_once": after.2 - before.2})
         });
         emit(json!({"workload": "concurrent", "mode": mode, "n": runs, "steps_per_run": steps,
             "repeat": all.len(), "seconds_median": m, "seconds_all": all, "commits_per_s": rate,
@@ -203,7 +204,7 @@ pub async fn postgres(n: u64, steps: u64, repeat: usize, emit: Emit<'_>) {
     let scratch = Scratch::create(Server::Postgres).await;
     let url = scratch.url.clone();
     let connect = || async { PostgresStore::connect(&url).await.expect("connect the store") };
-    let groups = |s: &PostgresStore| Some((s.grouped_commits(), s.group_transactions()));
+    let groups = |s: &PostgresStore| Some((s.grouped_commits(), s.group_transactions(), s.groups_at_once()));
     let sequential = engine_part("postgres", n, steps, repeat, connect, groups, emit).await;
     // The floor: the same number of bare transactions on the store's own tables, one connection.
     let store = PostgresStore::connect(&url).await.expect("connect the store");

@@ -205,6 +205,8 @@ graph_tests::for_backends! {
         a_few_concurrent_runs_commit_alone,
         groups_whose_connections_are_killed_lose_and_double_nothing,
         a_group_fences_the_commits_whose_lease_was_lost,
+        a_group_in_one_statement_never_writes_over_a_row_it_did_not_know,
+        a_group_in_one_statement_that_fails_writes_nothing,
         messages_larger_than_a_tls_record_are_not_held_back,
     ];
     #[cfg(feature = "postgres")]
@@ -336,6 +338,161 @@ async fn a_group_fences_the_commits_whose_lease_was_lost(b: &Postgres) {
         }
     }
     assert!(store.grouped_commits() > grouped, "no commit went through a group");
+}
+
+/// Commits step 0 of each of `runs` through `store`, one after the other (alone: `store` then knows
+/// each run's row, at version 1).
+#[cfg(feature = "postgres")]
+async fn first_steps(store: &graph_runtime::store::PostgresStore, runs: &[String]) {
+    use graph_runtime::RunStatus;
+    use graph_runtime::store::CommitOutcome;
+    use graph_runtime::store::conformance::checkpoint;
+    for run in runs {
+        let out = store.save_checkpoint(&checkpoint(run, 0, 0), &[], &RunStatus::Running, 0).await.unwrap();
+        assert!(matches!(out, CommitOutcome::Committed { version: 1 }), "{run}: {out:?}");
+    }
+}
+
+/// Commits step 1 of each of `runs` through `store` at once, so that none of them goes alone: the
+/// rows of four other runs (`blockers`, at version 1) are locked by another transaction first, and
+/// their own commits of step 1 take the four places of commits going alone, waiting on the lock,
+/// until `runs` are answered. Returns each run's outcome, then the blockers'.
+#[cfg(feature = "postgres")]
+async fn second_steps_in_groups(
+    store: &graph_runtime::store::PostgresStore,
+    runs: &[String],
+    blockers: &[String],
+) -> (Vec<Result<graph_runtime::store::CommitOutcome, StoreError>>, Vec<graph_runtime::store::CommitOutcome>)
+{
+    use graph_runtime::RunStatus;
+    use graph_runtime::store::conformance::checkpoint;
+    use graph_runtime::store::server::sqlx;
+    let step = |store: &graph_runtime::store::PostgresStore, run: &str| {
+        let (store, run) = (store.clone(), run.to_owned());
+        tokio::spawn(async move {
+            store.save_checkpoint(&checkpoint(&run, 1, 1), &[], &RunStatus::Running, 1).await
+        })
+    };
+    let mut lock = store.pool().begin().await.unwrap();
+    let locked: Vec<String> =
+        sqlx::query_scalar("SELECT run_id FROM graph_runs WHERE run_id = ANY($1) FOR UPDATE")
+            .bind(blockers)
+            .fetch_all(&mut *lock)
+            .await
+            .unwrap();
+    assert_eq!(locked.len(), blockers.len());
+    let waiting: Vec<_> = blockers.iter().map(|run| step(store, run)).collect();
+    // Generous: the blockers' commits only have to reach the lock.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let tasks: Vec<_> = runs.iter().map(|run| step(store, run)).collect();
+    let mut outcomes = Vec::new();
+    for task in tasks {
+        outcomes.push(task.await.unwrap());
+    }
+    assert!(waiting.iter().all(|t| !t.is_finished()), "a blocker's commit did not wait for the lock");
+    lock.rollback().await.unwrap();
+    let mut blocked = Vec::new();
+    for task in waiting {
+        blocked.push(task.await.unwrap().expect("a blocker's commit"));
+    }
+    (outcomes, blocked)
+}
+
+/// A group written in one statement computes each commit from the run row this store last wrote, and
+/// writes it only if the stored row is still that one: 12 runs committed by `store`, the rows of 6 of
+/// them then changed by a second store, then all 12 commit their next step in groups: the 6 are
+/// `VersionConflict`, keep the second store's row and one step, and their keys are free again; the
+/// others commit.
+#[cfg(feature = "postgres")]
+async fn a_group_in_one_statement_never_writes_over_a_row_it_did_not_know(b: &Postgres) {
+    use graph_runtime::RunStatus;
+    use graph_runtime::store::CommitOutcome;
+    use graph_runtime::store::conformance::checkpoint;
+    let store = b.open().await;
+    let other = b.connect(None, Duration::from_secs(5)).await.unwrap();
+    let runs: Vec<String> = (0..12).map(|i| format!("s{i:02}")).collect();
+    let blockers: Vec<String> = (0..4).map(|i| format!("b{i}")).collect();
+    first_steps(&store, &runs).await;
+    first_steps(&store, &blockers).await;
+    let changed = &runs[6..];
+    for run in changed {
+        let out = other.set_status(run, &RunStatus::Cancelled, &[], None, 1).await.unwrap();
+        assert!(matches!(out, CommitOutcome::Committed { version: 2 }), "{run}: {out:?}");
+    }
+    let at_once = store.groups_at_once();
+    let (outcomes, blocked) = second_steps_in_groups(&store, &runs, &blockers).await;
+    assert!(store.groups_at_once() > at_once, "no group was written in one statement");
+    for out in blocked {
+        assert!(matches!(out, CommitOutcome::Committed { version: 2 }), "{out:?}");
+    }
+    for (run, out) in runs.iter().zip(outcomes) {
+        let out = out.unwrap();
+        let steps: Vec<u64> = store.history(run).await.unwrap().iter().map(|m| m.step).collect();
+        let info = store.run_info(run).await.unwrap().unwrap();
+        if changed.contains(run) {
+            assert!(matches!(out, CommitOutcome::VersionConflict { current: 2 }), "{run}: {out:?}");
+            assert_eq!(steps, [0], "{run}: a refused commit writes nothing");
+            assert_eq!(
+                (info.version, &info.status),
+                (2, &RunStatus::Cancelled),
+                "{run}: the other store's row"
+            );
+            // Its key was released: the same commit at the right version is accepted.
+            let again =
+                store.save_checkpoint(&checkpoint(run, 1, 1), &[], &RunStatus::Running, 2).await.unwrap();
+            assert!(matches!(again, CommitOutcome::Committed { version: 3 }), "{run}: {again:?}");
+        } else {
+            assert!(matches!(out, CommitOutcome::Committed { version: 2 }), "{run}: {out:?}");
+            assert_eq!(steps, [0, 1], "{run}");
+            assert_eq!((info.version, info.latest_step), (2, 1), "{run}");
+        }
+    }
+}
+
+/// A group written in one statement while the test fail point is armed fails after its writes, in a
+/// transaction: none of its commits is visible and their keys are free; the other commits are not
+/// touched.
+#[cfg(feature = "postgres")]
+async fn a_group_in_one_statement_that_fails_writes_nothing(b: &Postgres) {
+    use graph_runtime::RunStatus;
+    use graph_runtime::store::CommitOutcome;
+    use graph_runtime::store::conformance::checkpoint;
+    let store = b.open().await;
+    let runs: Vec<String> = (0..12).map(|i| format!("x{i:02}")).collect();
+    let blockers: Vec<String> = (0..4).map(|i| format!("y{i}")).collect();
+    first_steps(&store, &runs).await;
+    first_steps(&store, &blockers).await;
+    let at_once = store.groups_at_once();
+    store.fail_point().fail_after(2);
+    let (outcomes, blocked) = second_steps_in_groups(&store, &runs, &blockers).await;
+    assert!(store.groups_at_once() > at_once, "no group was written in one statement");
+    for out in blocked {
+        assert!(matches!(out, CommitOutcome::Committed { version: 2 }), "{out:?}");
+    }
+    let mut failed = 0;
+    for (run, out) in runs.iter().zip(outcomes) {
+        let steps: Vec<u64> = store.history(run).await.unwrap().iter().map(|m| m.step).collect();
+        let version = store.run_info(run).await.unwrap().unwrap().version;
+        match out {
+            Ok(out) => {
+                assert!(matches!(out, CommitOutcome::Committed { version: 2 }), "{run}: {out:?}");
+                assert_eq!((steps.as_slice(), version), ([0, 1].as_slice(), 2), "{run}");
+            }
+            Err(e) => {
+                failed += 1;
+                assert!(e.to_string().contains("injected"), "{run}: {e}");
+                assert_eq!(
+                    (steps.as_slice(), version),
+                    ([0].as_slice(), 1),
+                    "{run}: a failed group writes nothing"
+                );
+                let again =
+                    store.save_checkpoint(&checkpoint(run, 1, 1), &[], &RunStatus::Running, 1).await.unwrap();
+                assert!(matches!(again, CommitOutcome::Committed { version: 2 }), "{run}: {again:?}");
+            }
+        }
+    }
+    assert!(failed >= 1, "the fail point failed no commit");
 }
 
 /// A commit larger than one TLS record (16 KiB) leaves at once: with Nagle's algorithm on (sqlx's
@@ -550,8 +707,9 @@ async fn concurrent_connects_migrate_once<B: Server>(b: &B) {
     while let Some(s) = set.join_next().await {
         stores.push(s.unwrap().expect("every concurrent connect succeeds"));
     }
-    // One row per migration (1: runs, checkpoints, keys, events, effects; 2: worker leases), each once.
-    assert_eq!(B::schema_rows(&stores[0]).await, 2, "each migration ran once");
+    // One row per migration (1: runs, checkpoints, keys, events, effects; 2: worker leases; 3:
+    // PostgreSQL's commit-group function, nothing on MySQL), each once.
+    assert_eq!(B::schema_rows(&stores[0]).await, 3, "each migration ran once");
     // They all work on the one schema.
     let cp = graph_runtime::store::conformance::checkpoint("m", 0, 1);
     assert!(matches!(
@@ -566,12 +724,12 @@ async fn a_newer_schema_is_unsupported<B: Server>(b: &B) {
     B::execute(&store, "INSERT INTO graph_schema_version (version) VALUES (99)").await;
     let again = b.connect(None, Duration::from_secs(5)).await;
     match again {
-        Err(StoreError::UnsupportedSchemaVersion { found: 99, supported: 2 }) => {}
+        Err(StoreError::UnsupportedSchemaVersion { found: 99, supported: 3 }) => {}
         Err(other) => panic!("expected UnsupportedSchemaVersion, got {other:?}"),
         Ok(_) => panic!("a database at schema 99 was opened"),
     }
-    // Nothing was changed by the refused connect: versions 1, 2 and the 99 written above.
-    assert_eq!(B::schema_rows(&store).await, 3);
+    // Nothing was changed by the refused connect: versions 1, 2, 3 and the 99 written above.
+    assert_eq!(B::schema_rows(&store).await, 4);
 }
 
 /// `sslmode` in the URL reaches the driver: `require` gets an encrypted connection from the local server

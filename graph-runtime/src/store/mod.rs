@@ -456,6 +456,12 @@ impl FailPoint {
         self.0.store(n, std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// Whether the fail point is armed (for a backend whose commit is one statement: it then commits
+    /// in a transaction, so that the failure can come after the writes).
+    pub fn armed(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::SeqCst) != 0
+    }
+
     /// Called by a backend after its `n`-th write of a commit; true (once) when armed for `n`.
     pub fn hit(&self, n: usize) -> bool {
         self.0
@@ -473,6 +479,12 @@ pub(crate) struct FailPoint;
 impl FailPoint {
     #[inline(always)]
     pub(crate) fn hit(&self, _n: usize) -> bool {
+        false
+    }
+
+    #[inline(always)]
+    #[allow(dead_code)] // used by the PostgreSQL store only
+    pub(crate) fn armed(&self) -> bool {
         false
     }
 }

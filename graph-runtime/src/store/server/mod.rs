@@ -66,7 +66,7 @@ use crate::error::StoreError;
 use crate::store::RunStatus;
 
 /// The schema version this build writes and reads (`graph_schema_version`).
-pub const SERVER_SCHEMA_VERSION: u32 = 2;
+pub const SERVER_SCHEMA_VERSION: u32 = 3;
 
 /// How often a transaction that lost a race (unique violation past the key, serialization failure,
 /// deadlock) is run again before the error is reported.
@@ -270,10 +270,12 @@ pub(crate) async fn conflict_pause(attempt: u32) {
     tokio::time::sleep(Duration::from_millis(u64::from(attempt.min(10)) * 2 + 1)).await;
 }
 
-/// The statements of one migration file, split on `;` at the end of a line (the files hold no other).
+/// The statements of one migration file, split on `;` at the end of a line outside a `$$`-quoted
+/// function body (the files hold no other `;` and no other dollar quotes); comment lines are left out.
 pub(crate) fn statements(file: &str) -> impl Iterator<Item = String> + '_ {
     let mut current = String::new();
     let mut out = Vec::new();
+    let mut in_body = false;
     for line in file.lines() {
         let trimmed = line.trim();
         if trimmed.starts_with("--") || trimmed.is_empty() {
@@ -281,7 +283,8 @@ pub(crate) fn statements(file: &str) -> impl Iterator<Item = String> + '_ {
         }
         current.push_str(line);
         current.push('\n');
-        if trimmed.ends_with(';') {
+        in_body ^= line.matches("$$").count() % 2 == 1;
+        if trimmed.ends_with(';') && !in_body {
             out.push(std::mem::take(&mut current).trim().trim_end_matches(';').to_owned());
         }
     }
@@ -546,7 +549,9 @@ macro_rules! sql_store {
                 self.wrote(2)?;
                 self.wrote(3)?;
                 tx.commit().await.map_err(abort)?;
-                Ok(CommitOutcome::Committed { version: info.version })
+                let version = info.version;
+                self.remember_row(writes.row_bytes, info);
+                Ok(CommitOutcome::Committed { version })
             }
 
             /// One attempt of `set_status`.
@@ -582,18 +587,21 @@ macro_rules! sql_store {
                 if let Some(p) = pending {
                     sqlx::query(sql::UPSERT_PENDING).bind(run_id).bind(p).execute(&mut *tx).await.map_err(abort)?;
                 }
+                let bytes = encode_run(&info);
                 sqlx::query(sql::UPDATE_RUN)
                     .bind(status_name(status))
                     .bind(db_int(info.latest_step))
                     .bind(db_int(info.version))
-                    .bind(encode_run(&info))
+                    .bind(&bytes)
                     .bind(has_pending)
                     .bind(run_id)
                     .execute(&mut *tx)
                     .await
                     .map_err(abort)?;
                 tx.commit().await.map_err(abort)?;
-                Ok(CommitOutcome::Committed { version: info.version })
+                let version = info.version;
+                self.remember_row(bytes, info);
+                Ok(CommitOutcome::Committed { version })
             }
 
             /// One attempt of `put_effect`.
@@ -885,3 +893,36 @@ pub(crate) use sql_store;
 /// The sqlx these stores are built on, for [`PostgresStore::connect_with`] / [`MySqlStore::connect_with`]
 /// options and for queries on [`PostgresStore::pool`] / [`MySqlStore::pool`].
 pub use sqlx;
+
+#[cfg(test)]
+mod tests {
+    use super::statements;
+
+    #[test]
+    fn a_function_body_is_one_statement_and_the_files_split_on_their_semicolons() {
+        let file = "-- a comment;\nCREATE TABLE a (x INT);\n\nCREATE FUNCTION f() RETURNS INT LANGUAGE plpgsql AS $$\n\
+                    BEGIN\n    -- inside;\n    PERFORM 1;\n    RETURN 2;\nEND\n$$;\nCREATE INDEX i ON a (x);\n";
+        let got: Vec<String> = statements(file).collect();
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert_eq!(got[0], "CREATE TABLE a (x INT)");
+        assert!(got[1].starts_with("CREATE FUNCTION f()") && got[1].contains("PERFORM 1;\n    RETURN 2;"));
+        assert!(got[1].ends_with("$$"), "{:?}", got[1]);
+        assert_eq!(got[2], "CREATE INDEX i ON a (x)");
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn the_commit_group_migration_is_one_statement() {
+        let file = include_str!("../../../migrations/postgres/0003_commit_group.sql");
+        let got: Vec<String> = statements(file).collect();
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(got[0].contains("RETURN l_written;"));
+    }
+
+    #[cfg(feature = "mysql")]
+    #[test]
+    fn mysql_schema_3_has_no_statement() {
+        let file = include_str!("../../../migrations/mysql/0003_commit_group.sql");
+        assert_eq!(statements(file).count(), 0);
+    }
+}

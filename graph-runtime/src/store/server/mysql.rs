@@ -12,6 +12,7 @@ use crate::store::FailPoint;
 const MIGRATIONS: &[(u32, &str)] = &[
     (1, include_str!("../../../migrations/mysql/0001_init.sql")),
     (2, include_str!("../../../migrations/mysql/0002_leases.sql")),
+    (3, include_str!("../../../migrations/mysql/0003_commit_group.sql")),
 ];
 
 /// Seconds a connect waits for another process's migration (`GET_LOCK`).
@@ -194,6 +195,10 @@ impl MySqlStore {
     ) -> super::Grouped<()> {
         super::Grouped::Alone(())
     }
+
+    /// A run row this store just committed: MySQL keeps none (PostgreSQL keeps them for its groups).
+    #[allow(clippy::unused_self)]
+    pub(super) fn remember_row(&self, _bytes: Vec<u8>, _info: crate::store::RunInfo) {}
 }
 
 /// Steps 1 and 2 of a commit: inserts the idempotency key, then locks and returns the run row

@@ -14,6 +14,7 @@ mod group;
 const MIGRATIONS: &[(u32, &str)] = &[
     (1, include_str!("../../../migrations/postgres/0001_init.sql")),
     (2, include_str!("../../../migrations/postgres/0002_leases.sql")),
+    (3, include_str!("../../../migrations/postgres/0003_commit_group.sql")),
 ];
 
 /// The advisory lock key that serializes migrations (per database): "graph-rt" in ASCII.
@@ -180,6 +181,19 @@ impl PostgresStore {
     /// counted.
     pub fn grouped_commits(&self) -> u64 {
         self.groups.commits.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// A run row this store just committed, kept for the commit groups that are written in one
+    /// statement (`group.rs`).
+    pub(super) fn remember_row(&self, bytes: Vec<u8>, info: crate::store::RunInfo) {
+        self.groups.remember(bytes, info);
+    }
+
+    /// Commit groups sent in one statement since connect (schema 3's `graph_commit_group`: every
+    /// commit's run row known to this store), whether they committed or not; the others are written
+    /// in steps (see `docs/stores.md`, "One round trip a group").
+    pub fn groups_at_once(&self) -> u64 {
+        self.groups.at_once.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// A transaction at READ COMMITTED.

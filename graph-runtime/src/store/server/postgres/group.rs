@@ -9,7 +9,15 @@
 //! of two statements, whatever their number. Before taking each group a leader yields once to the
 //! runtime, so that the runs its last group answered run their next step and queue their next commit
 //! first (without it, a leader took the one or two commits already queued: at 64 runs, 735 of 1,366
-//! groups held one commit; docs/stores.md, "Larger groups"):
+//! groups held one commit; docs/stores.md, "Larger groups").
+//!
+//! A group is written **in one statement** when this store knows the run row of each of its commits
+//! (the row it last wrote for the run, at the version the commit expects; none for a first commit):
+//! schema 3's `graph_commit_group` ([`sql::COMMIT_GROUP`]) does the steps below in the implicit
+//! transaction of its one statement, one round trip instead of four, and writes a commit only if the
+//! stored row is still the one the commit was computed from (its bytes compared), so a row changed by
+//! another process since is never written over: that commit goes alone. Any other group is written
+//! in steps, which read the rows (and keep them for the next group):
 //!
 //! 1. `BEGIN`;
 //! 2. the keys and the row locks ([`sql::KEYS_THEN_LOCK`]): every key is inserted with `ON CONFLICT DO
@@ -72,11 +80,59 @@ pub(super) struct Groups {
     pub(super) transactions: AtomicU64,
     /// Commits answered `Committed` by a group.
     pub(super) commits: AtomicU64,
+    /// Groups sent in one statement ([`sql::COMMIT_GROUP`]), whether they committed or not.
+    pub(super) at_once: AtomicU64,
+    /// The run rows this store last wrote or read, by run: what a group's commits are computed from
+    /// when it is written in one statement.
+    known: Mutex<HashMap<String, Known>>,
 }
+
+/// A run row as this store last wrote it: its bytes (compared with the stored row by
+/// [`sql::COMMIT_GROUP`]) and what they decode to.
+#[derive(Clone)]
+struct Known {
+    bytes: Vec<u8>,
+    info: RunInfo,
+}
+
+/// At most this many run rows kept in [`Groups::known`]; past it the map starts again empty (a run
+/// whose row is not known has its next group written in steps, which reads the row).
+const MAX_KNOWN: usize = 16_384;
 
 impl Groups {
     fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn known(&self) -> std::sync::MutexGuard<'_, HashMap<String, Known>> {
+        self.known.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Keeps `bytes`, the row of `info.run_id` this store just committed; a run that ended is
+    /// forgotten (it commits no more).
+    pub(super) fn remember(&self, bytes: Vec<u8>, info: RunInfo) {
+        let mut known = self.known();
+        if matches!(info.status, RunStatus::Completed | RunStatus::Failed(_) | RunStatus::Cancelled) {
+            known.remove(&info.run_id);
+            return;
+        }
+        if known.len() >= MAX_KNOWN && !known.contains_key(&info.run_id) {
+            known.clear();
+        }
+        known.insert(info.run_id.clone(), Known { bytes, info });
+    }
+
+    /// The rows each commit of `group` is computed from, when every one is known: `None` inside for a
+    /// first commit (expected version 0), the row kept at the expected version otherwise.
+    fn priors(&self, group: &[Request]) -> Option<Vec<Option<Known>>> {
+        let known = self.known();
+        group
+            .iter()
+            .map(|r| match r.expected_version {
+                0 => Some(None),
+                v => known.get(&r.run_id).filter(|k| k.info.version == v).cloned().map(Some),
+            })
+            .collect()
     }
 }
 
@@ -222,8 +278,123 @@ impl PostgresStore {
         }
     }
 
-    /// One group's transaction; the answer for each of its commits, in order.
+    /// One group's transaction; the answer for each of its commits, in order. In one statement when
+    /// the run row of every commit is known, else in steps (which reads the rows, and keeps them).
     async fn write_group(&self, group: &[Request]) -> Result<Vec<Answer>, Abort> {
+        match self.groups.priors(group) {
+            Some(priors) => self.write_group_at_once(group, priors).await,
+            None => self.write_group_in_steps(group).await,
+        }
+    }
+
+    /// A group in one statement, [`sql::COMMIT_GROUP`], in the implicit transaction of its own (one
+    /// round trip; in a transaction while the test fail point is armed, so that it can fail after the
+    /// writes): each commit computed from its known row, written only if the stored row is that one.
+    async fn write_group_at_once(
+        &self,
+        group: &[Request],
+        priors: Vec<Option<Known>>,
+    ) -> Result<Vec<Answer>, Abort> {
+        let abort = |e: sqlx::Error| Abort::Sql(super::classify(&e), e);
+        let mut w = Writes::default();
+        let mut prior: Vec<Option<&[u8]>> = Vec::with_capacity(group.len());
+        let mut fences: (Vec<&str>, Vec<&str>, Vec<i64>) = Default::default();
+        let mut accepted: Vec<Option<RunInfo>> = Vec::with_capacity(group.len());
+        for (r, known) in group.iter().zip(&priors) {
+            if let Some(lease) = &r.fence {
+                if lease.run_id != r.run_id {
+                    // Alone, where the fencing check answers `Fenced`.
+                    accepted.push(None);
+                    continue;
+                }
+                fences.0.push(&r.run_id);
+                fences.1.push(&lease.owner);
+                fences.2.push(db_int(lease.token));
+            }
+            let info = RunInfo::after_commit(
+                known.as_ref().map(|k| &k.info),
+                &r.run_id,
+                r.step,
+                &r.status,
+                &r.fingerprint,
+                r.last_event.clone(),
+            );
+            w.push(r, &info, known.is_none(), false);
+            prior.push(known.as_ref().map(|k| k.bytes.as_slice()));
+            accepted.push(Some(info));
+        }
+        let call = sqlx::query_scalar::<_, Vec<String>>(sql::COMMIT_GROUP)
+            .bind(&w.keys)
+            .bind(&w.runs)
+            .bind(&w.steps)
+            .bind(&w.records)
+            .bind(&prior)
+            .bind(&w.status)
+            .bind(&w.latest)
+            .bind(&w.version)
+            .bind(&w.row_bytes)
+            .bind(&w.outbox_runs)
+            .bind(&w.outbox_steps)
+            .bind(&w.outbox_idx)
+            .bind(&w.outbox_keys)
+            .bind(&w.outbox_bytes)
+            .bind(&w.event_runs)
+            .bind(&w.event_seqs)
+            .bind(&w.event_bytes)
+            .bind(&fences.0)
+            .bind(&fences.1)
+            .bind(&fences.2);
+        self.groups.at_once.fetch_add(1, Ordering::Relaxed);
+        let written = if self.fail.armed() {
+            let mut tx = self.transaction().await.map_err(abort)?;
+            let written = call.fetch_one(&mut *tx).await.map_err(abort)?;
+            if self.fail.hit(1) || self.fail.hit(2) || self.fail.hit(3) {
+                return Ok(group.iter().map(|_| Answer::Injected).collect());
+            }
+            tx.commit().await.map_err(abort)?;
+            written
+        } else {
+            call.fetch_one(&self.pool).await.map_err(abort)?
+        };
+        Ok(self.answer(group, accepted, std::mem::take(&mut w.row_bytes), &written))
+    }
+
+    /// The answers of a committed group: `Committed` for the commits written (their rows kept),
+    /// `Alone` for the others (their rows forgotten: they may have changed). `accepted` holds the row
+    /// of each commit sent, `rows` their bytes in the same order.
+    fn answer(
+        &self,
+        group: &[Request],
+        accepted: Vec<Option<RunInfo>>,
+        rows: Vec<Vec<u8>>,
+        written: &[String],
+    ) -> Vec<Answer> {
+        self.groups.transactions.fetch_add(1, Ordering::Relaxed);
+        self.groups.commits.fetch_add(written.len() as u64, Ordering::Relaxed);
+        let mut rows = rows.into_iter();
+        group
+            .iter()
+            .zip(accepted)
+            .map(|(r, info)| {
+                let bytes = info.as_ref().and_then(|_| rows.next());
+                match (info, bytes) {
+                    (Some(info), Some(bytes)) if written.contains(&r.run_id) => {
+                        let version = info.version;
+                        self.groups.remember(bytes, info);
+                        Answer::Committed(version)
+                    }
+                    _ => {
+                        self.groups.known().remove(&r.run_id);
+                        Answer::Alone
+                    }
+                }
+            })
+            .collect()
+    }
+
+    /// A group in steps: `BEGIN`, the keys and row locks, the writes, `COMMIT` (see the [module
+    /// docs](self)).
+    async fn write_group_in_steps(&self, group: &[Request]) -> Result<Vec<Answer>, Abort> {
         let abort = |e: sqlx::Error| Abort::Sql(super::classify(&e), e);
         let mut tx = self.transaction().await.map_err(abort)?;
         let keys: Vec<&str> = group.iter().map(|r| r.key.as_str()).collect();
@@ -249,9 +420,12 @@ impl PostgresStore {
         }
         let leases = self.leases_of(&mut tx, group).await.map_err(abort)?;
         let mut w = Writes::default();
-        let mut versions = vec![None; group.len()];
-        for (i, r) in group.iter().enumerate() {
-            let Some((bytes, pending)) = locked.remove(r.key.as_str()) else { continue };
+        let mut accepted: Vec<Option<RunInfo>> = Vec::with_capacity(group.len());
+        for r in group {
+            let Some((bytes, pending)) = locked.remove(r.key.as_str()) else {
+                accepted.push(None);
+                continue;
+            };
             let row = bytes.map(|b| decode_run(&b)).transpose()?;
             let version = row.as_ref().map_or(0, |row| row.version);
             // A fenced commit whose lease is not the run's live lease goes alone, where its own
@@ -264,6 +438,7 @@ impl PostgresStore {
             });
             if version != r.expected_version || lost {
                 w.undo.push(r.key.as_str());
+                accepted.push(None);
                 continue;
             }
             let info = RunInfo::after_commit(
@@ -275,7 +450,7 @@ impl PostgresStore {
                 r.last_event.clone(),
             );
             w.push(r, &info, version == 0, pending);
-            versions[i] = Some(info.version);
+            accepted.push(Some(info));
         }
         let inserted: Vec<String> = sqlx::query_scalar(sql::WRITE_GROUP)
             .bind(&w.runs)
@@ -315,16 +490,7 @@ impl PostgresStore {
             return Ok(group.iter().map(|_| Answer::Injected).collect());
         }
         tx.commit().await.map_err(abort)?;
-        self.groups.transactions.fetch_add(1, Ordering::Relaxed);
-        self.groups.commits.fetch_add(inserted.len() as u64, Ordering::Relaxed);
-        Ok(group
-            .iter()
-            .zip(versions)
-            .map(|(r, version)| match version {
-                Some(v) if inserted.contains(&r.run_id) => Answer::Committed(v),
-                _ => Answer::Alone,
-            })
-            .collect())
+        Ok(self.answer(group, accepted, std::mem::take(&mut w.row_bytes), &inserted))
     }
 }
 
@@ -452,6 +618,16 @@ impl<'a> Writes<'a> {
 }
 
 mod sql {
+    /// A whole group in one statement (schema 3's `graph_commit_group`, migrations/postgres): $1–$4
+    /// the checkpoints (key, run, step, record); $5 the run row each was computed from (NULL: none);
+    /// $6–$9 the run rows after it (status, latest step, version, bytes); $10–$14 the outbox rows
+    /// (run, step, idx, key, bytes); $15–$17 the events (run, seq, bytes); $18–$20 the leases of the
+    /// fenced commits (run, owner, token). Returns the runs whose commit was written.
+    pub(super) const COMMIT_GROUP: &str = "SELECT graph_commit_group($1::TEXT[], $2::TEXT[], $3::BIGINT[], \
+         $4::BYTEA[], $5::BYTEA[], $6::TEXT[], $7::BIGINT[], $8::BIGINT[], $9::BYTEA[], $10::TEXT[], $11::BIGINT[], \
+         $12::BIGINT[], $13::TEXT[], $14::BYTEA[], $15::TEXT[], $16::BIGINT[], $17::BYTEA[], $18::TEXT[], \
+         $19::TEXT[], $20::BIGINT[])";
+
     /// The live leases (run, owner, token) of the runs $1.
     pub(super) const LIVE_LEASES: &str = "SELECT run_id, owner, token FROM graph_leases \
          WHERE run_id = ANY($1::TEXT[]) AND owner <> '' AND expires_at > clock_timestamp()";

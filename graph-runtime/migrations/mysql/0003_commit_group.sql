@@ -1,0 +1,3 @@
+-- graph-runtime schema 3 (MySQL / MariaDB): nothing. Schema 3 adds PostgreSQL's commit-group function
+-- (migrations/postgres/0003_commit_group.sql); MySQL has no group commit. The version is kept in step
+-- with PostgreSQL's so that one number, `SERVER_SCHEMA_VERSION`, names the schema of both.
