@@ -55,6 +55,43 @@ fn a_full_file_system_fails_commits_whole_and_the_runs_complete_once_there_is_ro
     assert!(faulted * 2 >= TRIALS as usize, "only {faulted} of {TRIALS} trials met a full file system");
 }
 
+/// A store opens on a file system with too little room left for its preallocated write-ahead log
+/// (1 MiB of the 4 MiB): the preallocation fails and is rolled back, the store opens all the same, a run
+/// completes in the room there is, equal to an uninterrupted run, and a store reopened once there is
+/// room reads the same history.
+#[test]
+fn a_store_opens_where_its_log_cannot_be_preallocated() {
+    if let Some(why) = cannot_fill_a_tmpfs() {
+        assert!(std::env::var("GRAPH_FAULT_TESTS").as_deref() != Ok("require"), "cannot run: {why}");
+        println!("NOT RUN: {why}");
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        let r = reference(&run_id(0), 5).await;
+        let dir = tempfile::tempdir().unwrap();
+        let tmpfs = Mounted::tmpfs(dir.path(), TMPFS_BYTES).expect("tmpfs");
+        let filler = fill(dir.path(), 1 << 20);
+        let file = dir.path().join("store.sqlite");
+        let store = SqliteStore::open(&file).expect("opens without room for its log");
+        let wal = std::fs::metadata(dir.path().join("store.sqlite-wal")).map_or(0, |m| m.len());
+        println!("write-ahead log at open: {wal} bytes");
+        assert!(wal < 2 << 20, "a {wal}-byte log in 1 MiB of room");
+        let engine = Engine::builder(crash_graph(5)).store(store.clone()).build();
+        let out = engine.run(&run_id(0), Trace::default()).await.expect("a run in the room there is");
+        assert_eq!(out.steps, r.last_step());
+        assert_eq!(state_hash(&out.state), r.states[r.states.len() - 1]);
+        assert_history(&store, 0, &r).await;
+        drop(engine);
+        drop(store);
+        std::fs::remove_file(&filler).unwrap();
+        let reopened = SqliteStore::open(&file).expect("reopen");
+        assert_history(&reopened, 0, &r).await;
+        drop(reopened);
+        tmpfs.unmount().expect("unmount");
+    });
+}
+
 /// One trial; true when the file system filled up under the runs.
 async fn one_trial(leave: u64, references: &BTreeMap<String, Reference>) -> bool {
     let dir = tempfile::tempdir().unwrap();

@@ -45,6 +45,46 @@ async fn concurrent_runs_share_transactions() {
     assert_eq!(store.history("g63").await.unwrap().len(), steps as usize);
 }
 
+/// The write-ahead log is grown to 4 MiB or more of written blocks at open, by a transaction that is
+/// rolled back: the database holds nothing of it and is sound, commits go on as before, and the log
+/// is not cut back; with `wal_preallocation(0)` the log is left as SQLite grows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_write_ahead_log_is_preallocated_and_the_database_unchanged() {
+    let wal = |dir: &tempfile::TempDir| {
+        std::fs::metadata(dir.path().join("store.sqlite-wal")).map_or(0, |m| m.len())
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(file(&dir)).unwrap();
+    assert!(wal(&dir) >= 4 << 20, "a {}-byte log after open", wal(&dir));
+    for step in 0..20 {
+        let o = store
+            .save_checkpoint(&checkpoint("p", step, step), &[], &RunStatus::Running, step)
+            .await
+            .unwrap();
+        assert_eq!(o, CommitOutcome::Committed { version: step + 1 });
+    }
+    let conn = rusqlite::Connection::open(file(&dir)).unwrap();
+    let scratch: i64 = conn
+        .query_row("SELECT COUNT(*) FROM sqlite_master WHERE name LIKE 'graph_wal%'", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(scratch, 0, "the preallocation's table was committed");
+    let check: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    assert_eq!(check, "ok");
+    let steps: i64 =
+        conn.query_row("SELECT COUNT(*) FROM checkpoints WHERE run_id = 'p'", [], |r| r.get(0)).unwrap();
+    assert_eq!(steps, 20);
+    assert!(wal(&dir) >= 4 << 20, "the log was cut back to {} bytes", wal(&dir));
+    drop(conn);
+    drop(store);
+    let reopened = SqliteStore::open(file(&dir)).unwrap();
+    assert_eq!(reopened.history("p").await.unwrap().len(), 20);
+
+    let plain = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open_with(file(&plain), SqliteOptions::default().wal_preallocation(0)).unwrap();
+    store.save_checkpoint(&checkpoint("q", 0, 0), &[], &RunStatus::Running, 0).await.unwrap();
+    assert!(wal(&plain) < 1 << 20, "a {}-byte log without preallocation", wal(&plain));
+}
+
 /// A failure inside one request of a group rolls back that request alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_request_rolls_back_alone() {

@@ -76,6 +76,9 @@ pub const SQLITE_SCHEMA_VERSION: u32 = 2;
 const REMEDY_FILE: &str = "the database file is damaged (a disk fault, or a file that is not this store's \
      database): restore it from a backup; the store changed nothing";
 
+/// The writer connection's page cache: 16 MiB (SQLite's default is 2 MiB).
+const WRITER_CACHE: &str = "PRAGMA cache_size = -16384";
+
 /// Options of [`SqliteStore::open_with`].
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -87,11 +90,22 @@ pub struct SqliteOptions {
     pub busy_timeout: Duration,
     /// At most this many read-only connections (default 4); more reads at once wait for one.
     pub readers: usize,
+    /// The write-ahead log is grown to about this many bytes of written blocks when the store opens
+    /// with a smaller one (default 4 MiB, what SQLite's automatic checkpoint lets it reach; 0: never),
+    /// so that a commit overwrites blocks the log already has instead of appending to the file: on
+    /// ext4 a sync of an appending write also commits the file system's journal (docs/stores.md,
+    /// "A write-ahead log of written blocks").
+    pub wal_preallocation: u64,
 }
 
 impl Default for SqliteOptions {
     fn default() -> Self {
-        SqliteOptions { durability: Durability::Sync, busy_timeout: Duration::from_secs(5), readers: 4 }
+        SqliteOptions {
+            durability: Durability::Sync,
+            busy_timeout: Duration::from_secs(5),
+            readers: 4,
+            wal_preallocation: 4 << 20,
+        }
     }
 }
 
@@ -111,6 +125,12 @@ impl SqliteOptions {
     /// Sets the most read-only connections.
     pub fn readers(mut self, n: usize) -> Self {
         self.readers = n;
+        self
+    }
+
+    /// Sets how large a write-ahead log the store grows at open (bytes; 0: never).
+    pub fn wal_preallocation(mut self, bytes: u64) -> Self {
+        self.wal_preallocation = bytes;
         self
     }
 }
@@ -235,7 +255,7 @@ impl SqliteStore {
             .map_err(err("setting the durability"))?;
         // 16 MiB of page cache for the writer (SQLite's default is 2 MiB): a group of concurrent runs'
         // commits touches pages all over the checkpoint and key b-trees.
-        conn.execute_batch("PRAGMA cache_size = -16384").map_err(err("setting the page cache"))?;
+        conn.execute_batch(WRITER_CACHE).map_err(err("setting the page cache"))?;
         // The statement journal (the page copies that let a statement that changes several rows, a
         // prune's delete, roll back alone) in memory: otherwise SQLite spills it to a temporary file
         // past 64 KiB.
@@ -244,6 +264,7 @@ impl SqliteStore {
         // about 25, transaction control included).
         conn.set_prepared_statement_cache_capacity(64);
         migrate(&mut conn, &path)?;
+        preallocate_wal(&conn, &path, options.wal_preallocation);
         let stats = Arc::new(writer::Stats::default());
         let fail: FailPoint = Default::default();
         let (sender, receiver) = mpsc::channel();
@@ -501,6 +522,51 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
         .map_err(err)?;
     }
     tx.commit().map_err(|e| sql_error(path, "committing the schema migration", e))
+}
+
+/// Grows the write-ahead log of `path` to about `bytes` of written blocks when it is smaller, through
+/// SQLite itself: a transaction on a 16-page cache inserts that many pages into a scratch table, SQLite
+/// spills them into the log as frames of no commit, and the transaction is rolled back (the database
+/// is unchanged; the frames are past the log's last commit, so readers and recovery never read them,
+/// and the next commits overwrite them). A write that changes nothing (a row of the schema-version
+/// table rewritten) is then committed, so that its sync flushes the log's new blocks now, not in the
+/// first commit. Best effort: a failure (a full disk, another process holding the write lock past the
+/// busy timeout) leaves the log as SQLite grows it and the store opens all the same.
+fn preallocate_wal(conn: &Connection, path: &Path, bytes: u64) {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let have = std::fs::metadata(&wal).map_or(0, |m| m.len());
+    if bytes == 0 || have >= bytes {
+        return;
+    }
+    let grow = || -> rusqlite::Result<()> {
+        let page: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+        let pages = i64::try_from(bytes).unwrap_or(i64::MAX) / page.max(512);
+        conn.execute_batch("PRAGMA cache_size = 16; BEGIN IMMEDIATE")?;
+        let spilled = conn.execute_batch(&format!(
+            "CREATE TABLE graph_wal_preallocation (b BLOB); \
+             INSERT INTO graph_wal_preallocation SELECT zeroblob({}) FROM \
+             (WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {pages}) SELECT i FROM n)",
+            page * 85 / 100
+        ));
+        let rolled_back = if conn.is_autocommit() { Ok(()) } else { conn.execute_batch("ROLLBACK") };
+        spilled?;
+        rolled_back?;
+        conn.execute_batch(
+            "BEGIN IMMEDIATE; \
+             UPDATE graph_schema_version SET applied_ms = applied_ms \
+                 WHERE version = (SELECT MAX(version) FROM graph_schema_version); \
+             COMMIT",
+        )
+    };
+    let grown = grow();
+    if !conn.is_autocommit() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    let restored = conn.execute_batch(WRITER_CACHE);
+    if let Err(e) = grown.and(restored) {
+        tracing::warn!(path = %path.display(), error = %e, "the write-ahead log was not preallocated");
+    }
 }
 
 /// A SQLite error as a store error: busy or locked → `Unavailable` (nothing was written; retry),
