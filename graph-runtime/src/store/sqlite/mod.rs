@@ -92,9 +92,9 @@ pub struct SqliteOptions {
     pub readers: usize,
     /// The write-ahead log is grown to about this many bytes of written blocks when the store opens
     /// with a smaller one (default 4 MiB, what SQLite's automatic checkpoint lets it reach; 0: never),
-    /// so that a commit overwrites blocks the log already has instead of appending to the file: on
-    /// ext4 a sync of an appending write also commits the file system's journal (docs/stores.md,
-    /// "A write-ahead log of written blocks").
+    /// so that a commit overwrites blocks the log already has instead of appending to the file: a sync
+    /// of an append also has to write the file's new size and blocks (docs/stores.md, "A write-ahead
+    /// log of written blocks").
     pub wal_preallocation: u64,
 }
 
