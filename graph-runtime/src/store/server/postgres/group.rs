@@ -332,18 +332,8 @@ impl PostgresStore {
             .bind(&w.status)
             .bind(&w.latest)
             .bind(&w.version)
-            .bind(&w.row_bytes)
-            .bind(&w.outbox_runs)
-            .bind(&w.outbox_steps)
-            .bind(&w.outbox_idx)
-            .bind(&w.outbox_keys)
-            .bind(&w.outbox_bytes)
-            .bind(&w.event_runs)
-            .bind(&w.event_seqs)
-            .bind(&w.event_bytes)
-            .bind(&fences.0)
-            .bind(&fences.1)
-            .bind(&fences.2);
+            .bind(&w.row_bytes);
+        let call = w.bind_journal(call).bind(&fences.0).bind(&fences.1).bind(&fences.2);
         self.groups.at_once.fetch_add(1, Ordering::Relaxed);
         let written = if self.fail.armed() {
             let mut tx = self.transaction().await.map_err(abort)?;
@@ -452,19 +442,10 @@ impl PostgresStore {
             w.push(r, &info, version == 0, pending);
             accepted.push(Some(info));
         }
-        let inserted: Vec<String> = sqlx::query_scalar(sql::WRITE_GROUP)
-            .bind(&w.runs)
-            .bind(&w.steps)
-            .bind(&w.keys)
-            .bind(&w.records)
-            .bind(&w.outbox_runs)
-            .bind(&w.outbox_steps)
-            .bind(&w.outbox_idx)
-            .bind(&w.outbox_keys)
-            .bind(&w.outbox_bytes)
-            .bind(&w.event_runs)
-            .bind(&w.event_seqs)
-            .bind(&w.event_bytes)
+        let write =
+            sqlx::query_scalar(sql::WRITE_GROUP).bind(&w.runs).bind(&w.steps).bind(&w.keys).bind(&w.records);
+        let inserted: Vec<String> = w
+            .bind_journal(write)
             .bind(&w.pending)
             .bind(&w.new_run)
             .bind(&w.status)
@@ -586,7 +567,23 @@ struct Writes<'a> {
     row_bytes: Vec<Vec<u8>>,
 }
 
+/// A statement of a group, returning one column of type `O`.
+type Scalar<'q, O> = sqlx::query::QueryScalar<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments>;
+
 impl<'a> Writes<'a> {
+    /// Binds the outbox rows' five columns (run, step, idx, key, bytes) and the events' three (run,
+    /// seq, bytes), the next eight parameters of either group statement.
+    fn bind_journal<'q, O>(&'q self, q: Scalar<'q, O>) -> Scalar<'q, O> {
+        q.bind(&self.outbox_runs)
+            .bind(&self.outbox_steps)
+            .bind(&self.outbox_idx)
+            .bind(&self.outbox_keys)
+            .bind(&self.outbox_bytes)
+            .bind(&self.event_runs)
+            .bind(&self.event_seqs)
+            .bind(&self.event_bytes)
+    }
+
     /// The writes of one accepted commit, its run row `info`.
     fn push(&mut self, r: &'a Request, info: &RunInfo, new_run: bool, pending: bool) {
         let run = r.run_id.as_str();
