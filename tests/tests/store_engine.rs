@@ -150,6 +150,24 @@ async fn a_second_open_of_a_held_store_is_locked() {
     assert!(matches!(SledStore::open(dir.path()), Err(StoreError::Locked { .. })));
 }
 
+/// A lock held for a moment by another open file description of the lock file (what a child process
+/// holds between its fork and its `exec`) is waited for, not reported as `Locked`: the store opens
+/// once it is let go, 100 ms later.
+#[test]
+fn a_store_lock_held_for_a_moment_is_waited_for() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(SledStore::open(dir.path()).unwrap());
+    let holder = std::fs::OpenOptions::new().write(true).open(dir.path().join("graph-runtime.lock")).unwrap();
+    holder.try_lock().unwrap();
+    let letting_go = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        drop(holder);
+    });
+    let opened = SledStore::open(dir.path());
+    letting_go.join().unwrap();
+    assert!(opened.is_ok(), "{:?}", opened.err());
+}
+
 /// Found by `faults_damage.rs` (one trial in a CI run): flipped bytes in sled's `db/db` made sled come
 /// back without a run's last 37 checkpoints, its row intact, and `history` returned the shorter list
 /// without an error. Reads now check the last checkpoint against the row, and `open` replays the whole

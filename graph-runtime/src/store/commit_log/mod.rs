@@ -106,6 +106,28 @@ mod format;
 mod io;
 mod manifest;
 mod spares;
+/// How long [`lock_waiting`] tries a held lock again before it gives up.
+pub(crate) const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Takes `file`'s exclusive lock; true when taken, false when another holder kept it for
+/// [`LOCK_WAIT`]. A held lock is tried again every 2 ms meanwhile: a child process that this process
+/// starts holds a copy of every descriptor from its fork until its `exec` closes them, these locks'
+/// included, so a store dropped and opened again while another thread started a process found itself
+/// locked out (`interrupts.rs`, whose tests run a child process, failed so once in CI).
+pub(crate) fn lock_waiting(file: &File) -> std::io::Result<bool> {
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(true),
+            Err(TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            Err(TryLockError::WouldBlock) => return Ok(false),
+            Err(TryLockError::Error(e)) => return Err(e),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;
 
@@ -343,12 +365,10 @@ impl CommitLog {
             .write(true)
             .open(&lock_path)
             .map_err(|e| LogError::io(format!("cannot open {}", lock_path.display()), e))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => return Err(LogError::Locked { dir }),
-            Err(TryLockError::Error(e)) => {
-                return Err(LogError::io(format!("cannot lock {}", lock_path.display()), e));
-            }
+        match lock_waiting(&lock) {
+            Ok(true) => {}
+            Ok(false) => return Err(LogError::Locked { dir }),
+            Err(e) => return Err(LogError::io(format!("cannot lock {}", lock_path.display()), e)),
         }
         // The folder's entries (a previous instance's renames, whose folder sync may have failed) and the
         // folder itself must be durable before any record in it is relied on.

@@ -40,7 +40,7 @@
 mod commit;
 mod redo;
 
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::{File, OpenOptions};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -48,7 +48,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use tokio::sync::oneshot;
 
-use super::commit_log::{CommitLog, LogError, LogOptions, Manifest, Record};
+use super::commit_log::{self, CommitLog, LogError, LogOptions, Manifest, Record};
 use super::journal::{decode_effect, decode_outbox};
 use super::record::{decode, decode_run};
 use super::{
@@ -166,7 +166,8 @@ impl SledStore {
     ///
     /// # Errors
     ///
-    /// [`StoreError::Locked`] when another process holds the store; [`StoreError::Corrupted`] naming the
+    /// [`StoreError::Locked`] when another process holds the store (after waiting up to a second for
+    /// its lock, which a child process holds from its fork to its `exec`); [`StoreError::Corrupted`] naming the
     /// damaged file (and the lost commits, when the index came back behind the log); backend errors.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         Self::open_with(path, SledOptions::default())
@@ -598,7 +599,9 @@ fn log_error(e: LogError) -> StoreError {
 }
 
 /// Takes the store's process lock: sled locks its own file but reports a held lock only as an I/O
-/// error with a message; this lock, taken first, makes the case a typed error.
+/// error with a message; this lock, taken first, makes the case a typed error. A held lock is waited
+/// for up to a second first ([`commit_log::lock_waiting`]: a child process holds it from its fork to its
+/// `exec`).
 fn lock(path: &Path) -> Result<File, StoreError> {
     let lock_path = path.join("graph-runtime.lock");
     let lock = OpenOptions::new()
@@ -607,12 +610,10 @@ fn lock(path: &Path) -> Result<File, StoreError> {
         .write(true)
         .open(&lock_path)
         .map_err(|e| StoreError::backend(format!("cannot open {}", lock_path.display()), e))?;
-    match lock.try_lock() {
-        Ok(()) => Ok(lock),
-        Err(TryLockError::WouldBlock) => Err(StoreError::Locked { path: path.to_path_buf() }),
-        Err(TryLockError::Error(e)) => {
-            Err(StoreError::backend(format!("cannot lock {}", lock_path.display()), e))
-        }
+    match commit_log::lock_waiting(&lock) {
+        Ok(true) => Ok(lock),
+        Ok(false) => Err(StoreError::Locked { path: path.to_path_buf() }),
+        Err(e) => Err(StoreError::backend(format!("cannot lock {}", lock_path.display()), e)),
     }
 }
 
