@@ -22,22 +22,22 @@ DECLARE
     l_pending TEXT[];
     l_written TEXT[];
 BEGIN
-    -- 1. The keys, first: a key that exists, or that a concurrent transaction holds and then commits,
-    -- is not returned.
+    -- 1. The keys, first (a key that exists, or that a concurrent transaction holds and then commits,
+    -- is not returned); then the run row of each keyed commit locked, in the caller's order (by run:
+    -- two groups lock the rows they share in the same order), and compared with the row the commit
+    -- was computed from.
     WITH k AS (INSERT INTO graph_keys (idem_key, run_id, step)
             SELECT * FROM unnest(p_keys, p_runs, p_steps) ON CONFLICT DO NOTHING RETURNING run_id)
-    SELECT coalesce(array_agg(run_id), '{}') INTO l_keyed FROM k;
-    -- 2. The run row of each keyed commit locked, in the caller's order (by run: two groups lock the
-    -- rows they share in the same order), and compared with the row the commit was computed from.
-    SELECT coalesce(array_agg(t.run_id), '{}'),
+    SELECT (SELECT coalesce(array_agg(run_id), '{}') FROM k),
+           coalesce(array_agg(t.run_id), '{}'),
            coalesce(array_agg(t.run_id) FILTER (WHERE r.has_pending), '{}')
-      INTO l_matched, l_pending
+      INTO l_keyed, l_matched, l_pending
       FROM (SELECT u.run_id, u.prior FROM unnest(p_runs, p_prior) AS u (run_id, prior)
-            WHERE u.run_id = ANY(l_keyed)) AS t
+            WHERE u.run_id IN (SELECT run_id FROM k)) AS t
       LEFT JOIN LATERAL (SELECT g.row_bytes, g.has_pending FROM graph_runs g
             WHERE g.run_id = t.run_id FOR UPDATE) AS r ON TRUE
      WHERE r.row_bytes IS NOT DISTINCT FROM t.prior;
-    -- 3. A commit under a worker's lease: written only while that lease is the run's live one (read
+    -- 2. A commit under a worker's lease: written only while that lease is the run's live one (read
     -- after the row lock, as a single commit's fencing check).
     IF cardinality(p_fence_runs) > 0 THEN
         SELECT coalesce(array_agg(m.run_id), '{}') INTO l_matched
@@ -47,38 +47,38 @@ BEGIN
                   JOIN graph_leases l ON l.run_id = f.run_id AND l.owner = f.owner AND l.token = f.token
                  WHERE f.run_id = m.run_id AND l.owner <> '' AND l.expires_at > clock_timestamp());
     END IF;
-    -- 4. The checkpoints: a step already taken writes nothing.
+    -- 3. The checkpoints (a step already taken writes nothing) and, for those written, their outbox
+    -- rows, events, pending steps and run rows.
     WITH c AS (INSERT INTO graph_checkpoints (run_id, step, idem_key, record)
             SELECT t.run_id, t.step, t.idem_key, t.record
               FROM unnest(p_runs, p_steps, p_keys, p_records) AS t (run_id, step, idem_key, record)
              WHERE t.run_id = ANY(l_matched)
-            ON CONFLICT DO NOTHING RETURNING run_id)
+            ON CONFLICT DO NOTHING RETURNING run_id),
+         o AS (INSERT INTO graph_outbox (run_id, step, idx, outbox_key, bytes)
+            SELECT t.* FROM unnest(p_outbox_runs, p_outbox_steps, p_outbox_idx, p_outbox_keys, p_outbox_bytes)
+                AS t (run_id, step, idx, outbox_key, bytes)
+             WHERE t.run_id IN (SELECT run_id FROM c)
+            ON CONFLICT (run_id, step, idx) DO UPDATE SET outbox_key = EXCLUDED.outbox_key, bytes = EXCLUDED.bytes),
+         e AS (INSERT INTO graph_events (run_id, seq, bytes)
+            SELECT t.* FROM unnest(p_event_runs, p_event_seqs, p_event_bytes) AS t (run_id, seq, bytes)
+             WHERE t.run_id IN (SELECT run_id FROM c)
+            ON CONFLICT (run_id, seq) DO UPDATE SET bytes = EXCLUDED.bytes),
+         p AS (DELETE FROM graph_pending WHERE run_id = ANY(l_pending) AND run_id IN (SELECT run_id FROM c)),
+         v AS (SELECT * FROM unnest(p_runs, p_prior, p_statuses, p_latest, p_versions, p_rows)
+                AS v (run_id, prior, status, latest_step, version, row_bytes)
+             WHERE v.run_id IN (SELECT run_id FROM c)),
+         u AS (UPDATE graph_runs g SET status = v.status, latest_step = v.latest_step, version = v.version,
+                row_bytes = v.row_bytes, has_pending = FALSE
+             FROM v WHERE g.run_id = v.run_id AND v.prior IS NOT NULL),
+         n AS (INSERT INTO graph_runs (status, latest_step, version, row_bytes, has_pending, run_id)
+             SELECT v.status, v.latest_step, v.version, v.row_bytes, FALSE, v.run_id FROM v WHERE v.prior IS NULL)
     SELECT coalesce(array_agg(run_id), '{}') INTO l_written FROM c;
-    -- 5. For the checkpoints written: their outbox rows, events, pending steps and run rows.
-    INSERT INTO graph_outbox (run_id, step, idx, outbox_key, bytes)
-        SELECT t.* FROM unnest(p_outbox_runs, p_outbox_steps, p_outbox_idx, p_outbox_keys, p_outbox_bytes)
-            AS t (run_id, step, idx, outbox_key, bytes)
-         WHERE t.run_id = ANY(l_written)
-        ON CONFLICT (run_id, step, idx) DO UPDATE SET outbox_key = EXCLUDED.outbox_key, bytes = EXCLUDED.bytes;
-    INSERT INTO graph_events (run_id, seq, bytes)
-        SELECT t.* FROM unnest(p_event_runs, p_event_seqs, p_event_bytes) AS t (run_id, seq, bytes)
-         WHERE t.run_id = ANY(l_written)
-        ON CONFLICT (run_id, seq) DO UPDATE SET bytes = EXCLUDED.bytes;
-    DELETE FROM graph_pending WHERE run_id = ANY(l_pending) AND run_id = ANY(l_written);
-    UPDATE graph_runs g SET status = v.status, latest_step = v.latest_step, version = v.version,
-            row_bytes = v.row_bytes, has_pending = FALSE
-      FROM unnest(p_runs, p_prior, p_statuses, p_latest, p_versions, p_rows)
-            AS v (run_id, prior, status, latest_step, version, row_bytes)
-     WHERE g.run_id = v.run_id AND v.run_id = ANY(l_written) AND v.prior IS NOT NULL;
-    INSERT INTO graph_runs (status, latest_step, version, row_bytes, has_pending, run_id)
-        SELECT v.status, v.latest_step, v.version, v.row_bytes, FALSE, v.run_id
-          FROM unnest(p_runs, p_prior, p_statuses, p_latest, p_versions, p_rows)
-            AS v (run_id, prior, status, latest_step, version, row_bytes)
-         WHERE v.run_id = ANY(l_written) AND v.prior IS NULL;
-    -- 6. The keys this call inserted for commits it did not write.
-    DELETE FROM graph_keys g USING unnest(p_keys, p_runs) AS t (idem_key, run_id)
-     WHERE g.idem_key = t.idem_key AND g.run_id = t.run_id
-       AND t.run_id = ANY(l_keyed) AND NOT t.run_id = ANY(l_written);
+    -- 4. The keys this call inserted for commits it did not write.
+    IF cardinality(l_written) < cardinality(l_keyed) THEN
+        DELETE FROM graph_keys g USING unnest(p_keys, p_runs) AS t (idem_key, run_id)
+         WHERE g.idem_key = t.idem_key AND g.run_id = t.run_id
+           AND t.run_id = ANY(l_keyed) AND NOT t.run_id = ANY(l_written);
+    END IF;
     RETURN l_written;
 END
 $$;
