@@ -2,9 +2,9 @@
 //!
 //! The loop of a run, for step `N` with committed state `S_N` and frontier `F_N`:
 //!
-//! 1. execute every item of `F_N` against `S_N` ([`step`]);
+//! 1. execute every item of `F_N` against `S_N` (`step.rs`);
 //! 2. at the barrier, merge their deltas into `S_N` in ascending order key, giving `S_{N+1}`;
-//! 3. build `F_{N+1}` from their routes ([`frontier`]);
+//! 3. build `F_{N+1}` from their routes (`frontier.rs`);
 //! 4. commit checkpoint `N+1` (state, frontier, idempotency key, run row) to the store, and only then
 //!    dispatch its items. An empty `F_{N+1}` means every path reached END: the run is complete.
 //!

@@ -2,7 +2,7 @@
 //! as the step's deltas), how a state is rebuilt from a delta chain and verified against its hash, and the
 //! byte envelope a record is written in.
 //!
-//! The engine hands this module states and deltas ([`draft`]) and gets states back ([`load_state`]); a
+//! The engine hands this module states and deltas (`draft`) and gets states back (`load_state`); a
 //! backend stores [`Checkpoint`]s, usually as the bytes of [`encode`] beside the columns it queries by
 //! (run, step, idempotency key), and reads them back with [`decode`]. No backend builds or interprets
 //! state bytes itself, so every backend stores exactly the same thing and a new backend writes rows, not
@@ -18,7 +18,7 @@
 //!
 //! # Verification
 //!
-//! Every checkpoint carries `state_hash`, the SHA-256 of its full state's JSON. [`load_state`] rebuilds the
+//! Every checkpoint carries `state_hash`, the SHA-256 of its full state's JSON. `load_state` rebuilds the
 //! state and checks it against that hash, so a damaged or missing link is an error, never a wrong state.
 
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! MariaDB (feature `mysql`), on sqlx's runtime query API (no compile-time checked queries, no database
 //! needed to build).
 //!
-//! Both share this module's logic (the [`sql_store!`] macro): only their SQL text, their error codes
+//! Both share this module's logic (the `sql_store!` macro): only their SQL text, their error codes
 //! and how a transaction starts differ. What they store is the bytes of [`super::record`] and
 //! [`super::journal`] beside query columns; they never interpret state bytes.
 //!
@@ -26,7 +26,7 @@
 //! is still first) and step 4 is one statement of data-modifying CTEs, so a commit is four round trips
 //! (`BEGIN`, two statements, `COMMIT`); on MySQL each write is its own statement (seven round trips,
 //! six when a step appends no events). The connection comes from the pool without a ping
-//! ([`pool_check`]), and with Nagle's algorithm off (`nodelay`).
+//! (`pool_check`), and with Nagle's algorithm off (`nodelay`).
 //!
 //! On PostgreSQL, commits of concurrent runs are grouped: one transaction, two statements over arrays,
 //! for a whole group (`postgres/group.rs`); a commit the group cannot decide, and a commit made while no
