@@ -29,11 +29,18 @@ const TRIALS: u64 = 6;
 /// The tmpfs: room for the database, its WAL and the filler.
 const TMPFS_BYTES: u64 = 8 << 20;
 
+/// True when this machine cannot mount and fill a tmpfs: prints `NOT RUN` with the reason, or fails
+/// under `GRAPH_FAULT_TESTS=require`.
+fn cannot_run() -> bool {
+    let Some(why) = cannot_fill_a_tmpfs() else { return false };
+    assert!(std::env::var("GRAPH_FAULT_TESTS").as_deref() != Ok("require"), "cannot run: {why}");
+    println!("NOT RUN: {why}");
+    true
+}
+
 #[test]
 fn a_full_file_system_fails_commits_whole_and_the_runs_complete_once_there_is_room() {
-    if let Some(why) = cannot_fill_a_tmpfs() {
-        assert!(std::env::var("GRAPH_FAULT_TESTS").as_deref() != Ok("require"), "cannot run: {why}");
-        println!("NOT RUN: {why}");
+    if cannot_run() {
         return;
     }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
@@ -61,9 +68,7 @@ fn a_full_file_system_fails_commits_whole_and_the_runs_complete_once_there_is_ro
 /// room reads the same history.
 #[test]
 fn a_store_opens_where_its_log_cannot_be_preallocated() {
-    if let Some(why) = cannot_fill_a_tmpfs() {
-        assert!(std::env::var("GRAPH_FAULT_TESTS").as_deref() != Ok("require"), "cannot run: {why}");
-        println!("NOT RUN: {why}");
+    if cannot_run() {
         return;
     }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
