@@ -2,7 +2,8 @@
 //! `postgres`, `mysql`; `docs/operations.md`).
 //!
 //! Any process submits runs ([`crate::Engine::submit`] writes the run and its step 0 without executing
-//! them); every [`Worker`] claims runnable runs with a lease ([`LeaseStore::claim`]), drives each from its
+//! them); every [`Worker`] claims runnable runs of its graph with a lease ([`LeaseStore::claim`]; workers of
+//! several graphs can share a database), drives each from its
 //! last committed checkpoint, heartbeats the lease every third of its length, and releases it when the
 //! run completes, pauses, fails or is stopped. Every commit it makes is fenced by the lease
 //! ([`LeaseStore::leased`]): once the lease is lost (expired: the worker stalled, its heartbeats did not
@@ -236,7 +237,7 @@ impl<S: Reducer, L: LeaseStore> Worker<S, L> {
             let free = me.concurrency.saturating_sub(runs.len());
             let mut claimed_any = false;
             if free > 0 {
-                match me.store.claim(&me.id, free, me.lease).await {
+                match me.store.claim(&me.id, me.graph.fingerprint(), free, me.lease).await {
                     Ok(leases) => {
                         backoff = me.poll;
                         claimed_any = !leases.is_empty();

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use graph_runtime::store::conformance::Backend;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
-use graph_runtime::store::server::LeaseStore;
+use graph_runtime::store::server::{LeaseStore, SERVER_SCHEMA_VERSION};
 use graph_runtime::{END, Engine, EngineOptions, Error, Graph, Route, Store, StoreError};
 use graph_tests::proxy::Proxy;
 use graph_tests::{Trace, TraceDelta, state_hash};
@@ -192,6 +192,8 @@ graph_tests::for_backends! {
         an_expired_retry_timeout_is_a_typed_unavailable_error,
         concurrent_connects_migrate_once,
         a_newer_schema_is_unsupported,
+        an_interrupted_migration_runs_again,
+        runs_without_their_graph_are_sorted_by_the_first_claim,
     ];
     #[cfg(feature = "postgres")]
     postgres => Postgres::new(),
@@ -306,7 +308,7 @@ async fn a_group_fences_the_commits_whose_lease_was_lost(b: &Postgres) {
         let out = store.save_checkpoint(&checkpoint(run, 0, 0), &[], &RunStatus::Running, 0).await.unwrap();
         assert!(matches!(out, CommitOutcome::Committed { version: 1 }), "{run}: {out:?}");
     }
-    let leases = store.claim("w1", runs.len(), Duration::from_secs(60)).await.unwrap();
+    let leases = store.claim("w1", "fp", runs.len(), Duration::from_secs(60)).await.unwrap();
     assert_eq!(leases.len(), runs.len(), "every run claimed");
     let lost = ["f03", "f11"];
     Postgres::execute(
@@ -642,8 +644,10 @@ where
     assert_eq!(state_hash(&resumed.state), state_hash(&out.state));
     // A transaction first: claiming runs for a worker (none is running).
     assert!(kill_idle().await >= 1);
-    let claimed =
-        store.claim("w", 1, Duration::from_secs(5)).await.expect("a claim on connections closed while idle");
+    let claimed = store
+        .claim("w", "fp", 1, Duration::from_secs(5))
+        .await
+        .expect("a claim on connections closed while idle");
     assert!(claimed.is_empty());
     assert_equals_the_memory_run(&store, "r", 3, &out.state, out.steps).await;
 }
@@ -708,8 +712,8 @@ async fn concurrent_connects_migrate_once<B: Server>(b: &B) {
         stores.push(s.unwrap().expect("every concurrent connect succeeds"));
     }
     // One row per migration (1: runs, checkpoints, keys, events, effects; 2: worker leases; 3:
-    // PostgreSQL's commit-group function, nothing on MySQL), each once.
-    assert_eq!(B::schema_rows(&stores[0]).await, 3, "each migration ran once");
+    // PostgreSQL's commit-group function, nothing on MySQL; 4: the graph of each run), each once.
+    assert_eq!(B::schema_rows(&stores[0]).await, 4, "each migration ran once");
     // They all work on the one schema.
     let cp = graph_runtime::store::conformance::checkpoint("m", 0, 1);
     assert!(matches!(
@@ -719,17 +723,62 @@ async fn concurrent_connects_migrate_once<B: Server>(b: &B) {
     assert_eq!(stores[5].history("m").await.unwrap().len(), 1);
 }
 
+/// A migration whose statements ran but whose version row was not written (the process died between
+/// them; MySQL commits DDL at once) runs again on the next connect without error: its statements are
+/// idempotent (PostgreSQL's `IF NOT EXISTS`; MySQL's duplicate column and key errors, 1060 and 1061,
+/// taken as done).
+async fn an_interrupted_migration_runs_again<B: Server>(b: &B) {
+    let store = b.open().await;
+    B::execute(&store, "DELETE FROM graph_schema_version WHERE version = 4").await;
+    assert_eq!(B::schema_rows(&store).await, 3);
+    let again = b.connect(None, Duration::from_secs(5)).await.expect("schema 4 applied over itself");
+    assert_eq!(B::schema_rows(&again).await, 4);
+}
+
+/// Runs whose row has no graph column yet (written before schema 4, or by a commit group, which leaves
+/// it to the claims) are sorted by the first claim that sees them: each graph's claimer gets its own, and
+/// a run row that does not decode is claimed by nobody.
+async fn runs_without_their_graph_are_sorted_by_the_first_claim<B: Server>(b: &B)
+where
+    B::Store: LeaseStore,
+{
+    use graph_runtime::RunStatus;
+    use graph_runtime::store::conformance::checkpoint;
+    let store = b.open().await;
+    for (run, graph) in [("p0", "fp"), ("q0", "other"), ("p1", "fp"), ("q1", "other"), ("p9", "fp")] {
+        let mut cp = checkpoint(run, 0, 0);
+        cp.graph_fingerprint = graph.into();
+        store.save_checkpoint(&cp, &[], &RunStatus::Running, 0).await.unwrap();
+    }
+    B::execute(&store, "UPDATE graph_runs SET graph_fingerprint = NULL").await;
+    B::execute(&store, "UPDATE graph_runs SET row_bytes = 'not a run row' WHERE run_id = 'p9'").await;
+    let long = Duration::from_secs(60);
+    let ids = |leases: Vec<graph_runtime::store::server::Lease>| {
+        leases.into_iter().map(|l| l.run_id).collect::<Vec<_>>()
+    };
+    assert_eq!(ids(store.claim("w", "other", 10, long).await.unwrap()), ["q0", "q1"]);
+    assert_eq!(ids(store.claim("v", "fp", 10, long).await.unwrap()), ["p0", "p1"]);
+    assert!(store.claim("v", "fp", 10, long).await.unwrap().is_empty(), "the damaged row is not claimed");
+    assert!(store.lease_of("p9").await.unwrap().is_none());
+    assert_eq!(
+        store.run_info("p0").await.unwrap().expect("p0").graph_fingerprint,
+        "fp",
+        "the row is unchanged"
+    );
+}
+
 async fn a_newer_schema_is_unsupported<B: Server>(b: &B) {
     let store = b.open().await;
     B::execute(&store, "INSERT INTO graph_schema_version (version) VALUES (99)").await;
     let again = b.connect(None, Duration::from_secs(5)).await;
     match again {
-        Err(StoreError::UnsupportedSchemaVersion { found: 99, supported: 3 }) => {}
+        Err(StoreError::UnsupportedSchemaVersion { found: 99, supported: SERVER_SCHEMA_VERSION }) => {}
         Err(other) => panic!("expected UnsupportedSchemaVersion, got {other:?}"),
         Ok(_) => panic!("a database at schema 99 was opened"),
     }
-    // Nothing was changed by the refused connect: versions 1, 2, 3 and the 99 written above.
-    assert_eq!(B::schema_rows(&store).await, 4);
+    // Nothing was changed by the refused connect: versions 1 to 4 and the 99 written above.
+    assert_eq!(SERVER_SCHEMA_VERSION, 4);
+    assert_eq!(B::schema_rows(&store).await, 5);
 }
 
 /// `sslmode` in the URL reaches the driver: `require` gets an encrypted connection from the local server

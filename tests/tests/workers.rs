@@ -131,6 +131,31 @@ mod servers {
             rows.into_iter().map(|(r, s, n, c)| ((text(r), s as u64, text(n)), c)).collect()
         }
 
+        /// Who took the run's first claim, from the claim log.
+        async fn claimer(&self, run: &str) -> String {
+            let owner: Result<Vec<u8>, _> = match self {
+                #[cfg(feature = "postgres")]
+                Db::Pg(_, s) => {
+                    sqlx::query_scalar(
+                        "SELECT convert_to(owner, 'UTF8') FROM graph_lease_claims WHERE run_id = $1 AND token = 1",
+                    )
+                    .bind(run)
+                    .fetch_one(s.pool())
+                    .await
+                }
+                #[cfg(feature = "mysql")]
+                Db::My(_, s) => {
+                    sqlx::query_scalar(
+                        "SELECT CAST(owner AS BINARY) FROM graph_lease_claims WHERE run_id = ? AND token = 1",
+                    )
+                    .bind(run)
+                    .fetch_one(s.pool())
+                    .await
+                }
+            };
+            String::from_utf8(owner.expect("a claim row")).expect("utf-8")
+        }
+
         /// The lease of a run: (owner, token).
         async fn lease(&self, run: &str) -> Option<(String, u64)> {
             use graph_runtime::worker::LeaseStore;
@@ -516,6 +541,63 @@ mod servers {
         }
     }
 
+    /// Two graphs' runs in one database, a worker for each: every run is claimed once, by its own
+    /// graph's worker, and completes; no worker claims a run of the other graph (which would fail its
+    /// fingerprint check, be released and be claimed again, a row in the claim log each time).
+    async fn workers_of_two_graphs_share_a_database(db: Db) {
+        let url = db.url();
+        let store = db.store();
+        let graph = |width| worker_fanout(width, 3, Duration::ZERO, String::new(), no_log());
+        assert_ne!(graph(2).fingerprint(), graph(3).fingerprint(), "two graphs");
+        let runs: Vec<String> = (0..16).map(|i| format!("m{i:02}")).collect();
+        // Interleaved in run-id order: each worker's candidates start with the other graph's runs.
+        for (i, run) in runs.iter().enumerate() {
+            let submitter = Engine::builder(graph(2 + i % 2)).shared_store(store.clone()).build();
+            submitter.submit(run, Trace::default()).await.expect("submit");
+        }
+        let args = |width: usize| -> Vec<String> {
+            ["4", "30000", &width.to_string(), "3", "20"].iter().map(ToString::to_string).collect()
+        };
+        let two = spawn(&url, "two", &args(2));
+        let three = spawn(&url, "three", &args(3));
+        let started = Instant::now();
+        loop {
+            let done = db.count("SELECT COUNT(*) FROM graph_runs WHERE status = 'completed'").await;
+            if done as usize == runs.len() {
+                break;
+            }
+            let other = db
+                .count("SELECT COUNT(*) FROM graph_runs WHERE status NOT IN ('running', 'completed')")
+                .await;
+            assert_eq!(other, 0, "runs ended neither running nor completed (failed, …)");
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "only {done} of {} runs completed",
+                runs.len()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        for (p, label) in [(two, "two"), (three, "three")] {
+            let report = finish(p);
+            eprintln!("{label}: {report}");
+            assert_eq!(field(&report, "claimed"), runs.len() as u64 / 2, "{label}: {report}");
+            assert_eq!(field(&report, "completed"), runs.len() as u64 / 2, "{label}: {report}");
+            assert_eq!(field(&report, "failed"), 0, "{label}: {report}");
+        }
+        assert_eq!(
+            db.count("SELECT COUNT(*) FROM graph_lease_claims").await,
+            runs.len() as i64,
+            "one claim a run"
+        );
+        for (i, run) in runs.iter().enumerate() {
+            let (owner, token) = db.lease(run).await.expect("a lease row");
+            let expected = if i % 2 == 0 { "two" } else { "three" };
+            assert_eq!((owner.as_str(), token), ("", 1), "{run}: released after one claim");
+            let holder = db.claimer(run).await;
+            assert_eq!(holder, expected, "{run}: claimed by its graph's worker");
+        }
+    }
+
     fn signal(p: &Proc, sig: &str) {
         let status =
             Command::new("kill").arg(format!("-{sig}")).arg(p.child.id().to_string()).status().expect("kill");
@@ -544,6 +626,18 @@ mod servers {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn mysql_a_graceful_shutdown_hands_runs_back() {
         a_graceful_shutdown_hands_runs_back(Db::mysql().await).await;
+    }
+
+    #[cfg(feature = "postgres")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_workers_of_two_graphs_share_a_database() {
+        workers_of_two_graphs_share_a_database(Db::postgres().await).await;
+    }
+
+    #[cfg(feature = "mysql")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mysql_workers_of_two_graphs_share_a_database() {
+        workers_of_two_graphs_share_a_database(Db::mysql().await).await;
     }
 
     #[cfg(feature = "postgres")]

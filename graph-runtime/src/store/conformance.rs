@@ -545,7 +545,9 @@ pub mod leases {
         let tasks: Vec<_> = (0..8)
             .map(|w| {
                 let store = store.clone();
-                tokio::spawn(async move { store.claim(&format!("w{w}"), 20, Duration::from_secs(60)).await })
+                tokio::spawn(
+                    async move { store.claim(&format!("w{w}"), "fp", 20, Duration::from_secs(60)).await },
+                )
             })
             .collect();
         let mut taken = Vec::new();
@@ -560,7 +562,43 @@ pub mod leases {
             let (held, live) = store.lease_of(&l.run_id).await.unwrap().expect("a lease row");
             assert!(live && held == *l, "the database has {held:?} (live {live}) for {l:?}");
         }
-        assert!(store.claim("late", 100, Duration::from_secs(60)).await.unwrap().is_empty(), "all leased");
+        assert!(
+            store.claim("late", "fp", 100, Duration::from_secs(60)).await.unwrap().is_empty(),
+            "all leased"
+        );
+    }
+
+    /// A claim takes the runs of the claimer's graph only: runs of another graph ahead of them in run-id
+    /// order take none of its `n` places and are never leased to it (released runs included); each
+    /// graph's claimer gets its own runs.
+    pub async fn claims_take_their_graphs_runs<B: Backend>(b: &B)
+    where
+        B::Store: LeaseStore,
+    {
+        let store = b.open().await;
+        let other: Vec<String> = (0..5).map(|i| format!("a{i}")).collect();
+        for run in &other {
+            let mut cp = checkpoint(run, 0, 0);
+            cp.graph_fingerprint = "other".into();
+            assert_eq!(
+                store.save_checkpoint(&cp, &[], &RunStatus::Running, 0).await.unwrap(),
+                CommitOutcome::Committed { version: 1 }
+            );
+        }
+        let ours: Vec<String> = (0..3).map(|i| format!("b{i}")).collect();
+        submitted(&store, &ours).await;
+        let long = Duration::from_secs(60);
+        let ids = |leases: &[Lease]| leases.iter().map(|l| l.run_id.clone()).collect::<Vec<_>>();
+        let taken = store.claim("w", "fp", 3, long).await.unwrap();
+        assert_eq!(ids(&taken), ours, "this graph's runs, all in one claim");
+        assert!(store.claim("w", "fp", 10, long).await.unwrap().is_empty(), "no other graph's run");
+        let theirs = store.claim("v", "other", 10, long).await.unwrap();
+        assert_eq!(ids(&theirs), other);
+        // A released run goes back to its own graph's claimers only.
+        assert!(store.release(&taken[1]).await.unwrap());
+        assert!(store.claim("v", "other", 10, long).await.unwrap().is_empty(), "not to another graph");
+        let again = store.claim("x", "fp", 10, long).await.unwrap();
+        assert_eq!((ids(&again), again[0].token), (vec!["b1".to_owned()], 2));
     }
 
     /// A commit under a lease that was taken over is `Fenced` and writes nothing (checkpoint, run row);
@@ -574,7 +612,7 @@ pub mod leases {
         let store = b.open().await;
         submitted(&store, &["f".to_owned(), "g".to_owned()]).await;
         let short = Duration::from_millis(600);
-        let a = store.claim("a", 1, short).await.unwrap();
+        let a = store.claim("a", "fp", 1, short).await.unwrap();
         assert_eq!(a.len(), 1);
         let a = a.into_iter().next().unwrap();
         assert_eq!(a.run_id, "f");
@@ -598,7 +636,7 @@ pub mod leases {
         );
         assert!(!store.heartbeat(&a, short).await.unwrap(), "an expired lease is not extended");
         // B takes it over.
-        let b_leases = store.claim("b", 10, Duration::from_secs(60)).await.unwrap();
+        let b_leases = store.claim("b", "fp", 10, Duration::from_secs(60)).await.unwrap();
         let b_lease = b_leases.iter().find(|l| l.run_id == "f").expect("f taken over").clone();
         assert_eq!(b_lease.token, 2, "the token grows with the claim");
         let by_b = store.leased(b_lease.clone());
@@ -659,18 +697,21 @@ pub mod leases {
         let store = b.open().await;
         submitted(&store, &["t".to_owned()]).await;
         let length = Duration::from_millis(800);
-        let a = store.claim("a", 1, length).await.unwrap().pop().expect("claimed");
-        assert!(store.claim("b", 1, length).await.unwrap().is_empty(), "a live lease is not taken");
+        let a = store.claim("a", "fp", 1, length).await.unwrap().pop().expect("claimed");
+        assert!(store.claim("b", "fp", 1, length).await.unwrap().is_empty(), "a live lease is not taken");
         // Heartbeats carry it past its first expiry.
         for _ in 0..4 {
             tokio::time::sleep(length / 3).await;
             assert!(store.heartbeat(&a, length).await.unwrap(), "the holder extends its lease");
         }
-        assert!(store.claim("b", 1, length).await.unwrap().is_empty(), "an extended lease is not taken");
+        assert!(
+            store.claim("b", "fp", 1, length).await.unwrap().is_empty(),
+            "an extended lease is not taken"
+        );
         // No more heartbeats: it expires and B takes it over.
         let started = std::time::Instant::now();
         let b_lease = loop {
-            if let Some(l) = store.claim("b", 1, Duration::from_secs(60)).await.unwrap().pop() {
+            if let Some(l) = store.claim("b", "fp", 1, Duration::from_secs(60)).await.unwrap().pop() {
                 break l;
             }
             assert!(started.elapsed() < Duration::from_secs(10), "never taken over");
@@ -681,7 +722,8 @@ pub mod leases {
         assert!(!store.heartbeat(&a, length).await.unwrap(), "the old holder's heartbeat fails");
         // A release hands it over at once.
         assert!(store.release(&b_lease).await.unwrap());
-        let c = store.claim("c", 1, Duration::from_secs(60)).await.unwrap().pop().expect("claimed at once");
+        let c =
+            store.claim("c", "fp", 1, Duration::from_secs(60)).await.unwrap().pop().expect("claimed at once");
         assert_eq!((c.owner.as_str(), c.token), ("c", 3));
         // A completed run is not claimed again, even with its lease released.
         let by_c = store.leased(c.clone());
@@ -690,6 +732,6 @@ pub mod leases {
             CommitOutcome::Committed { version: 2 }
         );
         assert!(store.release(&c).await.unwrap());
-        assert!(store.claim("d", 1, Duration::from_secs(60)).await.unwrap().is_empty());
+        assert!(store.claim("d", "fp", 1, Duration::from_secs(60)).await.unwrap().is_empty());
     }
 }

@@ -7,12 +7,18 @@
 //! `expires_at`, always in the **database's** clock (`clock_timestamp()` / `CURRENT_TIMESTAMP(6)`), so
 //! the workers' clocks never matter. Rows are never deleted: the token only grows.
 //!
-//! - [`LeaseStore::claim`]: one transaction selects up to `n` runs whose status is `running` (this
-//!   includes a submitted, not yet started run) and that have no live lease, locking their run rows
+//! - [`LeaseStore::claim`]: one transaction selects up to `n` runs of the claimer's graph whose status
+//!   is `running` (this includes a submitted, not yet started run) and that have no live lease, locking
+//!   their run rows
 //!   `FOR UPDATE SKIP LOCKED` (a run locked by a commit or by another claimer is skipped, never waited
 //!   for); for each it re-reads the lease row under its lock, and takes it: owner = the claimer, token =
 //!   token + 1, expires = now + lease, and a row in `graph_lease_claims` (the claim log: token, owner,
-//!   time, and when the replaced lease ran out).
+//!   time, and when the replaced lease ran out). A run's graph is the column `graph_fingerprint` of
+//!   `graph_runs` (schema 4), which the claim itself fills in first, in the same transaction, for the
+//!   runnable runs whose column is still NULL (their rows locked, `SKIP LOCKED`): it decodes the run
+//!   row and writes the fingerprint it holds, which never changes. So every writer's runs, and runs
+//!   written before schema 4, are sorted by the first claim that sees them, and a worker never takes a
+//!   run its graph cannot resume.
 //! - [`LeaseStore::heartbeat`]: extends a lease that is still the caller's (owner and token) and still
 //!   live; `false` when it is not, and the holder must stop.
 //! - [`LeaseStore::release`]: hands a lease back (owner '' and expired now), so another worker claims
@@ -61,14 +67,22 @@ impl Lease {
 /// implement it, so a [`crate::worker::Worker`] on them does not compile.
 #[async_trait]
 pub trait LeaseStore: Store + Clone {
-    /// Claims up to `n` runnable runs (status `running`, no live lease) for `owner`, for `lease`.
-    /// Returns the leases taken (fewer than `n`, or none, when there is no more work).
+    /// Claims up to `n` runnable runs (status `running`, no live lease) of the graph whose fingerprint
+    /// is `graph` ([`crate::Graph::fingerprint`]) for `owner`, for `lease`. Returns the leases taken
+    /// (fewer than `n`, or none, when there is no more work). Runs of other graphs are left to their
+    /// own workers.
     ///
     /// # Errors
     ///
     /// [`StoreError::Unavailable`] when the database cannot be reached; `Backend` otherwise. Nothing is
     /// claimed then.
-    async fn claim(&self, owner: &str, n: usize, lease: Duration) -> Result<Vec<Lease>, StoreError>;
+    async fn claim(
+        &self,
+        owner: &str,
+        graph: &str,
+        n: usize,
+        lease: Duration,
+    ) -> Result<Vec<Lease>, StoreError>;
 
     /// Extends `lease` to now + `duration` if it is still held (owner and token match, not expired);
     /// `false` when it was lost.
@@ -236,6 +250,9 @@ impl<L: LeaseStore> Store for LeasedStore<L> {
     }
 }
 
+/// At most this many run rows have their graph read per claim (see `try_claim`).
+const SORT_BATCH: u64 = 256;
+
 /// The lease operations of one server store, over its SQL (`$sql`) and error classes (`$classify`).
 macro_rules! lease_store {
     ($store:ty, $db:ty, $sql:ident, $classify:path) => {
@@ -267,12 +284,34 @@ macro_rules! lease_store {
             async fn try_claim(
                 &self,
                 owner: &str,
+                graph: &str,
                 n: usize,
                 lease: Duration,
             ) -> Result<Vec<Lease>, sqlx::Error> {
                 let mut tx = self.transaction().await?;
-                let ids: Vec<String> =
-                    sqlx::query_scalar($sql::CANDIDATES).bind(db_int(n as u64)).fetch_all(&mut *tx).await?;
+                // The runnable runs no claim has looked at yet: their graph, read from the run row, is
+                // written to `graph_fingerprint` (it never changes), so the candidates below are this
+                // graph's alone. Their rows are locked; the locked ones are left for the next claim.
+                let unsorted: Vec<(String, Vec<u8>)> = sqlx::query_as($sql::UNSORTED)
+                    .bind(db_int(SORT_BATCH))
+                    .fetch_all(&mut *tx)
+                    .await?;
+                for (id, bytes) in unsorted {
+                    let fingerprint = match crate::store::record::decode_run(&bytes) {
+                        Ok(info) => info.graph_fingerprint,
+                        Err(e) => {
+                            // No worker could resume it; '' keeps it out of every claim.
+                            tracing::warn!(run = %id, error = %e, "a run row does not decode; no worker will claim it");
+                            String::new()
+                        }
+                    };
+                    sqlx::query($sql::SET_GRAPH).bind(fingerprint).bind(&id).execute(&mut *tx).await?;
+                }
+                let ids: Vec<String> = sqlx::query_scalar($sql::CANDIDATES)
+                    .bind(graph)
+                    .bind(db_int(n as u64))
+                    .fetch_all(&mut *tx)
+                    .await?;
                 let mut taken = Vec::with_capacity(ids.len());
                 for id in ids {
                     let row = sqlx::query($sql::LOCK_LEASE).bind(&id).fetch_optional(&mut *tx).await?;
@@ -299,13 +338,19 @@ macro_rules! lease_store {
 
         #[async_trait]
         impl LeaseStore for $store {
-            async fn claim(&self, owner: &str, n: usize, lease: Duration) -> Result<Vec<Lease>, StoreError> {
+            async fn claim(
+                &self,
+                owner: &str,
+                graph: &str,
+                n: usize,
+                lease: Duration,
+            ) -> Result<Vec<Lease>, StoreError> {
                 if n == 0 {
                     return Ok(Vec::new());
                 }
                 let mut tries = 0;
                 loop {
-                    match self.try_claim(owner, n, lease).await {
+                    match self.try_claim(owner, graph, n, lease).await {
                         Ok(taken) => {
                             if !taken.is_empty() {
                                 tracing::debug!(owner, claimed = taken.len(), "claimed runs");
@@ -390,11 +435,16 @@ mod pg {
     mod sql {
         use super::*;
 
-        /// Runnable runs without a live lease, their run rows locked, skipping locked ones.
+        /// Runnable runs whose graph no claim has read yet, their rows locked, skipping locked ones.
+        pub(super) const UNSORTED: &str = "SELECT run_id, row_bytes FROM graph_runs \
+             WHERE status = 'running' AND graph_fingerprint IS NULL \
+             ORDER BY run_id LIMIT $1 FOR UPDATE SKIP LOCKED";
+        pub(super) const SET_GRAPH: &str = "UPDATE graph_runs SET graph_fingerprint = $1 WHERE run_id = $2";
+        /// Runnable runs of graph $1 without a live lease, their run rows locked, skipping locked ones.
         pub(super) const CANDIDATES: &str = "SELECT r.run_id FROM graph_runs r WHERE r.status = 'running' \
-             AND NOT EXISTS (SELECT 1 FROM graph_leases l WHERE l.run_id = r.run_id AND l.owner <> '' \
+             AND r.graph_fingerprint = $1 AND NOT EXISTS (SELECT 1 FROM graph_leases l WHERE l.run_id = r.run_id AND l.owner <> '' \
              AND l.expires_at > clock_timestamp()) \
-             ORDER BY r.run_id LIMIT $1 FOR UPDATE OF r SKIP LOCKED";
+             ORDER BY r.run_id LIMIT $2 FOR UPDATE OF r SKIP LOCKED";
         /// (owner, token, live) of a run's lease.
         pub(super) const FENCE: &str = "SELECT owner, token, \
              (CASE WHEN expires_at > clock_timestamp() THEN 1 ELSE 0 END)::BIGINT \
@@ -448,10 +498,15 @@ mod my {
     mod sql {
         use super::*;
 
-        /// Runnable runs without a live lease, their run rows locked, skipping locked ones (the
-        /// subquery's rows are read, not locked: InnoDB locks only the outer query's rows).
+        /// Runnable runs whose graph no claim has read yet, their rows locked, skipping locked ones.
+        pub(super) const UNSORTED: &str = "SELECT CAST(run_id AS CHAR), row_bytes FROM graph_runs \
+             WHERE status = 'running' AND graph_fingerprint IS NULL \
+             ORDER BY run_id LIMIT ? FOR UPDATE SKIP LOCKED";
+        pub(super) const SET_GRAPH: &str = "UPDATE graph_runs SET graph_fingerprint = ? WHERE run_id = ?";
+        /// Runnable runs of graph ? without a live lease, their run rows locked, skipping locked ones
+        /// (the subquery's rows are read, not locked: InnoDB locks only the outer query's rows).
         pub(super) const CANDIDATES: &str = "SELECT CAST(r.run_id AS CHAR) FROM graph_runs r WHERE r.status = 'running' \
-             AND NOT EXISTS (SELECT 1 FROM graph_leases l WHERE l.run_id = r.run_id AND l.owner <> '' \
+             AND r.graph_fingerprint = ? AND NOT EXISTS (SELECT 1 FROM graph_leases l WHERE l.run_id = r.run_id AND l.owner <> '' \
              AND l.expires_at > CURRENT_TIMESTAMP(6)) \
              ORDER BY r.run_id LIMIT ? FOR UPDATE SKIP LOCKED";
         /// (owner, token, live) of a run's lease.

@@ -66,7 +66,7 @@ use crate::error::StoreError;
 use crate::store::RunStatus;
 
 /// The schema version this build writes and reads (`graph_schema_version`).
-pub const SERVER_SCHEMA_VERSION: u32 = 3;
+pub const SERVER_SCHEMA_VERSION: u32 = 4;
 
 /// How often a transaction that lost a race (unique violation past the key, serialization failure,
 /// deadlock) is run again before the error is reported.
@@ -226,6 +226,9 @@ pub(crate) struct StepWrites<'a> {
     pub(crate) clear_pending: bool,
     /// The run has no row yet: insert it (a racing first commit makes the insert a unique violation).
     pub(crate) new_run: bool,
+    /// The run's graph fingerprint, the `graph_fingerprint` column of an inserted row (schema 4; rows
+    /// inserted without it have it filled in by the first claim that reads them).
+    pub(crate) graph: &'a str,
     /// The run row's `status` column.
     pub(crate) status: &'static str,
     /// The run row's `latest_step` column.
@@ -533,6 +536,7 @@ macro_rules! sql_store {
                     events,
                     clear_pending: has_pending,
                     new_run: row.is_none(),
+                    graph: &info.graph_fingerprint,
                     status: status_name(status),
                     latest_step: db_int(info.latest_step),
                     version: db_int(info.version),

@@ -13,6 +13,7 @@ const MIGRATIONS: &[(u32, &str)] = &[
     (1, include_str!("../../../migrations/mysql/0001_init.sql")),
     (2, include_str!("../../../migrations/mysql/0002_leases.sql")),
     (3, include_str!("../../../migrations/mysql/0003_commit_group.sql")),
+    (4, include_str!("../../../migrations/mysql/0004_run_graph.sql")),
 ];
 
 /// Seconds a connect waits for another process's migration (`GET_LOCK`).
@@ -158,7 +159,12 @@ impl MySqlStore {
             let missing = |v: &u32| !applied.iter().any(|a| i64::from(*a) == i64::from(*v));
             for &(version, file) in MIGRATIONS.iter().filter(|(v, _)| missing(v)) {
                 for statement in statements(file) {
-                    sqlx::query(sqlx::AssertSqlSafe(statement)).execute(&mut *conn).await.map_err(err)?;
+                    match sqlx::query(sqlx::AssertSqlSafe(statement)).execute(&mut *conn).await {
+                        Ok(_) => {}
+                        // A column or index an interrupted earlier attempt already added.
+                        Err(e) if already_applied(&e) => {}
+                        Err(e) => return Err(err(e)),
+                    }
                 }
                 sqlx::query("INSERT INTO graph_schema_version (version) VALUES (?)")
                     .bind(i32::try_from(version).unwrap_or(i32::MAX))
@@ -249,19 +255,26 @@ async fn write_step(
     if w.clear_pending {
         sqlx::query(sql::DELETE_PENDING).bind(w.run_id).execute(&mut **tx).await?;
     }
-    sqlx::query(if w.new_run { sql::INSERT_RUN } else { sql::UPDATE_RUN })
+    let run = sqlx::query(if w.new_run { sql::INSERT_RUN } else { sql::UPDATE_RUN })
         .bind(w.status)
         .bind(w.latest_step)
         .bind(w.version)
         .bind(&w.row_bytes)
         .bind(false)
-        .bind(w.run_id)
-        .execute(&mut **tx)
-        .await
-        .map(drop)
+        .bind(w.run_id);
+    let run = if w.new_run { run.bind(w.graph) } else { run };
+    run.execute(&mut **tx).await.map(drop)
 }
 
 /// How a MySQL / MariaDB error is handled, by error number.
+/// ER_DUP_FIELDNAME (1060) or ER_DUP_KEYNAME (1061): a migration's `ADD COLUMN` or `CREATE INDEX` found
+/// what it adds already there (MySQL has no `IF NOT EXISTS` for them).
+fn already_applied(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|db| db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>())
+        .is_some_and(|db| matches!(db.number(), 1060 | 1061))
+}
+
 pub(super) fn classify(e: &sqlx::Error) -> Class {
     let Some(db) = e.as_database_error() else { return client_class(e) };
     if db.is_unique_violation() {
@@ -297,8 +310,9 @@ mod sql {
     pub(super) const UPSERT_PENDING: &str = "INSERT INTO graph_pending (run_id, bytes) VALUES (?, ?) \
          ON DUPLICATE KEY UPDATE bytes = VALUES(bytes)";
     pub(super) const PENDING: &str = "SELECT bytes FROM graph_pending WHERE run_id = ?";
+    /// The binds of [`UPDATE_RUN`], then the graph fingerprint.
     pub(super) const INSERT_RUN: &str = "INSERT INTO graph_runs \
-         (status, latest_step, version, row_bytes, has_pending, run_id) VALUES (?, ?, ?, ?, ?, ?)";
+         (status, latest_step, version, row_bytes, has_pending, run_id, graph_fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?)";
     pub(super) const UPDATE_RUN: &str = "UPDATE graph_runs SET status = ?, latest_step = ?, version = ?, row_bytes = ?, \
          has_pending = ? WHERE run_id = ?";
     pub(super) const EVENTS: &str =

@@ -15,6 +15,7 @@ const MIGRATIONS: &[(u32, &str)] = &[
     (1, include_str!("../../../migrations/postgres/0001_init.sql")),
     (2, include_str!("../../../migrations/postgres/0002_leases.sql")),
     (3, include_str!("../../../migrations/postgres/0003_commit_group.sql")),
+    (4, include_str!("../../../migrations/postgres/0004_run_graph.sql")),
 ];
 
 /// The advisory lock key that serializes migrations (per database): "graph-rt" in ASCII.
@@ -222,7 +223,7 @@ async fn write_step(
 ) -> Result<(), sqlx::Error> {
     let (idx, keys, rows) = w.outbox_columns();
     let (seqs, events) = w.event_columns();
-    sqlx::query(if w.new_run { sql::WRITE_STEP_NEW_RUN } else { sql::WRITE_STEP })
+    let q = sqlx::query(if w.new_run { sql::WRITE_STEP_NEW_RUN } else { sql::WRITE_STEP })
         .bind(w.run_id)
         .bind(w.step)
         .bind(w.key)
@@ -236,10 +237,9 @@ async fn write_step(
         .bind(w.status)
         .bind(w.latest_step)
         .bind(w.version)
-        .bind(&w.row_bytes)
-        .execute(&mut **tx)
-        .await
-        .map(drop)
+        .bind(&w.row_bytes);
+    let q = if w.new_run { q.bind(w.graph) } else { q };
+    q.execute(&mut **tx).await.map(drop)
 }
 
 /// How a PostgreSQL error is handled, by SQLSTATE.
@@ -287,11 +287,11 @@ mod sql {
         "UPDATE graph_runs SET status = $11, latest_step = $12, version = $13, row_bytes = $14, \
          has_pending = FALSE WHERE run_id = $1"
     );
-    /// The first `Committed` step of a run: the row is inserted.
+    /// The first `Committed` step of a run: the row is inserted ($15 its graph fingerprint).
     pub(super) const WRITE_STEP_NEW_RUN: &str = concat!(
         step_writes!(),
-        "INSERT INTO graph_runs (status, latest_step, version, row_bytes, has_pending, run_id) \
-         VALUES ($11, $12, $13, $14, FALSE, $1)"
+        "INSERT INTO graph_runs (status, latest_step, version, row_bytes, has_pending, run_id, graph_fingerprint) \
+         VALUES ($11, $12, $13, $14, FALSE, $1, $15)"
     );
     pub(super) const LOCK_RUN: &str =
         "SELECT row_bytes, has_pending FROM graph_runs WHERE run_id = $1 FOR UPDATE";

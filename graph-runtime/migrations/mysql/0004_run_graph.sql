@@ -1,0 +1,14 @@
+-- graph-runtime schema 4 (MySQL / MariaDB): the graph of each run, for claims. MySQL has no
+-- ADD COLUMN IF NOT EXISTS: the migration runner takes "duplicate column" (1060) and "duplicate key
+-- name" (1061) as "already applied", so a rerun after a crash part-way through is harmless.
+--
+-- A worker resumes runs with its own graph; before this column a claim took any runnable run, and a run
+-- of another graph failed its fingerprint check, was released and claimed again at once (a busy loop that
+-- also grew graph_lease_claims by a row a claim). `graph_fingerprint` is the graph fingerprint the run
+-- started with (it never changes); NULL until a claim has read it from `row_bytes`: claims fill it in for
+-- the runs they look at (`store::server::lease`), so rows written before schema 4, and rows of any writer,
+-- are handled alike.
+ALTER TABLE graph_runs ADD COLUMN graph_fingerprint VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL;
+-- Claims: the runnable runs of one graph in run-id order, and the runnable runs not yet looked at
+-- (graph_fingerprint IS NULL).
+CREATE INDEX graph_runs_claim ON graph_runs (status, graph_fingerprint, run_id);
