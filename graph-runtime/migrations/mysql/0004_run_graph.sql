@@ -5,9 +5,9 @@
 -- A worker resumes runs with its own graph; before this column a claim took any runnable run, and a run
 -- of another graph failed its fingerprint check, was released and claimed again at once (a busy loop that
 -- also grew graph_lease_claims by a row a claim). `graph_fingerprint` is the graph fingerprint the run
--- started with (it never changes); NULL until a claim has read it from `row_bytes`: claims fill it in for
--- the runs they look at (`store::server::lease`), so rows written before schema 4, and rows of any writer,
--- are handled alike.
+-- started with (it never changes), written with the row by a run's first commit made alone; NULL for
+-- rows written before schema 4 or by a commit group, until a claim reads it from `row_bytes` (claims
+-- fill it in for the runs they look at, `store::server::lease`).
 ALTER TABLE graph_runs ADD COLUMN graph_fingerprint VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL;
 -- Claims: the runnable runs of one graph in run-id order, and the runnable runs not yet looked at
 -- (graph_fingerprint IS NULL).

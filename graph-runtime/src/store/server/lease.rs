@@ -14,11 +14,11 @@
 //!   for); for each it re-reads the lease row under its lock, and takes it: owner = the claimer, token =
 //!   token + 1, expires = now + lease, and a row in `graph_lease_claims` (the claim log: token, owner,
 //!   time, and when the replaced lease ran out). A run's graph is the column `graph_fingerprint` of
-//!   `graph_runs` (schema 4), which the claim itself fills in first, in the same transaction, for the
-//!   runnable runs whose column is still NULL (their rows locked, `SKIP LOCKED`): it decodes the run
-//!   row and writes the fingerprint it holds, which never changes. So every writer's runs, and runs
-//!   written before schema 4, are sorted by the first claim that sees them, and a worker never takes a
-//!   run its graph cannot resume.
+//!   `graph_runs` (schema 4), written with the row by a run's first commit made alone. Rows without it
+//!   (written before schema 4, or by a PostgreSQL commit group) get it from the claim itself, first, in
+//!   the same transaction: it locks the runnable runs whose column is NULL (`SKIP LOCKED`), decodes
+//!   each run row and writes the fingerprint it holds, which never changes. So a worker never takes a
+//!   run its graph cannot resume, whoever wrote the run.
 //! - [`LeaseStore::heartbeat`]: extends a lease that is still the caller's (owner and token) and still
 //!   live; `false` when it is not, and the holder must stop.
 //! - [`LeaseStore::release`]: hands a lease back (owner '' and expired now), so another worker claims
