@@ -266,7 +266,6 @@ async fn write_step(
     run.execute(&mut **tx).await.map(drop)
 }
 
-/// How a MySQL / MariaDB error is handled, by error number.
 /// ER_DUP_FIELDNAME (1060) or ER_DUP_KEYNAME (1061): a migration's `ADD COLUMN` or `CREATE INDEX` found
 /// what it adds already there (MySQL has no `IF NOT EXISTS` for them).
 fn already_applied(e: &sqlx::Error) -> bool {
@@ -275,6 +274,7 @@ fn already_applied(e: &sqlx::Error) -> bool {
         .is_some_and(|db| matches!(db.number(), 1060 | 1061))
 }
 
+/// How a MySQL / MariaDB error is handled, by error number.
 pub(super) fn classify(e: &sqlx::Error) -> Class {
     let Some(db) = e.as_database_error() else { return client_class(e) };
     if db.is_unique_violation() {
