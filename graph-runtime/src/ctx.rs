@@ -63,6 +63,9 @@ pub(crate) enum CtxStop {
     Interrupt { index: u32, payload: serde_json::Value },
     /// The input given for an interrupt does not read as the type the node asks for.
     InputRejected { index: u32, detail: String },
+    /// An effect's journal write was fenced: the worker's lease on the run is lost, and the run stops
+    /// without writing anything more (as a fenced commit does).
+    Fenced,
 }
 
 /// Who a work item is: what every attempt's [`Ctx`] of the item shares.

@@ -256,6 +256,8 @@ where
         record.state = EffectState::Started;
         match store.put_effect(&record, expected.as_ref()).await.map_err(store_failed)? {
             EffectOutcome::Written => expected = Some(EffectState::Started),
+            // The lease is lost: the call is not made.
+            EffectOutcome::Fenced => return Err(fenced(ctx, &record)),
             other => return Err(changed_under_us(&record, other)),
         }
     }
@@ -271,6 +273,7 @@ where
                     ctx.note_effect(EffectNote::of(&record));
                     Ok(response)
                 }
+                EffectOutcome::Fenced => Err(fenced(ctx, &record)),
                 other => Err(changed_under_us(&record, other)),
             }
         }
@@ -282,6 +285,16 @@ where
             Err(e)
         }
     }
+}
+
+/// A journal write refused because the worker's lease on the run is lost: the node fails and the run
+/// stops at once, fenced ([`crate::Error::Fenced`]), writing nothing more.
+fn fenced(ctx: &mut Ctx, record: &EffectRecord) -> NodeError {
+    ctx.stop(CtxStop::Fenced);
+    NodeError::fatal(format!(
+        "the journal write of effect `{}` (key {}) was fenced: this worker's lease on the run is lost",
+        record.name, record.key
+    ))
 }
 
 fn changed_under_us(record: &EffectRecord, outcome: EffectOutcome) -> NodeError {

@@ -194,6 +194,7 @@ graph_tests::for_backends! {
         a_newer_schema_is_unsupported,
         an_interrupted_migration_runs_again,
         runs_without_their_graph_are_sorted_by_the_first_claim,
+        a_lost_lease_stops_before_an_effect_call,
     ];
     #[cfg(feature = "postgres")]
     postgres => Postgres::new(),
@@ -766,6 +767,47 @@ where
         "fp",
         "the row is unchanged"
     );
+}
+
+/// A worker whose lease was taken over makes no non-idempotent call: the journal write that comes
+/// before the call is fenced, the run stops with `Error::Fenced`, and nothing is journaled or committed.
+/// The new holder then runs it to the end, each call made once.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+async fn a_lost_lease_stops_before_an_effect_call<B: Server>(b: &B)
+where
+    B::Store: LeaseStore,
+{
+    use graph_runtime::store::server::Lease;
+    use graph_tests::graphs::{ledger_count, ledger_graph};
+    let store = b.open().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger");
+    let graph = ledger_graph(3, ledger.clone(), None);
+    Engine::builder(graph.clone()).store(store.clone()).build().submit("e", Trace::default()).await.unwrap();
+    let a = store
+        .claim("a", graph.fingerprint(), 1, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .pop()
+        .expect("claimed");
+    B::execute(&store, "UPDATE graph_leases SET owner = 'b', token = token + 1 WHERE run_id = 'e'").await;
+    let stale = Engine::builder(graph.clone()).shared_store(std::sync::Arc::new(store.leased(a))).build();
+    match stale.resume("e").await {
+        Err(Error::Fenced { run, .. }) => assert_eq!(run, "e"),
+        other => panic!("expected Fenced, got {other:?}"),
+    }
+    assert!(!ledger.exists(), "no call was made: {:?}", std::fs::read_to_string(&ledger));
+    assert!(store.effects("e").await.unwrap().is_empty(), "nothing journaled");
+    assert_eq!(store.history("e").await.unwrap().len(), 1, "nothing committed");
+    let holder = Engine::builder(graph)
+        .shared_store(std::sync::Arc::new(store.leased(Lease::new("e", "b", 2))))
+        .build();
+    let out = holder.resume("e").await.expect("the new holder runs it");
+    assert!(out.is_completed());
+    let text = std::fs::read_to_string(&ledger).unwrap();
+    let charges: Vec<&str> = text.lines().filter(|l| l.starts_with("charge ")).collect();
+    assert_eq!(charges.len(), 3, "{text}");
+    assert!(charges.iter().all(|c| ledger_count(&ledger, c) == 1), "each charge once: {text}");
 }
 
 async fn a_newer_schema_is_unsupported<B: Server>(b: &B) {

@@ -31,7 +31,13 @@ mod lease_cases {
     use graph_runtime::store::conformance::leases;
 
     graph_tests::for_backends! {
-        leases: [concurrent_claimers_one_winner, claims_take_their_graphs_runs, stale_token_is_fenced, takeover_after_expiry];
+        leases: [
+            concurrent_claimers_one_winner,
+            claims_take_their_graphs_runs,
+            stale_token_is_fenced,
+            effect_writes_under_a_lost_lease_are_fenced,
+            takeover_after_expiry,
+        ];
         #[cfg(feature = "postgres")]
         postgres => graph_tests::backends::Postgres::new(),
         #[cfg(feature = "mysql")]

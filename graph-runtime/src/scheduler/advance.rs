@@ -596,6 +596,7 @@ impl<S: Reducer> Engine<S> {
                     attempts: 1,
                     source: "an interrupt reached the step as a failure".into(),
                 }),
+                CtxStop::Fenced => Stop::Rejected(Error::Fenced { run: run_id, step }),
                 CtxStop::ReplayMismatch(d) => Stop::Error(Error::ReplayMismatch {
                     run: run_id,
                     step: d.step,

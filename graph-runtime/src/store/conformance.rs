@@ -515,7 +515,7 @@ pub mod leases {
     use std::collections::BTreeSet;
     use std::time::Duration;
 
-    use super::{Backend, CommitOutcome, RunStatus, Store, checkpoint};
+    use super::{Backend, CommitOutcome, EffectOutcome, EffectState, RunStatus, Store, checkpoint, effect};
     use crate::store::server::{Lease, LeaseStore};
 
     /// Commits step 0 of each run (status `Running`: runnable).
@@ -685,6 +685,48 @@ pub mod leases {
             store.save_checkpoint(&checkpoint("h", 1, 1), &[], &RunStatus::Running, 1).await.unwrap(),
             CommitOutcome::Committed { version: 2 }
         );
+    }
+
+    /// Effect journal writes under a lease are fenced as commits are: once the lease is taken over, the
+    /// old holder's first write (`Started`, before a non-idempotent call) and its completion are
+    /// `Fenced` and write nothing; the new holder writes; unleased writes are not checked.
+    pub async fn effect_writes_under_a_lost_lease_are_fenced<B: Backend>(b: &B)
+    where
+        B::Store: LeaseStore,
+    {
+        let store = b.open().await;
+        submitted(&store, &["e".to_owned()]).await;
+        let a = store.claim("a", "fp", 1, Duration::from_secs(60)).await.unwrap().pop().expect("claimed");
+        let by_a = store.leased(a.clone());
+        let first = effect("e", 1, 0, EffectState::Started);
+        assert_eq!(by_a.put_effect(&first, None).await.unwrap(), EffectOutcome::Written, "the holder writes");
+        // Released and claimed by B: A's lease is gone.
+        assert!(store.release(&a).await.unwrap());
+        let b_lease = store.claim("b", "fp", 1, Duration::from_secs(60)).await.unwrap().pop().expect("taken");
+        let second = effect("e", 1, 1, EffectState::Started);
+        assert_eq!(by_a.put_effect(&second, None).await.unwrap(), EffectOutcome::Fenced);
+        let done = super::EffectRecord {
+            state: EffectState::Completed { response: serde_json::json!("ok") },
+            ..first.clone()
+        };
+        assert_eq!(by_a.put_effect(&done, Some(&EffectState::Started)).await.unwrap(), EffectOutcome::Fenced);
+        // Nothing of the fenced writes is there.
+        assert_eq!(store.load_effect(&second.key).await.unwrap(), None);
+        assert_eq!(store.load_effect(&first.key).await.unwrap(), Some(first.clone()));
+        // A lease of another run fences too.
+        let elsewhere = effect("other", 0, 0, EffectState::Started);
+        assert_eq!(
+            store.leased(b_lease.clone()).put_effect(&elsewhere, None).await.unwrap(),
+            EffectOutcome::Fenced
+        );
+        // The new holder writes; so does an unleased writer.
+        let by_b = store.leased(b_lease);
+        assert_eq!(
+            by_b.put_effect(&done, Some(&EffectState::Started)).await.unwrap(),
+            EffectOutcome::Written
+        );
+        assert_eq!(store.put_effect(&second, None).await.unwrap(), EffectOutcome::Written);
+        assert_eq!(store.load_effect(&done.key).await.unwrap(), Some(done));
     }
 
     /// A lease is taken over only after it expires (database time) unless it is released: the

@@ -101,6 +101,9 @@ pub enum EffectOutcome {
     Exists(EffectRecord),
     /// No entry has this key.
     Missing,
+    /// Written under a worker's lease ([`crate::store::server::LeasedStore`]) that is no longer the run's
+    /// live lease: nothing was written, and the holder must stop (the run belongs to another worker).
+    Fenced,
 }
 
 /// One message a step emitted, delivered after the step commits.

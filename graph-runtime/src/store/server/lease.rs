@@ -29,8 +29,11 @@
 //! A commit made through [`LeaseStore::leased`] (a [`LeasedStore`]) checks, inside its transaction and
 //! under its lock on the run row, that the run's lease row has this owner and token and has not expired
 //! (database time); otherwise it writes nothing and reports [`CommitOutcome::Fenced`]. A claim needs the
-//! same run-row lock, so no takeover lands between the check and the commit. Commits made without a
-//! lease (a plain `Engine::run` / `resume`) are not checked: see `docs/operations.md`.
+//! same run-row lock, so no takeover lands between the check and the commit. Effect journal writes
+//! (`put_effect`) through a leased store are checked the same way, under the same lock, and report
+//! [`EffectOutcome::Fenced`]: a worker that lost its lease does not record, and so does not make, a
+//! non-idempotent call (its `Started` entry comes first). Writes made without a lease (a plain
+//! `Engine::run` / `resume`) are not checked: see `docs/operations.md`.
 
 use std::time::Duration;
 
@@ -234,7 +237,12 @@ impl<L: LeaseStore> Store for LeasedStore<L> {
         record: &EffectRecord,
         expected: Option<&EffectState>,
     ) -> Result<EffectOutcome, StoreError> {
-        self.inner.put_effect(record, expected).await
+        let outcome = FENCE.scope(self.lease.clone(), self.inner.put_effect(record, expected)).await;
+        if matches!(outcome, Ok(EffectOutcome::Fenced)) {
+            tracing::warn!(run = %record.run_id, effect = %record.name, owner = %self.lease.owner,
+                token = self.lease.token, "effect journal write fenced: the lease was lost");
+        }
+        outcome
     }
 
     async fn effects(&self, run_id: &str) -> Result<Vec<EffectRecord>, StoreError> {

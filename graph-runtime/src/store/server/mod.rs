@@ -615,6 +615,19 @@ macro_rules! sql_store {
                 expected: Option<&EffectState>,
             ) -> Result<EffectOutcome, Abort> {
                 let mut tx = self.transaction().await.map_err(abort)?;
+                if $crate::store::server::lease::current_fence().is_some() {
+                    // Under a lease: the run row locked first, as a commit does (a claim needs that
+                    // lock, so no takeover lands between this check and the write), then the lease.
+                    sqlx::query(sql::LOCK_RUN)
+                        .bind(record.run_id.as_str())
+                        .fetch_optional(&mut *tx)
+                        .await
+                        .map_err(abort)?;
+                    if Self::fenced(&mut tx, record.run_id.as_str()).await? {
+                        tx.rollback().await.map_err(abort)?;
+                        return Ok(EffectOutcome::Fenced);
+                    }
+                }
                 let row = sqlx::query(sql::LOCK_EFFECT)
                     .bind(record.key.as_str())
                     .fetch_optional(&mut *tx)
