@@ -101,7 +101,7 @@ pub enum EffectOutcome {
     Exists(EffectRecord),
     /// No entry has this key.
     Missing,
-    /// Written under a worker's lease ([`crate::store::server::LeasedStore`]) that is no longer the run's
+    /// Written under a worker's lease (a `LeasedStore` of the server stores) that is no longer the run's
     /// live lease: nothing was written, and the holder must stop (the run belongs to another worker).
     Fenced,
 }
