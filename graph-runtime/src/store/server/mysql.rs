@@ -269,9 +269,12 @@ async fn write_step(
 /// ER_DUP_FIELDNAME (1060) or ER_DUP_KEYNAME (1061): a migration's `ADD COLUMN` or `CREATE INDEX` found
 /// what it adds already there (MySQL has no `IF NOT EXISTS` for them).
 fn already_applied(e: &sqlx::Error) -> bool {
-    e.as_database_error()
-        .and_then(|db| db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>())
-        .is_some_and(|db| matches!(db.number(), 1060 | 1061))
+    e.as_database_error().and_then(error_number).is_some_and(|n| matches!(n, 1060 | 1061))
+}
+
+/// The server's error number of a database error.
+fn error_number(db: &dyn sqlx::error::DatabaseError) -> Option<u16> {
+    db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().map(sqlx::mysql::MySqlDatabaseError::number)
 }
 
 /// How a MySQL / MariaDB error is handled, by error number.
@@ -280,8 +283,7 @@ pub(super) fn classify(e: &sqlx::Error) -> Class {
     if db.is_unique_violation() {
         return Class::Unique;
     }
-    let number = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().map(|e| e.number());
-    match number {
+    match error_number(db) {
         // ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT
         Some(1213 | 1205) => Class::Conflict,
         // ER_CON_COUNT_ERROR, ER_SERVER_SHUTDOWN, ER_ABORTING_CONNECTION, ER_NET_READ_ERROR…,
