@@ -199,7 +199,9 @@ fn sled(dir: &Path, durability: Durability) -> SledStore {
 }
 
 fn sqlite(dir: &Path, durability: Durability) -> SqliteStore {
-    let options = SqliteOptions::default().durability(durability);
+    // `GRAPH_BENCH_SQLITE_COALESCE=0`: SQLite's own two writes a log frame (for A/B runs).
+    let coalesce = std::env::var("GRAPH_BENCH_SQLITE_COALESCE").map_or(true, |v| v != "0");
+    let options = SqliteOptions::default().durability(durability).coalesce_log_writes(coalesce);
     SqliteStore::open_with(dir.join("store.sqlite"), options).expect("SQLite opens")
 }
 

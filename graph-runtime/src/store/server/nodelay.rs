@@ -30,8 +30,9 @@ pub(crate) async fn server_addrs(host: &str, port: u16) -> Vec<SocketAddr> {
 /// Sets `TCP_NODELAY` on every TCP socket of this process connected to one of `peers` that lacks it;
 /// returns how many it set.
 ///
-/// The one `unsafe` block of the workspace: borrowing a file descriptor by number is `unsafe` in Rust
-/// whatever the use, and sqlx offers no other way to the socket.
+/// One of the two places the workspace allows `unsafe` (the other: the SQLite store's VFS):
+/// borrowing a file descriptor by number is `unsafe` in Rust whatever the use, and sqlx offers no
+/// other way to the socket.
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
 pub(crate) fn set_on_connections_to(peers: &[SocketAddr]) -> usize {
