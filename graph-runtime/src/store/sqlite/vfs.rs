@@ -79,7 +79,11 @@ pub(super) fn register() -> bool {
             xNextSystemCall: None,
         }));
         // SAFETY: `vfs` is leaked, so it lives as long as SQLite may use it; not the default.
-        unsafe { ffi::sqlite3_vfs_register(vfs, 0) == ffi::SQLITE_OK }
+        let rc = unsafe { ffi::sqlite3_vfs_register(vfs, 0) };
+        if rc != ffi::SQLITE_OK {
+            tracing::warn!(code = rc, "SQLite refused the coalescing VFS; the log is written frame by frame");
+        }
+        rc == ffi::SQLITE_OK
     })
 }
 
