@@ -218,28 +218,7 @@ impl LogFile {
     }
 }
 
-/// Calls the wrapped handle's method `$method` with `$args` after writing the buffer, or answers the
-/// write's error.
-macro_rules! flushed {
-    ($file:ident, $method:ident $(, $arg:expr)*) => {{
-        // SAFETY: SQLite calls this only on a log file this VFS opened.
-        let log = unsafe { log($file) };
-        // SAFETY: as above.
-        let rc = unsafe { log.flush() };
-        if rc != ffi::SQLITE_OK {
-            return rc;
-        }
-        // SAFETY: as above; the arguments are SQLite's own.
-        unsafe {
-            match inner_methods(log).$method {
-                Some(method) => method(log.inner $(, $arg)*),
-                None => ffi::SQLITE_IOERR,
-            }
-        }
-    }};
-}
-
-/// Calls the wrapped handle's method `$method` with `$args` (nothing to write first).
+/// Calls the wrapped handle's method `$method` with `$args`; `$missing` when it has none.
 macro_rules! passed {
     ($file:ident, $method:ident, $missing:expr $(, $arg:expr)*) => {{
         // SAFETY: SQLite calls this only on a log file this VFS opened.
@@ -254,18 +233,22 @@ macro_rules! passed {
     }};
 }
 
+/// As [`passed!`] after writing the buffer, or answers the write's error.
+macro_rules! flushed {
+    ($file:ident, $method:ident $(, $arg:expr)*) => {{
+        // SAFETY: SQLite calls this only on a log file this VFS opened.
+        let rc = unsafe { log($file).flush() };
+        if rc != ffi::SQLITE_OK {
+            return rc;
+        }
+        passed!($file, $method, ffi::SQLITE_IOERR $(, $arg)*)
+    }};
+}
+
 unsafe extern "C" fn close(file: *mut ffi::sqlite3_file) -> c_int {
     // SAFETY: SQLite closes a file once, after its last other call.
-    let log = unsafe { log(file) };
-    // SAFETY: as above.
-    let flushed = unsafe { log.flush() };
-    // SAFETY: as above.
-    let closed = unsafe {
-        match inner_methods(log).xClose {
-            Some(close) => close(log.inner),
-            None => ffi::SQLITE_OK,
-        }
-    };
+    let flushed = unsafe { log(file).flush() };
+    let closed = passed!(file, xClose, ffi::SQLITE_OK);
     // SAFETY: the `LogFile` was written by `open` and is not used after this.
     unsafe { std::ptr::drop_in_place(file.cast::<LogFile>()) };
     if flushed != ffi::SQLITE_OK { flushed } else { closed }
