@@ -151,9 +151,12 @@ def main():
         if q:
             w(f"| {what} | – | {fmt(q['commits_per_s'])} | {fmt(q['commits_per_s'] / fs['ops_per_s_median'], 2) if fs else '–'} |")
         if q and fl:
+            # The median of the pairs' ratios (each floor repetition right after an engine run), where
+            # the bench reports pairs; else the ratio of the medians.
+            ratio = (fl["floor_over_durable"] if "floor_over_durable_pairs" in fl
+                     else fl["commits_per_s_median"] / q["commits_per_s"])
             targets.append((f"{mode}: durable sequential within 1.5× of the bare transaction's rate",
-                            f"{fmt(fl['commits_per_s_median'] / q['commits_per_s'], 2)}×",
-                            fl["commits_per_s_median"] / q["commits_per_s"] <= 1.5))
+                            f"{fmt(ratio, 2)}×", ratio <= 1.5))
     if t:
         ratio = t["steps_per_s"] / fs["ops_per_s_median"] if fs else None
         w(f"| LangGraph {lg_version}, SqliteSaver, durability=\"sync\" | {fmt(t['steps_per_s'])} | – | {fmt(ratio, 2)} |")

@@ -1,7 +1,8 @@
 //! The `postgres` and `mysql` workloads (features `postgres`, `mysql` of graph-bench): durable
 //! sequential commits of the engine on a database server beside a floor measured the same way (a bare
-//! three-statement transaction: insert the key, insert the checkpoint, update the run row), and 2, 4,
-//! 8 and 64 concurrent runs against one.
+//! three-statement transaction: insert the key, insert the checkpoint, update the run row), each floor
+//! repetition right after an engine run so that the pair sees the same load, and 2, 4, 8 and 64
+//! concurrent runs against one.
 //!
 //! Servers: GRAPH_BENCH_POSTGRES_URL / GRAPH_BENCH_MYSQL_URL (default: the local ones, as superuser/root);
 //! each workload creates a database of its own and drops it at the end.
@@ -28,28 +29,30 @@ pub(crate) fn median(v: &[f64]) -> f64 {
     if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 }
 }
 
-/// The engine part of a server workload, on stores `connect` opens: durable sequential commits of one
-/// run of `n` steps (`repeat` times), then 1, 2, 4, 8 and 64 concurrent runs of `steps` steps; returns the
-/// median sequential commits/s. `groups` reads a store's commit-group counters (grouped commits, group
-/// transactions, groups written in one statement), where it has them: each concurrent row records how many of its commits went through
-/// groups, and in how many.
-async fn engine_part<S, F, Fut>(
+/// A server workload on the store `connect` opens: durable sequential commits of one run of `n` steps
+/// (`repeat` times, after a warm-up), each repetition followed by one of the floor's (`floor(store,
+/// rep, record_len)`: `n + 1` bare transactions whose checkpoint records are as large as the run's,
+/// returning their commits/s), so that the floor and the engine see the same load, pair by pair; then
+/// 1, 2, 4, 8 and 64 concurrent runs of `steps` steps. `groups` reads a store's commit-group counters
+/// (grouped commits, group transactions, groups written in one statement), where it has them: each
+/// concurrent row records how many of its commits went through groups, and in how many.
+#[allow(clippy::too_many_arguments)]
+async fn server_workload<S, F, Fut>(
     mode: &str,
     n: u64,
     steps: u64,
     repeat: usize,
     connect: F,
     groups: impl Fn(&S) -> Option<(u64, u64, u64)>,
+    floor: impl AsyncFn(&S, usize, usize) -> f64,
     emit: Emit<'_>,
-) -> f64
-where
+) where
     S: Store + Clone,
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = S>,
 {
     let store = connect().await;
-    let mut all = Vec::new();
-    for i in 0..=repeat {
+    let sequential_run = async |i: usize| {
         let engine = Engine::builder(loop_graph(n))
             .store(store.clone())
             .options(EngineOptions::default().max_steps(n + 1))
@@ -57,10 +60,15 @@ where
         let t = Instant::now();
         let out = engine.run(&format!("seq-{i}"), Count::default()).await.expect("the durable run");
         assert_eq!(out.steps, n);
-        if i > 0 {
-            // The first is a warm-up (connections, statement caches).
-            all.push(t.elapsed().as_secs_f64());
-        }
+        t.elapsed().as_secs_f64()
+    };
+    // The warm-up (connections, statement caches), whose checkpoints give the floor's record size.
+    sequential_run(0).await;
+    let len = record_len(&store).await;
+    let (mut all, mut floors) = (Vec::new(), Vec::new());
+    for i in 1..=repeat {
+        all.push(sequential_run(i).await);
+        floors.push(floor(&store, i - 1, len).await);
     }
     let commits = n + 1;
     let m = median(&all);
@@ -104,7 +112,15 @@ where
             "repeat": all.len(), "seconds_median": m, "seconds_all": all, "commits_per_s": rate,
             "ratio_to_one_run": rate / one, "groups": grouped, "note": "aggregate durable commits of all runs"}));
     }
-    sequential
+    // Each repetition's floor against the engine run just before it.
+    let pairs: Vec<f64> = floors.iter().zip(&all).map(|(f, secs)| f * secs / commits as f64).collect();
+    let floor_median = median(&floors);
+    emit(json!({"workload": "floor", "mode": mode, "n": n, "repeat": floors.len(),
+        "commits_per_s_median": floor_median, "commits_per_s_all": floors, "record_bytes": len,
+        "durable_commits_per_s": sequential, "floor_over_durable": median(&pairs),
+        "floor_over_durable_pairs": pairs, "floor_median_over_durable_median": floor_median / sequential,
+        "note": "bare transaction: insert key, insert checkpoint, update run row; one connection; \
+            each repetition right after an engine run (floor_over_durable: the median of the pairs' ratios)"}));
 }
 
 /// A name for the bench's database.
@@ -205,19 +221,17 @@ pub async fn postgres(n: u64, steps: u64, repeat: usize, emit: Emit<'_>) {
     let url = scratch.url.clone();
     let connect = || async { PostgresStore::connect(&url).await.expect("connect the store") };
     let groups = |s: &PostgresStore| Some((s.grouped_commits(), s.group_transactions(), s.groups_at_once()));
-    let sequential = engine_part("postgres", n, steps, repeat, connect, groups, emit).await;
-    // The floor: the same number of bare transactions on the store's own tables, one connection.
-    let store = PostgresStore::connect(&url).await.expect("connect the store");
-    let len = record_len(&store).await;
-    let mut conn = store.pool().acquire().await.expect("a connection");
-    let record = record_bytes(len);
-    sqlx::query("INSERT INTO graph_runs (run_id, status, latest_step, version, row_bytes) VALUES ('floor', 'running', 0, 0, $1)")
-        .bind(&record[..64.min(len)])
-        .execute(&mut *conn)
-        .await
-        .expect("the floor's run row");
-    let mut floors = Vec::new();
-    for rep in 0..repeat {
+    // The floor: bare transactions on the store's own tables, one connection.
+    let floor = async |store: &PostgresStore, rep: usize, len: usize| {
+        let mut conn = store.pool().acquire().await.expect("a connection");
+        let record = record_bytes(len);
+        if rep == 0 {
+            sqlx::query("INSERT INTO graph_runs (run_id, status, latest_step, version, row_bytes) VALUES ('floor', 'running', 0, 0, $1)")
+                .bind(&record[..64.min(len)])
+                .execute(&mut *conn)
+                .await
+                .expect("the floor's run row");
+        }
         let t = Instant::now();
         for step in 0..=n {
             let mut tx = sqlx::Connection::begin(&mut *conn).await.expect("begin");
@@ -245,15 +259,9 @@ pub async fn postgres(n: u64, steps: u64, repeat: usize, emit: Emit<'_>) {
             .expect("run row");
             tx.commit().await.expect("commit");
         }
-        floors.push((n + 1) as f64 / t.elapsed().as_secs_f64());
-    }
-    drop(conn);
-    store.close().await;
-    let floor = median(&floors);
-    emit(json!({"workload": "floor", "mode": "postgres", "n": n, "repeat": repeat,
-        "commits_per_s_median": floor, "commits_per_s_all": floors, "record_bytes": len,
-        "durable_commits_per_s": sequential, "floor_over_durable": floor / sequential,
-        "note": "bare transaction: insert key, insert checkpoint, update run row; one connection"}));
+        (n + 1) as f64 / t.elapsed().as_secs_f64()
+    };
+    server_workload("postgres", n, steps, repeat, connect, groups, floor, emit).await;
     scratch.drop_database().await;
 }
 
@@ -264,18 +272,17 @@ pub async fn mysql(n: u64, steps: u64, repeat: usize, emit: Emit<'_>) {
     let scratch = Scratch::create(Server::MySql).await;
     let url = scratch.url.clone();
     let connect = || async { MySqlStore::connect(&url).await.expect("connect the store") };
-    let sequential = engine_part("mysql", n, steps, repeat, connect, |_: &MySqlStore| None, emit).await;
-    let store = MySqlStore::connect(&url).await.expect("connect the store");
-    let len = record_len(&store).await;
-    let mut conn = store.pool().acquire().await.expect("a connection");
-    let record = record_bytes(len);
-    sqlx::query("INSERT INTO graph_runs (run_id, status, latest_step, version, row_bytes) VALUES ('floor', 'running', 0, 0, ?)")
-        .bind(&record[..64.min(len)])
-        .execute(&mut *conn)
-        .await
-        .expect("the floor's run row");
-    let mut floors = Vec::new();
-    for rep in 0..repeat {
+    // The floor: bare transactions on the store's own tables, one connection.
+    let floor = async |store: &MySqlStore, rep: usize, len: usize| {
+        let mut conn = store.pool().acquire().await.expect("a connection");
+        let record = record_bytes(len);
+        if rep == 0 {
+            sqlx::query("INSERT INTO graph_runs (run_id, status, latest_step, version, row_bytes) VALUES ('floor', 'running', 0, 0, ?)")
+                .bind(&record[..64.min(len)])
+                .execute(&mut *conn)
+                .await
+                .expect("the floor's run row");
+        }
         let t = Instant::now();
         for step in 0..=n {
             let mut tx = sqlx::Connection::begin(&mut *conn).await.expect("begin");
@@ -303,15 +310,9 @@ pub async fn mysql(n: u64, steps: u64, repeat: usize, emit: Emit<'_>) {
             .expect("run row");
             tx.commit().await.expect("commit");
         }
-        floors.push((n + 1) as f64 / t.elapsed().as_secs_f64());
-    }
-    drop(conn);
-    store.close().await;
-    let floor = median(&floors);
-    emit(json!({"workload": "floor", "mode": "mysql", "n": n, "repeat": repeat,
-        "commits_per_s_median": floor, "commits_per_s_all": floors, "record_bytes": len,
-        "durable_commits_per_s": sequential, "floor_over_durable": floor / sequential,
-        "note": "bare transaction: insert key, insert checkpoint, update run row; one connection"}));
+        (n + 1) as f64 / t.elapsed().as_secs_f64()
+    };
+    server_workload("mysql", n, steps, repeat, connect, |_: &MySqlStore| None, floor, emit).await;
     scratch.drop_database().await;
 }
 

@@ -1,6 +1,7 @@
 //! A TCP proxy in front of a database server, to simulate the server going away: [`Proxy::cut`] closes
 //! every connection through it and refuses new ones (each is accepted and closed at once, as a server
-//! that is shutting down); [`Proxy::restore`] lets connections through again.
+//! that is shutting down); [`Proxy::restore`] lets connections through again. [`Proxy::requests`]
+//! counts the client's requests (round trips of a protocol that waits for each answer).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -22,6 +23,8 @@ struct Shared {
     connections: Mutex<Vec<AbortHandle>>,
     /// Connections accepted while cut (and closed at once).
     refused: AtomicU64,
+    /// Bytes from a client that followed bytes from the server (or opened the connection).
+    requests: AtomicU64,
 }
 
 impl Proxy {
@@ -44,10 +47,12 @@ impl Proxy {
                     continue;
                 }
                 let target = target.clone();
+                let shared = s.clone();
                 let conn = tokio::spawn(async move {
-                    let Ok(mut server) = TcpStream::connect(&target).await else { return };
-                    let mut client = client;
-                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    let Ok(server) = TcpStream::connect(&target).await else { return };
+                    let _ = client.set_nodelay(true);
+                    let _ = server.set_nodelay(true);
+                    forward(client, server, &shared).await;
                 });
                 let mut list = s.connections.lock().unwrap_or_else(|e| e.into_inner());
                 list.retain(|c| !c.is_finished());
@@ -80,6 +85,46 @@ impl Proxy {
     pub fn refused(&self) -> u64 {
         self.shared.refused.load(Ordering::Relaxed)
     }
+
+    /// Requests of all connections so far: bytes from a client after bytes from the server (or as the
+    /// connection's first), however many reads they took. For a protocol whose client waits for each
+    /// answer before it sends again, the round trips.
+    pub fn requests(&self) -> u64 {
+        self.shared.requests.load(Ordering::SeqCst)
+    }
+}
+
+/// Copies both ways between `client` and `server` until either side closes, counting requests.
+async fn forward(client: TcpStream, server: TcpStream, shared: &Shared) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut server_read, mut server_write) = server.into_split();
+    // Whether the server spoke last: set before its bytes are passed on, so a client's next request
+    // (sent only after it read them) always finds it set.
+    let server_last = AtomicBool::new(true);
+    let up = async {
+        let mut buf = vec![0; 64 * 1024];
+        while let Ok(n @ 1..) = client_read.read(&mut buf).await {
+            if server_last.swap(false, Ordering::SeqCst) {
+                shared.requests.fetch_add(1, Ordering::SeqCst);
+            }
+            if server_write.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+        }
+        let _ = server_write.shutdown().await;
+    };
+    let down = async {
+        let mut buf = vec![0; 64 * 1024];
+        while let Ok(n @ 1..) = server_read.read(&mut buf).await {
+            server_last.store(true, Ordering::SeqCst);
+            if client_write.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+        }
+        let _ = client_write.shutdown().await;
+    };
+    tokio::join!(up, down);
 }
 
 impl Drop for Proxy {

@@ -216,6 +216,138 @@ graph_tests::for_backends! {
     postgres_groups => Postgres::new(),
 }
 
+graph_tests::for_backends! {
+    super: [
+        commits_onto_a_known_row_take_three_round_trips,
+        a_commit_onto_a_known_row_never_writes_over_a_row_it_did_not_know,
+    ];
+    #[cfg(feature = "mysql")]
+    mysql_known_rows => MySql::new(),
+}
+
+/// Runs `commit` and asserts that it made `expected` requests (round trips) through `proxy`, counting
+/// the ping sqlx's pool sends on a task of its own when it takes a connection back (waited for, up to
+/// 10 s; then 50 ms more for requests beyond it).
+#[cfg(feature = "mysql")]
+async fn assert_requests<F: std::future::Future<Output = graph_runtime::store::CommitOutcome>>(
+    proxy: &Proxy,
+    expected: u64,
+    what: &str,
+    commit: F,
+) -> graph_runtime::store::CommitOutcome {
+    let before = proxy.requests();
+    let out = commit.await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while proxy.requests() - before < expected && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(proxy.requests() - before, expected, "{what}");
+    out
+}
+
+/// A MySQL commit onto the run row its store last wrote (and a new run's first) is `BEGIN`, one script
+/// of statements, `COMMIT`: three round trips (counted by a proxy, with the pool's ping when it takes
+/// the connection back: four); onto a row another store wrote, the row is read and locked first: one
+/// more; and writes too large for a script are sent a statement each.
+#[cfg(feature = "mysql")]
+async fn commits_onto_a_known_row_take_three_round_trips(b: &MySql) {
+    use graph_runtime::RunStatus;
+    use graph_runtime::store::CommitOutcome;
+    use graph_runtime::store::conformance::checkpoint;
+    b.create().await;
+    let proxy = Proxy::start(b.target()).await;
+    let store =
+        b.connect(Some(proxy.port()), Duration::from_secs(5)).await.expect("connect through the proxy");
+    let other = b.connect(None, Duration::from_secs(5)).await.unwrap();
+    let running = RunStatus::Running;
+    for step in 0..10 {
+        let cp = checkpoint("k", step, step);
+        let what = format!("step {step}: BEGIN, the script, COMMIT, the pool's ping");
+        let out = assert_requests(&proxy, 4, &what, async {
+            store.save_checkpoint(&cp, &[], &running, step).await.unwrap()
+        })
+        .await;
+        assert!(matches!(out, CommitOutcome::Committed { version } if version == step + 1), "{out:?}");
+    }
+    // A run another store committed: its row is read first, then known.
+    let out = other.save_checkpoint(&checkpoint("u", 0, 0), &[], &running, 0).await.unwrap();
+    assert!(matches!(out, CommitOutcome::Committed { version: 1 }), "{out:?}");
+    let what = "BEGIN, the key with the row lock, the writes, COMMIT, the pool's ping";
+    let out = assert_requests(&proxy, 5, what, async {
+        store.save_checkpoint(&checkpoint("u", 1, 1), &[], &running, 1).await.unwrap()
+    })
+    .await;
+    assert!(matches!(out, CommitOutcome::Committed { version: 2 }), "{out:?}");
+    let out = assert_requests(&proxy, 4, "the row it wrote is known", async {
+        store.save_checkpoint(&checkpoint("u", 2, 2), &[], &running, 2).await.unwrap()
+    })
+    .await;
+    assert!(matches!(out, CommitOutcome::Committed { version: 3 }), "{out:?}");
+    // A state of 100 KB: the key with the row lock, then the checkpoint and the run row as prepared
+    // statements (each prepared once on the connection: the third commit is counted).
+    let large = |step: u64| {
+        let mut cp = checkpoint("l", step, step);
+        let state = format!(r#"{{"v":"{}"}}"#, "x".repeat(100_000));
+        cp.state = graph_runtime::store::StateRepr::Full(state.into_bytes());
+        cp
+    };
+    for step in 0..2 {
+        let out = store.save_checkpoint(&large(step), &[], &running, step).await.unwrap();
+        assert!(matches!(out, CommitOutcome::Committed { version } if version == step + 1), "{out:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let what = "BEGIN, the key with the row lock, the checkpoint, the run row, COMMIT, the pool's ping";
+    let out = assert_requests(&proxy, 6, what, async {
+        store.save_checkpoint(&large(2), &[], &running, 2).await.unwrap()
+    })
+    .await;
+    assert!(matches!(out, CommitOutcome::Committed { version: 3 }), "{out:?}");
+    let loaded = other.load_checkpoint("l", 2).await.unwrap().expect("the large checkpoint");
+    assert_eq!(loaded, large(2), "a large checkpoint reads back whole");
+    let loaded = other.load_checkpoint("k", 9).await.unwrap().expect("a checkpoint of a script");
+    assert_eq!(loaded, checkpoint("k", 9, 9), "a checkpoint written by a script reads back whole");
+}
+
+/// A MySQL commit onto a known run row writes it only where the stored row still holds the version it
+/// expects and no pending step: a row another store changed is `VersionConflict` with nothing written
+/// and the key free again; a row with a pending step (written by the same store) has it deleted by the
+/// commit, which reads the row.
+#[cfg(feature = "mysql")]
+async fn a_commit_onto_a_known_row_never_writes_over_a_row_it_did_not_know(b: &MySql) {
+    use graph_runtime::RunStatus;
+    use graph_runtime::store::CommitOutcome;
+    use graph_runtime::store::conformance::checkpoint;
+    let store = b.open().await;
+    let other = b.connect(None, Duration::from_secs(5)).await.unwrap();
+    let running = RunStatus::Running;
+    for run in ["same", "changed", "paused"] {
+        let out = store.save_checkpoint(&checkpoint(run, 0, 0), &[], &running, 0).await.unwrap();
+        assert!(matches!(out, CommitOutcome::Committed { version: 1 }), "{run}: {out:?}");
+    }
+    let out = other.set_status("changed", &RunStatus::Cancelled, &[], None, 1).await.unwrap();
+    assert!(matches!(out, CommitOutcome::Committed { version: 2 }), "{out:?}");
+    let out = store.set_status("paused", &RunStatus::Running, &[], Some(b"pending step"), 1).await.unwrap();
+    assert!(matches!(out, CommitOutcome::Committed { version: 2 }), "{out:?}");
+    assert_eq!(store.pending("paused").await.unwrap().as_deref(), Some(&b"pending step"[..]));
+
+    let out = store.save_checkpoint(&checkpoint("same", 1, 1), &[], &running, 1).await.unwrap();
+    assert!(matches!(out, CommitOutcome::Committed { version: 2 }), "{out:?}");
+
+    let out = store.save_checkpoint(&checkpoint("changed", 1, 1), &[], &running, 1).await.unwrap();
+    assert!(matches!(out, CommitOutcome::VersionConflict { current: 2 }), "{out:?}");
+    let steps: Vec<u64> = store.history("changed").await.unwrap().iter().map(|m| m.step).collect();
+    assert_eq!(steps, [0], "a refused commit writes nothing");
+    let info = store.run_info("changed").await.unwrap().unwrap();
+    assert_eq!((info.version, &info.status), (2, &RunStatus::Cancelled), "the other store's row");
+    let again = store.save_checkpoint(&checkpoint("changed", 1, 1), &[], &running, 2).await.unwrap();
+    assert!(matches!(again, CommitOutcome::Committed { version: 3 }), "its key was free: {again:?}");
+
+    let out = store.save_checkpoint(&checkpoint("paused", 1, 1), &[], &running, 2).await.unwrap();
+    assert!(matches!(out, CommitOutcome::Committed { version: 3 }), "{out:?}");
+    assert_eq!(store.pending("paused").await.unwrap(), None, "the commit deleted the pending step");
+}
+
 /// Runs `{prefix}0`, `{prefix}1`, … (`runs` of them) of `engine` at once, each on a task of its own.
 #[cfg(feature = "postgres")]
 fn spawn_runs(

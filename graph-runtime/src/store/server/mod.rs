@@ -24,9 +24,11 @@
 //! The statements are the backend's (`key_then_lock`, `write_step` in each backend's module): on
 //! PostgreSQL steps 1–2 are one statement (the key insert's `RETURNING` feeds the row lock, so the key
 //! is still first) and step 4 is one statement of data-modifying CTEs, so a commit is four round trips
-//! (`BEGIN`, two statements, `COMMIT`); on MySQL each write is its own statement (seven round trips,
-//! six when a step appends no events). The connection comes from the pool without a ping
-//! (`pool_check`), and with Nagle's algorithm off (`nodelay`).
+//! (`BEGIN`, two statements, `COMMIT`); on MySQL steps 1–2 and steps 3–4 are each one *script*
+//! (statements sent as one text query, values as hex literals: `Script` in `mysql.rs`), so a commit is
+//! four round trips too, and three onto a run row the store knows (`MySqlStore::shortcut_save`: the
+//! locking read left out, the run row's update checking the version it expects). The connection comes
+//! from the pool without a ping (`pool_check`), and with Nagle's algorithm off (`nodelay`).
 //!
 //! On PostgreSQL, commits of concurrent runs are grouped: one transaction, two statements over arrays,
 //! for a whole group (`postgres/group.rs`); a commit the group cannot decide, and a commit made while no
@@ -239,7 +241,43 @@ pub(crate) struct StepWrites<'a> {
     pub(crate) row_bytes: Vec<u8>,
 }
 
-impl StepWrites<'_> {
+impl<'a> StepWrites<'a> {
+    /// The writes of committing `cp` (its `record`, `events`, `status`) onto the run row `before`
+    /// (none: a new run) whose pending flag is `has_pending`, and the run row after it.
+    pub(crate) fn of(
+        cp: &'a crate::store::Checkpoint,
+        record: &'a [u8],
+        events: &'a [crate::events::Event],
+        status: &RunStatus,
+        before: Option<&crate::store::RunInfo>,
+        has_pending: bool,
+    ) -> (Self, crate::store::RunInfo) {
+        let info = crate::store::RunInfo::after_commit(
+            before,
+            &cp.run_id,
+            cp.step,
+            status,
+            &cp.graph_fingerprint,
+            crate::events::head_after(None, events),
+        );
+        let writes = StepWrites {
+            run_id: &cp.run_id,
+            step: db_int(cp.step),
+            key: cp.idempotency_key.as_str(),
+            record,
+            outbox: &cp.outbox,
+            events,
+            clear_pending: has_pending,
+            new_run: before.is_none(),
+            graph: &cp.graph_fingerprint,
+            status: status_name(status),
+            latest_step: db_int(info.latest_step),
+            version: db_int(info.version),
+            row_bytes: crate::store::record::encode_run(&info),
+        };
+        (writes, info)
+    }
+
     /// The outbox rows as (index, key, bytes) columns.
     pub(crate) fn outbox_columns(&self) -> (Vec<i64>, Vec<&str>, Vec<Vec<u8>>) {
         let mut idx = Vec::with_capacity(self.outbox.len());
@@ -259,13 +297,66 @@ impl StepWrites<'_> {
     }
 }
 
-/// What a backend's `grouped_save` did with a commit: committed it in a group with other runs'
-/// commits (PostgreSQL), or left it to be committed alone, holding `G` until it is.
-pub(crate) enum Grouped<G> {
+/// What a backend's `shortcut_save` did with a commit: committed it its own way (PostgreSQL in a group
+/// with other runs' commits, MySQL onto the run row it knows), or left it to the transaction of its
+/// own that reads the run row, holding `G` until it is.
+pub(crate) enum Shortcut<G> {
     /// The commit's outcome.
     Done(Result<crate::store::CommitOutcome, StoreError>),
     /// Commit it alone (a transaction of its own); `G` is held until then.
     Alone(G),
+}
+
+/// The run rows a store last committed, by run, shared by its clones: what a commit can be computed
+/// from without reading the row first (PostgreSQL's commit groups in one statement, MySQL's commits of
+/// a known row). Every write of a row's bytes or pending flag sets a new version (commits,
+/// `set_status`; a claim writes only the graph column), so a row kept at version `v` is the stored row
+/// whenever the stored version is `v`, and the writes built on it check that version (or the bytes)
+/// in the same statement that writes.
+#[derive(Default)]
+pub(crate) struct KnownRows(std::sync::Mutex<std::collections::HashMap<String, Known>>);
+
+/// A run row as a store last wrote it: its bytes and what they decode to.
+#[derive(Clone)]
+pub(crate) struct Known {
+    /// The row's bytes (`record::encode_run`).
+    pub(crate) bytes: Vec<u8>,
+    /// What they decode to.
+    pub(crate) info: crate::store::RunInfo,
+}
+
+impl KnownRows {
+    /// At most this many rows are kept; past it the map starts again empty (a run whose row is not
+    /// known is committed the way that reads the row).
+    const MAX: usize = 16_384;
+
+    fn map(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Known>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Keeps `bytes`, the row of `info.run_id` the store just committed; a run that ended is forgotten
+    /// (it commits no more).
+    pub(crate) fn remember(&self, bytes: Vec<u8>, info: crate::store::RunInfo) {
+        let mut map = self.map();
+        if matches!(info.status, RunStatus::Completed | RunStatus::Failed(_) | RunStatus::Cancelled) {
+            map.remove(&info.run_id);
+            return;
+        }
+        if map.len() >= Self::MAX && !map.contains_key(&info.run_id) {
+            map.clear();
+        }
+        map.insert(info.run_id.clone(), Known { bytes, info });
+    }
+
+    /// The row of `run` kept at `version`, if that is the one kept.
+    pub(crate) fn at(&self, run: &str, version: u64) -> Option<Known> {
+        self.map().get(run).filter(|k| k.info.version == version).cloned()
+    }
+
+    /// Forgets the row of `run` (it may have changed).
+    pub(crate) fn forget(&self, run: &str) {
+        self.map().remove(run);
+    }
 }
 
 /// A short pause before a transaction that lost a race runs again (grows with the attempt, a few ms).
@@ -519,29 +610,7 @@ macro_rules! sql_store {
                 }
                 // 3.–5. The checkpoint (its primary key refuses a second one for the step: `StepTaken`),
                 // its outbox rows, the events, the pending step gone, the run row.
-                let info = RunInfo::after_commit(
-                    row.as_ref(),
-                    run,
-                    cp.step,
-                    status,
-                    &cp.graph_fingerprint,
-                    $crate::events::head_after(None, events),
-                );
-                let writes = StepWrites {
-                    run_id: run,
-                    step,
-                    key: cp.idempotency_key.as_str(),
-                    record,
-                    outbox: &cp.outbox,
-                    events,
-                    clear_pending: has_pending,
-                    new_run: row.is_none(),
-                    graph: &info.graph_fingerprint,
-                    status: status_name(status),
-                    latest_step: db_int(info.latest_step),
-                    version: db_int(info.version),
-                    row_bytes: encode_run(&info),
-                };
+                let (writes, info) = StepWrites::of(cp, record, events, status, row.as_ref(), has_pending);
                 match write_step(&mut tx, &writes).await {
                     Ok(()) => {}
                     Err(e) if classify(&e) == Class::Unique => {
@@ -736,9 +805,9 @@ macro_rules! sql_store {
                 status: &RunStatus,
                 expected_version: u64,
             ) -> Result<CommitOutcome, StoreError> {
-                let _alone = match self.grouped_save(cp, events, status, expected_version).await {
-                    $crate::store::server::Grouped::Done(done) => return done,
-                    $crate::store::server::Grouped::Alone(slot) => slot,
+                let _alone = match self.shortcut_save(cp, events, status, expected_version).await {
+                    $crate::store::server::Shortcut::Done(done) => return done,
+                    $crate::store::server::Shortcut::Alone(slot) => slot,
                 };
                 let record = encode(cp);
                 self.with_conflicts("committing a checkpoint", || {

@@ -40,6 +40,8 @@ const MIGRATION_LOCK_WAIT: i64 = 120;
 pub struct MySqlStore {
     pool: MySqlPool,
     fail: FailPoint,
+    /// The run rows this store last committed ([`MySqlStore::shortcut_save`]).
+    known: std::sync::Arc<super::KnownRows>,
 }
 
 impl std::fmt::Debug for MySqlStore {
@@ -115,7 +117,7 @@ impl MySqlStore {
                 let class = classify(&e);
                 super::store_error(class, "connecting to MySQL", e)
             })?;
-        let store = MySqlStore { pool, fail: Default::default() };
+        let store = MySqlStore { pool, fail: Default::default(), known: Default::default() };
         store.migrate().await?;
         Ok(store)
     }
@@ -189,39 +191,142 @@ impl MySqlStore {
         self.pool.begin().await
     }
 
-    /// MySQL commits each step in a transaction of its own: alone (PostgreSQL groups
-    /// concurrent runs' commits).
-    #[allow(clippy::unused_async)]
-    pub(super) async fn grouped_save(
+    /// A commit onto the run row this store last wrote (or a new run's first), without reading the row
+    /// first: `BEGIN`, one [`Script`] (the key, the checkpoint with its outbox rows and events, then the
+    /// run row written only where it still holds the version this commit expects and no pending step),
+    /// `COMMIT`: three round trips and four statements, against the five and six of a commit that
+    /// locks and reads the row ([`key_then_lock`], [`write_step`]). `Alone` when the row is not known
+    /// at the expected version, under a worker's lease (fenced after the row lock), when the writes are
+    /// too large for a script, or when the stored row was not the one kept: nothing of it was written,
+    /// and the commit that reads the row decides it.
+    pub(super) async fn shortcut_save(
         &self,
-        _cp: &crate::store::Checkpoint,
-        _events: &[crate::events::Event],
-        _status: &crate::store::RunStatus,
-        _expected_version: u64,
-    ) -> super::Grouped<()> {
-        super::Grouped::Alone(())
+        cp: &Checkpoint,
+        events: &[crate::events::Event],
+        status: &crate::store::RunStatus,
+        expected_version: u64,
+    ) -> super::Shortcut<()> {
+        if super::lease::current_fence().is_some() {
+            return super::Shortcut::Alone(());
+        }
+        let before = match expected_version {
+            0 => None,
+            v => match self.known.at(&cp.run_id, v) {
+                Some(known) => Some(known),
+                None => return super::Shortcut::Alone(()),
+            },
+        };
+        let record = crate::store::record::encode(cp);
+        let (w, info) = StepWrites::of(cp, &record, events, status, before.as_ref().map(|k| &k.info), false);
+        let done = match self.try_save_known(&w, expected_version).await {
+            Ok(Some(outcome)) => Ok(outcome),
+            Ok(None) => {
+                self.known.forget(&cp.run_id);
+                return super::Shortcut::Alone(());
+            }
+            // Lost a race: the commit that reads the row runs it again.
+            Err(Abort::Sql(Class::Conflict | Class::Unique, _)) => return super::Shortcut::Alone(()),
+            Err(Abort::Sql(class, e)) => Err(super::store_error(class, "committing a checkpoint", e)),
+            Err(Abort::Store(e)) => Err(e),
+        };
+        if let Ok(CommitOutcome::Committed { .. }) = done {
+            self.known.remember(w.row_bytes, info);
+        }
+        super::Shortcut::Done(done)
     }
 
-    /// A run row this store just committed: MySQL keeps none (PostgreSQL keeps them for its groups).
-    #[allow(clippy::unused_self)]
-    pub(super) fn remember_row(&self, _bytes: Vec<u8>, _info: crate::store::RunInfo) {}
+    /// One attempt of [`Self::shortcut_save`]: the outcome, or none when the run row was not as known
+    /// (rolled back, nothing written).
+    async fn try_save_known(
+        &self,
+        w: &StepWrites<'_>,
+        expected_version: u64,
+    ) -> Result<Option<CommitOutcome>, Abort> {
+        let abort = |e: sqlx::Error| Abort::Sql(classify(&e), e);
+        let Some(script) = Script::of_step(w, Some(expected_version)) else { return Ok(None) };
+        let mut tx = self.transaction().await.map_err(abort)?;
+        let mut results = sqlx::raw_sql(sqlx::AssertSqlSafe(script.0)).execute_many(&mut *tx);
+        // One result a statement, up to the first that failed.
+        let (mut done, mut last) = (0, None);
+        let failed = loop {
+            match std::future::poll_fn(|cx| results.as_mut().poll_next(cx)).await {
+                Some(Ok(r)) => {
+                    done += 1;
+                    last = Some(r.rows_affected());
+                }
+                Some(Err(e)) => break Some(e),
+                None => break None,
+            }
+        };
+        drop(results);
+        if let Some(e) = failed {
+            if classify(&e) != Class::Unique {
+                return Err(abort(e));
+            }
+            tx.rollback().await.map_err(abort)?;
+            let run = w.run_id;
+            return if done == 0 {
+                // The key, first: committed before.
+                Ok(Some(CommitOutcome::AlreadyCommitted { version: self.version_of(run).await? }))
+            } else {
+                // The checkpoint (`StepTaken`), or a new run's row inserted meanwhile (not known).
+                match self.step_taken(run, from_db_int(w.step), e).await {
+                    Ok(outcome) => Ok(Some(outcome)),
+                    Err(Abort::Sql(Class::Unique, _)) => Ok(None),
+                    Err(other) => Err(other),
+                }
+            };
+        }
+        self.wrote(1)?;
+        self.wrote(2)?;
+        if last != Some(1) {
+            // The run row held another version, or a pending step.
+            tx.rollback().await.map_err(abort)?;
+            return Ok(None);
+        }
+        self.wrote(3)?;
+        tx.commit().await.map_err(abort)?;
+        Ok(Some(CommitOutcome::Committed { version: from_db_int(w.version) }))
+    }
+
+    /// Keeps the run row this store just committed, for [`Self::shortcut_save`].
+    pub(super) fn remember_row(&self, bytes: Vec<u8>, info: crate::store::RunInfo) {
+        self.known.remember(bytes, info);
+    }
 }
 
-/// Steps 1 and 2 of a commit: inserts the idempotency key, then locks and returns the run row
-/// (`row_bytes, has_pending`; none for a new run).
+/// Steps 1 and 2 of a commit in one round trip (a [`Script`]): inserts the idempotency key, then locks
+/// and returns the run row (`row_bytes, has_pending`; none for a new run). The server runs the
+/// statements in order and stops at the first that fails, so the key is still first.
 async fn key_then_lock(
     tx: &mut sqlx::Transaction<'static, MySql>,
     key: &str,
     run: &str,
     step: i64,
 ) -> Result<Option<sqlx::mysql::MySqlRow>, sqlx::Error> {
-    sqlx::query(sql::INSERT_KEY).bind(key).bind(run).bind(step).execute(&mut **tx).await?;
-    sqlx::query(sql::LOCK_RUN).bind(run).fetch_optional(&mut **tx).await
+    let mut s = Script::default();
+    s.key(key, run, step);
+    s.sql(";\nSELECT row_bytes, has_pending FROM graph_runs WHERE run_id = ").text(run).sql(" FOR UPDATE");
+    let mut rows = sqlx::raw_sql(sqlx::AssertSqlSafe(s.0)).fetch_all(&mut **tx).await?;
+    Ok(rows.pop())
 }
 
 /// Steps 3 to 5 of a commit: the checkpoint, its outbox rows and the events (one multi-row statement
-/// each, only when there are rows), the pending step (only when there is one), the run row.
+/// each, only when there are rows), the pending step (only when there is one), the run row. One round
+/// trip (a [`Script`]) when the writes are small enough for one ([`SCRIPT_BYTES`]), else a prepared
+/// statement each.
 async fn write_step(
+    tx: &mut sqlx::Transaction<'static, MySql>,
+    w: &StepWrites<'_>,
+) -> Result<(), sqlx::Error> {
+    match Script::of_step(w, None) {
+        Some(s) => sqlx::raw_sql(sqlx::AssertSqlSafe(s.0)).execute(&mut **tx).await.map(drop),
+        None => write_step_in_statements(tx, w).await,
+    }
+}
+
+/// [`write_step`] as prepared statements, one round trip each (for writes too large for a [`Script`]).
+async fn write_step_in_statements(
     tx: &mut sqlx::Transaction<'static, MySql>,
     w: &StepWrites<'_>,
 ) -> Result<(), sqlx::Error> {
@@ -266,6 +371,124 @@ async fn write_step(
     run.execute(&mut **tx).await.map(drop)
 }
 
+/// A commit's writes whose bytes (records, rows, events, keys) add up to more than this are sent as
+/// prepared statements, one round trip each, instead of one [`Script`]: a script carries bytes as hex
+/// (twice their size) and all its statements in one packet, under the server's `max_allowed_packet`.
+const SCRIPT_BYTES: usize = 64 * 1024;
+
+/// Statements sent together, in one round trip, as one text query (MySQL's multi-statement protocol,
+/// which sqlx's connections enable). The server runs them in order and stops at the first that fails.
+///
+/// A text query takes no bound parameters: every value is written as a literal that cannot end early
+/// whatever it holds: bytes as hex (`X'…'`), strings as the hex of their UTF-8 (`_utf8mb4 X'…'`, the
+/// columns' character set) and integers in decimal. Nothing of a value is ever written as SQL text.
+#[derive(Default)]
+struct Script(String);
+
+impl Script {
+    /// The idempotency key's insert.
+    fn key(&mut self, key: &str, run: &str, step: i64) -> &mut Self {
+        self.sql("INSERT INTO graph_keys (idem_key, run_id, step) VALUES (").text(key).sql(", ").text(run);
+        self.sql(", ").int(step).sql(")")
+    }
+
+    /// The writes of a step in one script, none when they are too large for one ([`SCRIPT_BYTES`]).
+    /// Without `expected`: [`write_step`]'s (after the row lock: the checkpoint, its outbox rows, the
+    /// events, the pending step, the run row). With `expected`: the key first, then the same writes
+    /// with no pending step, the run row updated only where it holds version `expected` and no pending
+    /// step (the last statement's count says whether it did), or inserted when `w` is a new run's.
+    fn of_step(w: &StepWrites<'_>, expected: Option<u64>) -> Option<Script> {
+        let outbox: Vec<Vec<u8>> = w.outbox.iter().map(crate::store::journal::encode_outbox).collect();
+        let events: Vec<Vec<u8>> = w.events.iter().map(crate::events::encode).collect();
+        let bytes = w.record.len()
+            + w.row_bytes.len()
+            + w.outbox.iter().map(|r| r.key.len()).sum::<usize>()
+            + outbox.iter().chain(&events).map(Vec::len).sum::<usize>();
+        if bytes > SCRIPT_BYTES {
+            return None;
+        }
+        let mut s = Script::default();
+        if expected.is_some() {
+            s.key(w.key, w.run_id, w.step).sql(";\n");
+        }
+        s.sql("INSERT INTO graph_checkpoints (run_id, step, idem_key, record) VALUES (").text(w.run_id);
+        s.sql(", ").int(w.step).sql(", ").text(w.key).sql(", ").bytes(w.record).sql(");\n");
+        if !outbox.is_empty() {
+            s.sql("INSERT INTO graph_outbox (run_id, step, idx, outbox_key, bytes) VALUES ");
+            for (i, (row, bytes)) in w.outbox.iter().zip(&outbox).enumerate() {
+                s.sql(if i == 0 { "(" } else { ", (" }).text(w.run_id).sql(", ").int(w.step).sql(", ");
+                s.int(db_int(i as u64)).sql(", ").text(&row.key).sql(", ").bytes(bytes).sql(")");
+            }
+            s.sql(sql::OUTBOX_UPSERT).sql(";\n");
+        }
+        if !events.is_empty() {
+            s.sql("INSERT INTO graph_events (run_id, seq, bytes) VALUES ");
+            for (i, (e, bytes)) in w.events.iter().zip(&events).enumerate() {
+                s.sql(if i == 0 { "(" } else { ", (" }).text(w.run_id).sql(", ").int(db_int(e.seq)).sql(", ");
+                s.bytes(bytes).sql(")");
+            }
+            s.sql(sql::EVENTS_UPSERT).sql(";\n");
+        }
+        if w.clear_pending {
+            s.sql("DELETE FROM graph_pending WHERE run_id = ").text(w.run_id).sql(";\n");
+        }
+        if w.new_run {
+            s.sql("INSERT INTO graph_runs (status, latest_step, version, row_bytes, has_pending, run_id, graph_fingerprint) VALUES (");
+            s.text(w.status)
+                .sql(", ")
+                .int(w.latest_step)
+                .sql(", ")
+                .int(w.version)
+                .sql(", ")
+                .bytes(&w.row_bytes);
+            s.sql(", FALSE, ").text(w.run_id).sql(", ").text(w.graph).sql(")");
+        } else {
+            s.sql("UPDATE graph_runs SET status = ")
+                .text(w.status)
+                .sql(", latest_step = ")
+                .int(w.latest_step);
+            s.sql(", version = ").int(w.version).sql(", row_bytes = ").bytes(&w.row_bytes);
+            s.sql(", has_pending = FALSE WHERE run_id = ").text(w.run_id);
+            if let Some(v) = expected {
+                s.sql(" AND version = ").int(db_int(v)).sql(" AND has_pending = FALSE");
+            }
+        }
+        Some(s)
+    }
+
+    /// SQL text of the store's own (never a value).
+    fn sql(&mut self, sql: &str) -> &mut Self {
+        self.0.push_str(sql);
+        self
+    }
+
+    /// `bytes` as a hex literal.
+    fn bytes(&mut self, bytes: &[u8]) -> &mut Self {
+        const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
+        self.0.reserve(bytes.len() * 2 + 3);
+        self.0.push_str("X'");
+        for b in bytes {
+            self.0.push(char::from(DIGITS[usize::from(b >> 4)]));
+            self.0.push(char::from(DIGITS[usize::from(b & 15)]));
+        }
+        self.0.push('\'');
+        self
+    }
+
+    /// A string as the hex literal of its UTF-8 bytes, in the columns' character set.
+    fn text(&mut self, s: &str) -> &mut Self {
+        self.0.push_str("_utf8mb4 ");
+        self.bytes(s.as_bytes())
+    }
+
+    /// An integer.
+    fn int(&mut self, i: i64) -> &mut Self {
+        use std::fmt::Write as _;
+        let _ = write!(self.0, "{i}");
+        self
+    }
+}
+
 /// ER_DUP_FIELDNAME (1060) or ER_DUP_KEYNAME (1061): a migration's `ADD COLUMN` or `CREATE INDEX` found
 /// what it adds already there (MySQL has no `IF NOT EXISTS` for them).
 fn already_applied(e: &sqlx::Error) -> bool {
@@ -295,7 +518,6 @@ pub(super) fn classify(e: &sqlx::Error) -> Class {
 
 mod sql {
     pub(super) const VERSION: &str = "SELECT version FROM graph_runs WHERE run_id = ?";
-    pub(super) const INSERT_KEY: &str = "INSERT INTO graph_keys (idem_key, run_id, step) VALUES (?, ?, ?)";
     pub(super) const LOCK_RUN: &str =
         "SELECT row_bytes, has_pending FROM graph_runs WHERE run_id = ? FOR UPDATE";
     pub(super) const RUN: &str = "SELECT row_bytes FROM graph_runs WHERE run_id = ?";

@@ -187,7 +187,7 @@ impl PostgresStore {
     /// A run row this store just committed, kept for the commit groups that are written in one
     /// statement (`group.rs`).
     pub(super) fn remember_row(&self, bytes: Vec<u8>, info: crate::store::RunInfo) {
-        self.groups.remember(bytes, info);
+        self.groups.known.remember(bytes, info);
     }
 
     /// Commit groups sent in one statement since connect (schema 3's `graph_commit_group`: every

@@ -56,7 +56,7 @@ use super::PostgresStore;
 use crate::error::StoreError;
 use crate::events::{ChainHead, Event};
 use crate::store::record::{decode_run, encode, encode_run};
-use crate::store::server::{Abort, Grouped, Lease, db_int, status_name};
+use crate::store::server::{Abort, Known, KnownRows, Lease, Shortcut, db_int, status_name};
 use crate::store::{Checkpoint, CommitOutcome, RunInfo, RunStatus};
 
 /// At most this many commits in one group.
@@ -82,55 +82,24 @@ pub(super) struct Groups {
     pub(super) commits: AtomicU64,
     /// Groups sent in one statement ([`sql::COMMIT_GROUP`]), whether they committed or not.
     pub(super) at_once: AtomicU64,
-    /// The run rows this store last wrote or read, by run: what a group's commits are computed from
-    /// when it is written in one statement.
-    known: Mutex<HashMap<String, Known>>,
+    /// The run rows this store last wrote: what a group's commits are computed from when it is
+    /// written in one statement.
+    pub(super) known: KnownRows,
 }
-
-/// A run row as this store last wrote it: its bytes (compared with the stored row by
-/// [`sql::COMMIT_GROUP`]) and what they decode to.
-#[derive(Clone)]
-struct Known {
-    bytes: Vec<u8>,
-    info: RunInfo,
-}
-
-/// At most this many run rows kept in [`Groups::known`]; past it the map starts again empty (a run
-/// whose row is not known has its next group written in steps, which reads the row).
-const MAX_KNOWN: usize = 16_384;
 
 impl Groups {
     fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn known(&self) -> std::sync::MutexGuard<'_, HashMap<String, Known>> {
-        self.known.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Keeps `bytes`, the row of `info.run_id` this store just committed; a run that ended is
-    /// forgotten (it commits no more).
-    pub(super) fn remember(&self, bytes: Vec<u8>, info: RunInfo) {
-        let mut known = self.known();
-        if matches!(info.status, RunStatus::Completed | RunStatus::Failed(_) | RunStatus::Cancelled) {
-            known.remove(&info.run_id);
-            return;
-        }
-        if known.len() >= MAX_KNOWN && !known.contains_key(&info.run_id) {
-            known.clear();
-        }
-        known.insert(info.run_id.clone(), Known { bytes, info });
-    }
-
     /// The rows each commit of `group` is computed from, when every one is known: `None` inside for a
     /// first commit (expected version 0), the row kept at the expected version otherwise.
     fn priors(&self, group: &[Request]) -> Option<Vec<Option<Known>>> {
-        let known = self.known();
         group
             .iter()
             .map(|r| match r.expected_version {
                 0 => Some(None),
-                v => known.get(&r.run_id).filter(|k| k.info.version == v).cloned().map(Some),
+                v => self.known.at(&r.run_id, v).map(Some),
             })
             .collect()
     }
@@ -187,13 +156,13 @@ enum Answer {
 impl PostgresStore {
     /// Commits `cp` in a group with other runs' concurrent commits, or says to commit it alone (see the
     /// [module docs](self)), holding an [`Inline`] while it is when no group was being written.
-    pub(super) async fn grouped_save(
+    pub(super) async fn shortcut_save(
         &self,
         cp: &Checkpoint,
         events: &[Event],
         status: &RunStatus,
         expected_version: u64,
-    ) -> Grouped<Option<Inline>> {
+    ) -> Shortcut<Option<Inline>> {
         let fence = crate::store::server::lease::current_fence();
         {
             let mut q = self.groups.lock();
@@ -201,7 +170,7 @@ impl PostgresStore {
                 // No group is being written and few commits are: this commit goes alone, on the
                 // caller's task, in the single-commit statements (cheaper than a group's for one or two).
                 q.inline += 1;
-                return Grouped::Alone(Some(Inline(self.groups.clone())));
+                return Shortcut::Alone(Some(Inline(self.groups.clone())));
             }
         }
         let (answer, answered) = oneshot::channel();
@@ -236,9 +205,9 @@ impl PostgresStore {
         // A dropped sender (the leader task panicked, the runtime is shutting down): alone, where the
         // key tells whether the group had committed it.
         match answered.await.unwrap_or(Answer::Alone) {
-            Answer::Committed(version) => Grouped::Done(Ok(CommitOutcome::Committed { version })),
-            Answer::Injected => Grouped::Done(Err(StoreError::backend("injected failure", "fail point"))),
-            Answer::Alone => Grouped::Alone(None),
+            Answer::Committed(version) => Shortcut::Done(Ok(CommitOutcome::Committed { version })),
+            Answer::Injected => Shortcut::Done(Err(StoreError::backend("injected failure", "fail point"))),
+            Answer::Alone => Shortcut::Alone(None),
         }
     }
 
@@ -370,11 +339,11 @@ impl PostgresStore {
                 match (info, bytes) {
                     (Some(info), Some(bytes)) if written.contains(&r.run_id) => {
                         let version = info.version;
-                        self.groups.remember(bytes, info);
+                        self.groups.known.remember(bytes, info);
                         Answer::Committed(version)
                     }
                     _ => {
-                        self.groups.known().remove(&r.run_id);
+                        self.groups.known.forget(&r.run_id);
                         Answer::Alone
                     }
                 }
