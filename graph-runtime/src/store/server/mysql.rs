@@ -194,8 +194,9 @@ impl MySqlStore {
     /// A commit onto the run row this store last wrote (or a new run's first), without reading the row
     /// first: `BEGIN`, one [`Script`] (the key, the checkpoint with its outbox rows and events, then the
     /// run row written only where it still holds the version this commit expects and no pending step),
-    /// `COMMIT`: three round trips and four statements, against the five and six of a commit that
-    /// locks and reads the row ([`key_then_lock`], [`write_step`]). `Alone` when the row is not known
+    /// `COMMIT`: three round trips and four statements (an engine step with events, no outbox),
+    /// against four and five for a commit that locks and reads the row ([`key_then_lock`],
+    /// [`write_step`]). `Alone` when the row is not known
     /// at the expected version, under a worker's lease (fenced after the row lock), when the writes are
     /// too large for a script, or when the stored row was not the one kept: nothing of it was written,
     /// and the commit that reads the row decides it.
