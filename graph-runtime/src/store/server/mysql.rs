@@ -372,9 +372,10 @@ async fn write_step_in_statements(
     run.execute(&mut **tx).await.map(drop)
 }
 
-/// A commit's writes whose bytes (records, rows, events, keys) add up to more than this are sent as
-/// prepared statements, one round trip each, instead of one [`Script`]: a script carries bytes as hex
-/// (twice their size) and all its statements in one packet, under the server's `max_allowed_packet`.
+/// A commit's writes whose bytes (records, rows, events, keys, the run id of each row) add up to more
+/// than this are sent as prepared statements, one round trip each, instead of one [`Script`]: a script
+/// carries bytes as hex (twice their size) and all its statements in one packet, under the server's
+/// `max_allowed_packet`.
 const SCRIPT_BYTES: usize = 64 * 1024;
 
 /// Statements sent together, in one round trip, as one text query (MySQL's multi-statement protocol,
@@ -401,10 +402,12 @@ impl Script {
     fn of_step(w: &StepWrites<'_>, expected: Option<u64>) -> Option<Script> {
         let outbox: Vec<Vec<u8>> = w.outbox.iter().map(crate::store::journal::encode_outbox).collect();
         let events: Vec<Vec<u8>> = w.events.iter().map(crate::events::encode).collect();
+        // Every row repeats the run id.
         let bytes = w.record.len()
             + w.row_bytes.len()
             + w.outbox.iter().map(|r| r.key.len()).sum::<usize>()
-            + outbox.iter().chain(&events).map(Vec::len).sum::<usize>();
+            + outbox.iter().chain(&events).map(Vec::len).sum::<usize>()
+            + (outbox.len() + events.len() + 3) * w.run_id.len();
         if bytes > SCRIPT_BYTES {
             return None;
         }
