@@ -314,7 +314,7 @@ async fn key_then_lock(
 
 /// Steps 3 to 5 of a commit: the checkpoint, its outbox rows and the events (one multi-row statement
 /// each, only when there are rows), the pending step (only when there is one), the run row. One round
-/// trip (a [`Script`]) when the writes are small enough for one ([`SCRIPT_BYTES`]), else a prepared
+/// trip (a [`Script`]) when the writes are small enough for one ([`SCRIPT_LIMIT`]), else a prepared
 /// statement each.
 async fn write_step(
     tx: &mut sqlx::Transaction<'static, MySql>,
@@ -372,11 +372,11 @@ async fn write_step_in_statements(
     run.execute(&mut **tx).await.map(drop)
 }
 
-/// A commit's writes whose bytes (records, rows, events, keys, the run id of each row) add up to more
-/// than this are sent as prepared statements, one round trip each, instead of one [`Script`]: a script
-/// carries bytes as hex (twice their size) and all its statements in one packet, under the server's
-/// `max_allowed_packet`.
-const SCRIPT_BYTES: usize = 64 * 1024;
+/// The longest [`Script`] a commit sends, in bytes of SQL text; a step whose script would be longer is
+/// written as prepared statements, one round trip each: a script carries bytes as hex (twice their
+/// size) and all its statements in one packet, which must stay under the server's
+/// `max_allowed_packet` (16 MiB by default on MariaDB, 64 MiB on MySQL).
+const SCRIPT_LIMIT: usize = 128 * 1024;
 
 /// Statements sent together, in one round trip, as one text query (MySQL's multi-statement protocol,
 /// which sqlx's connections enable). The server runs them in order and stops at the first that fails.
@@ -394,7 +394,7 @@ impl Script {
         self.sql(", ").int(step).sql(")")
     }
 
-    /// The writes of a step in one script, none when they are too large for one ([`SCRIPT_BYTES`]).
+    /// The writes of a step in one script, none when it would be longer than [`SCRIPT_LIMIT`].
     /// Without `expected`: [`write_step`]'s (after the row lock: the checkpoint, its outbox rows, the
     /// events, the pending step, the run row). With `expected`: the key first, then the same writes
     /// with no pending step, the run row updated only where it holds version `expected` and no pending
@@ -402,13 +402,13 @@ impl Script {
     fn of_step(w: &StepWrites<'_>, expected: Option<u64>) -> Option<Script> {
         let outbox: Vec<Vec<u8>> = w.outbox.iter().map(crate::store::journal::encode_outbox).collect();
         let events: Vec<Vec<u8>> = w.events.iter().map(crate::events::encode).collect();
-        // Every row repeats the run id.
+        // Hex doubles the bytes: writes over half the limit are not even written out.
         let bytes = w.record.len()
             + w.row_bytes.len()
             + w.outbox.iter().map(|r| r.key.len()).sum::<usize>()
             + outbox.iter().chain(&events).map(Vec::len).sum::<usize>()
             + (outbox.len() + events.len() + 3) * w.run_id.len();
-        if bytes > SCRIPT_BYTES {
+        if bytes > SCRIPT_LIMIT / 2 {
             return None;
         }
         let mut s = Script::default();
@@ -457,7 +457,7 @@ impl Script {
                 s.sql(" AND version = ").int(db_int(v)).sql(" AND has_pending = FALSE");
             }
         }
-        Some(s)
+        (s.0.len() <= SCRIPT_LIMIT).then_some(s)
     }
 
     /// SQL text of the store's own (never a value).
@@ -566,3 +566,89 @@ mod sql {
 }
 
 sql_store!(MySqlStore, MySql);
+
+#[cfg(test)]
+mod tests {
+    use super::{SCRIPT_LIMIT, Script, StepWrites};
+    use crate::store::OutboxRow;
+
+    fn writes<'a>(run: &'a str, key: &'a str, record: &'a [u8], outbox: &'a [OutboxRow]) -> StepWrites<'a> {
+        StepWrites {
+            run_id: run,
+            step: 7,
+            key,
+            record,
+            outbox,
+            events: &[],
+            clear_pending: false,
+            new_run: false,
+            graph: "g",
+            status: "running",
+            latest_step: 7,
+            version: 4,
+            row_bytes: b"row ' \\ \0 bytes".to_vec(),
+        }
+    }
+
+    fn outbox(run: &str, n: usize) -> Vec<OutboxRow> {
+        (0..n)
+            .map(|i| OutboxRow {
+                key: format!("k{i:031}"),
+                run_id: run.into(),
+                step: 7,
+                topic: "t".into(),
+                payload: serde_json::json!(i),
+            })
+            .collect()
+    }
+
+    /// The script with every hex literal (`X'…'`) taken out.
+    fn without_hex(script: &str) -> String {
+        let mut out = String::new();
+        let mut rest = script;
+        while let Some(at) = rest.find("X'") {
+            out.push_str(&rest[..at]);
+            let body = &rest[at + 2..];
+            let end = body.find('\'').expect("a hex literal ends");
+            assert!(body[..end].bytes().all(|b| b.is_ascii_hexdigit()), "{}", &body[..end]);
+            rest = &body[end + 1..];
+        }
+        out.push_str(rest);
+        out
+    }
+
+    #[test]
+    fn a_script_writes_every_value_as_hex() {
+        let run = "r'); DROP TABLE graph_runs; -- \\";
+        let key = "key\\'\"`";
+        let rows = outbox(run, 2);
+        let w = writes(run, key, b"\0'\\\"; DROP TABLE graph_keys", &rows);
+        let s = Script::of_step(&w, Some(3)).expect("a small step is one script").0;
+        let sql = without_hex(&s);
+        assert!(!sql.contains('\''), "a quote outside a hex literal: {sql}");
+        assert!(!sql.contains("DROP") && !sql.contains('\\') && !sql.contains('"'), "{sql}");
+        assert!(sql.starts_with("INSERT INTO graph_keys"), "the key first: {sql}");
+        assert!(sql.ends_with("AND version = 3 AND has_pending = FALSE"), "{sql}");
+        assert_eq!(sql.matches(";\n").count(), 3, "key, checkpoint, outbox, run row: {sql}");
+    }
+
+    #[test]
+    fn no_script_is_longer_than_the_limit() {
+        let run = "a-run";
+        let (mut some, mut none) = (0, 0);
+        for n in (0..1_200).step_by(25) {
+            let rows = outbox(run, n);
+            let w = writes(run, "key", b"record", &rows);
+            match Script::of_step(&w, None) {
+                Some(s) => {
+                    assert!(s.0.len() <= SCRIPT_LIMIT, "{n} rows: a script of {} bytes", s.0.len());
+                    some += 1;
+                }
+                None => none += 1,
+            }
+        }
+        assert!(some > 0 && none > 0, "{some} scripts, {none} refused");
+        let large = writes(run, "key", &[7; 70_000], &[]);
+        assert!(Script::of_step(&large, None).is_none(), "a 70 KB record goes as statements");
+    }
+}
