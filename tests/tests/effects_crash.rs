@@ -38,7 +38,7 @@ async fn reference(dir: &Path) -> (String, BTreeMap<String, BTreeSet<String>>) {
 
 fn child(store: &Path, ledger: &Path, crash: Option<String>) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_effects_child"));
-    c.arg(store).arg(ledger).arg(ITERATIONS.to_string()).stdout(Stdio::piped()).stderr(Stdio::null());
+    c.arg(store).arg(ledger).arg(ITERATIONS.to_string()).stdout(Stdio::piped()).stderr(Stdio::piped());
     match crash {
         Some(spec) => c.env("EFFECT_CRASH", spec),
         None => c.env_remove("EFFECT_CRASH"),
@@ -59,7 +59,12 @@ fn ledger_lines(ledger: &Path) -> Vec<(String, String)> {
 async fn finish(store_dir: &Path, ledger: &Path) -> (String, usize) {
     for asked in 0..20 {
         let out = child(store_dir, ledger, None).output().unwrap();
-        assert!(out.status.success(), "a resuming process failed: {:?}", out.status);
+        assert!(
+            out.status.success(),
+            "a resuming process failed: {:?}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
         let text = String::from_utf8(out.stdout).unwrap();
         if let Some(done) = text.lines().find_map(|l| l.strip_prefix("done ")) {
             return (done.to_owned(), asked);
