@@ -196,10 +196,10 @@ impl MySqlStore {
     /// run row written only where it still holds the version this commit expects and no pending step),
     /// `COMMIT`: three round trips and four statements (an engine step with events, no outbox),
     /// against four and five for a commit that locks and reads the row ([`key_then_lock`],
-    /// [`write_step`]). `Alone` when the row is not known
-    /// at the expected version, under a worker's lease (fenced after the row lock), when the writes are
-    /// too large for a script, or when the stored row was not the one kept: nothing of it was written,
-    /// and the commit that reads the row decides it.
+    /// [`write_step`]). `Alone` when the row is not known at the expected version, under a worker's
+    /// lease (fenced after the row lock), when the writes are too large for a script, or when the
+    /// stored row was not the one kept: nothing of it was written, and the commit that reads the row
+    /// decides it.
     pub(super) async fn shortcut_save(
         &self,
         cp: &Checkpoint,
@@ -244,7 +244,8 @@ impl MySqlStore {
         expected_version: u64,
     ) -> Result<Option<CommitOutcome>, Abort> {
         let abort = |e: sqlx::Error| Abort::Sql(classify(&e), e);
-        let Some(script) = Script::of_step(w, Some(expected_version)) else { return Ok(None) };
+        let rows = Rows::of(w);
+        let Some(script) = Script::of_step(w, &rows, Some(expected_version)) else { return Ok(None) };
         let mut tx = self.transaction().await.map_err(abort)?;
         let mut results = sqlx::raw_sql(sqlx::AssertSqlSafe(script.0)).execute_many(&mut *tx);
         // One result a statement, up to the first that failed.
@@ -320,9 +321,10 @@ async fn write_step(
     tx: &mut sqlx::Transaction<'static, MySql>,
     w: &StepWrites<'_>,
 ) -> Result<(), sqlx::Error> {
-    match Script::of_step(w, None) {
+    let rows = Rows::of(w);
+    match Script::of_step(w, &rows, None) {
         Some(s) => sqlx::raw_sql(sqlx::AssertSqlSafe(s.0)).execute(&mut **tx).await.map(drop),
-        None => write_step_in_statements(tx, w).await,
+        None => write_step_in_statements(tx, w, rows).await,
     }
 }
 
@@ -330,6 +332,7 @@ async fn write_step(
 async fn write_step_in_statements(
     tx: &mut sqlx::Transaction<'static, MySql>,
     w: &StepWrites<'_>,
+    rows: Rows<'_>,
 ) -> Result<(), sqlx::Error> {
     sqlx::query(sql::INSERT_CHECKPOINT)
         .bind(w.run_id)
@@ -338,21 +341,19 @@ async fn write_step_in_statements(
         .bind(w.record)
         .execute(&mut **tx)
         .await?;
-    if !w.outbox.is_empty() {
-        let (idx, keys, rows) = w.outbox_columns();
+    if !rows.outbox.is_empty() {
         let mut q = sqlx::QueryBuilder::<MySql>::new(
             "INSERT INTO graph_outbox (run_id, step, idx, outbox_key, bytes) ",
         );
-        q.push_values(idx.into_iter().zip(keys).zip(rows), |mut b, ((i, k), bytes)| {
+        q.push_values(rows.idx.into_iter().zip(rows.keys).zip(rows.outbox), |mut b, ((i, k), bytes)| {
             b.push_bind(w.run_id).push_bind(w.step).push_bind(i).push_bind(k).push_bind(bytes);
         });
         q.push(sql::OUTBOX_UPSERT);
         q.build().execute(&mut **tx).await?;
     }
-    if !w.events.is_empty() {
-        let (seqs, events) = w.event_columns();
+    if !rows.events.is_empty() {
         let mut q = sqlx::QueryBuilder::<MySql>::new("INSERT INTO graph_events (run_id, seq, bytes) ");
-        q.push_values(seqs.into_iter().zip(events), |mut b, (seq, bytes)| {
+        q.push_values(rows.seqs.into_iter().zip(rows.events), |mut b, (seq, bytes)| {
             b.push_bind(w.run_id).push_bind(seq).push_bind(bytes);
         });
         q.push(sql::EVENTS_UPSERT);
@@ -370,6 +371,25 @@ async fn write_step_in_statements(
         .bind(w.run_id);
     let run = if w.new_run { run.bind(w.graph) } else { run };
     run.execute(&mut **tx).await.map(drop)
+}
+
+/// A step's outbox rows and events as columns, encoded once for a [`Script`] or for statements.
+struct Rows<'w> {
+    /// The outbox rows' indexes, keys and bytes.
+    idx: Vec<i64>,
+    keys: Vec<&'w str>,
+    outbox: Vec<Vec<u8>>,
+    /// The events' sequence numbers and bytes.
+    seqs: Vec<i64>,
+    events: Vec<Vec<u8>>,
+}
+
+impl<'w> Rows<'w> {
+    fn of(w: &'w StepWrites<'_>) -> Self {
+        let (idx, keys, outbox) = w.outbox_columns();
+        let (seqs, events) = w.event_columns();
+        Rows { idx, keys, outbox, seqs, events }
+    }
 }
 
 /// The longest [`Script`] a commit sends, in bytes of SQL text; a step whose script would be longer is
@@ -399,15 +419,13 @@ impl Script {
     /// events, the pending step, the run row). With `expected`: the key first, then the same writes
     /// with no pending step, the run row updated only where it holds version `expected` and no pending
     /// step (the last statement's count says whether it did), or inserted when `w` is a new run's.
-    fn of_step(w: &StepWrites<'_>, expected: Option<u64>) -> Option<Script> {
-        let outbox: Vec<Vec<u8>> = w.outbox.iter().map(crate::store::journal::encode_outbox).collect();
-        let events: Vec<Vec<u8>> = w.events.iter().map(crate::events::encode).collect();
+    fn of_step(w: &StepWrites<'_>, rows: &Rows<'_>, expected: Option<u64>) -> Option<Script> {
         // Hex doubles the bytes: writes over half the limit are not even written out.
         let bytes = w.record.len()
             + w.row_bytes.len()
-            + w.outbox.iter().map(|r| r.key.len()).sum::<usize>()
-            + outbox.iter().chain(&events).map(Vec::len).sum::<usize>()
-            + (outbox.len() + events.len() + 3) * w.run_id.len();
+            + rows.keys.iter().map(|k| k.len()).sum::<usize>()
+            + rows.outbox.iter().chain(&rows.events).map(Vec::len).sum::<usize>()
+            + (rows.outbox.len() + rows.events.len() + 3) * w.run_id.len();
         if bytes > SCRIPT_LIMIT / 2 {
             return None;
         }
@@ -417,18 +435,18 @@ impl Script {
         }
         s.sql("INSERT INTO graph_checkpoints (run_id, step, idem_key, record) VALUES (").text(w.run_id);
         s.sql(", ").int(w.step).sql(", ").text(w.key).sql(", ").bytes(w.record).sql(");\n");
-        if !outbox.is_empty() {
+        if !rows.outbox.is_empty() {
             s.sql("INSERT INTO graph_outbox (run_id, step, idx, outbox_key, bytes) VALUES ");
-            for (i, (row, bytes)) in w.outbox.iter().zip(&outbox).enumerate() {
-                s.sql(if i == 0 { "(" } else { ", (" }).text(w.run_id).sql(", ").int(w.step).sql(", ");
-                s.int(db_int(i as u64)).sql(", ").text(&row.key).sql(", ").bytes(bytes).sql(")");
+            for (n, ((i, key), bytes)) in rows.idx.iter().zip(&rows.keys).zip(&rows.outbox).enumerate() {
+                s.sql(if n == 0 { "(" } else { ", (" }).text(w.run_id).sql(", ").int(w.step).sql(", ");
+                s.int(*i).sql(", ").text(key).sql(", ").bytes(bytes).sql(")");
             }
             s.sql(sql::OUTBOX_UPSERT).sql(";\n");
         }
-        if !events.is_empty() {
+        if !rows.events.is_empty() {
             s.sql("INSERT INTO graph_events (run_id, seq, bytes) VALUES ");
-            for (i, (e, bytes)) in w.events.iter().zip(&events).enumerate() {
-                s.sql(if i == 0 { "(" } else { ", (" }).text(w.run_id).sql(", ").int(db_int(e.seq)).sql(", ");
+            for (n, (seq, bytes)) in rows.seqs.iter().zip(&rows.events).enumerate() {
+                s.sql(if n == 0 { "(" } else { ", (" }).text(w.run_id).sql(", ").int(*seq).sql(", ");
                 s.bytes(bytes).sql(")");
             }
             s.sql(sql::EVENTS_UPSERT).sql(";\n");
@@ -468,13 +486,8 @@ impl Script {
 
     /// `bytes` as a hex literal.
     fn bytes(&mut self, bytes: &[u8]) -> &mut Self {
-        const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
-        self.0.reserve(bytes.len() * 2 + 3);
         self.0.push_str("X'");
-        for b in bytes {
-            self.0.push(char::from(DIGITS[usize::from(b >> 4)]));
-            self.0.push(char::from(DIGITS[usize::from(b & 15)]));
-        }
+        self.0.push_str(&graph_core::hex(bytes));
         self.0.push('\'');
         self
     }
@@ -569,7 +582,7 @@ sql_store!(MySqlStore, MySql);
 
 #[cfg(test)]
 mod tests {
-    use super::{SCRIPT_LIMIT, Script, StepWrites};
+    use super::{Rows, SCRIPT_LIMIT, Script, StepWrites};
     use crate::store::OutboxRow;
 
     fn writes<'a>(run: &'a str, key: &'a str, record: &'a [u8], outbox: &'a [OutboxRow]) -> StepWrites<'a> {
@@ -623,7 +636,7 @@ mod tests {
         let key = "key\\'\"`";
         let rows = outbox(run, 2);
         let w = writes(run, key, b"\0'\\\"; DROP TABLE graph_keys", &rows);
-        let s = Script::of_step(&w, Some(3)).expect("a small step is one script").0;
+        let s = Script::of_step(&w, &Rows::of(&w), Some(3)).expect("a small step is one script").0;
         let sql = without_hex(&s);
         assert!(!sql.contains('\''), "a quote outside a hex literal: {sql}");
         assert!(!sql.contains("DROP") && !sql.contains('\\') && !sql.contains('"'), "{sql}");
@@ -639,7 +652,7 @@ mod tests {
         for n in (0..1_200).step_by(25) {
             let rows = outbox(run, n);
             let w = writes(run, "key", b"record", &rows);
-            match Script::of_step(&w, None) {
+            match Script::of_step(&w, &Rows::of(&w), None) {
                 Some(s) => {
                     assert!(s.0.len() <= SCRIPT_LIMIT, "{n} rows: a script of {} bytes", s.0.len());
                     some += 1;
@@ -649,6 +662,9 @@ mod tests {
         }
         assert!(some > 0 && none > 0, "{some} scripts, {none} refused");
         let large = writes(run, "key", &[7; 70_000], &[]);
-        assert!(Script::of_step(&large, None).is_none(), "a 70 KB record goes as statements");
+        assert!(
+            Script::of_step(&large, &Rows::of(&large), None).is_none(),
+            "a 70 KB record goes as statements"
+        );
     }
 }
