@@ -151,24 +151,35 @@ pub const WAL_SEGMENT_HEADER: usize = 32;
 pub const WAL_GROUP_HEADER: usize = 24;
 
 /// The commit groups of a segment file's bytes, as `(start, end, first_seq, count)` with `end` past the
-/// group's padding, in file order. It follows the layout (32-byte header; 8-aligned groups whose header
-/// starts with `u32` body length, `u32` count, `u64` first seq) without checking checksums: meant for
-/// undamaged files. It stops at the first all-zero group header, at a group that would run past the
-/// file, or at a group whose seq does not follow the previous one (a recycled segment keeps groups of
-/// its previous life after its current end; their seqs are older).
+/// group's padding, in file order: the groups a reader of the log takes as written. It follows the
+/// layout (32-byte header whose bytes 16..24 are the segment's salt; 8-aligned groups whose 24-byte
+/// header is `u32` body length, `u32` count, `u64` first seq, `u32` crc32c of the body and `u32` crc32c
+/// of header bytes 0..20, both seeded with crc32c of the salt) and stops at the first group that is not
+/// whole: all-zero, running past the file, failing either checksum (a group a SIGKILL cut short in
+/// the middle of its `pwrite`: its header can be whole while its body is not), or with a seq that does
+/// not follow the previous one (a recycled segment keeps groups of its previous life after its
+/// current end; their seqs are older).
 pub fn wal_groups(bytes: &[u8]) -> Vec<(usize, usize, u64, u32)> {
+    let u32_at = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"));
     let mut groups = Vec::new();
+    let Some(salt) = bytes.get(16..24) else { return groups };
+    let seed = crc32c::crc32c(salt);
     let mut at = WAL_SEGMENT_HEADER;
     let mut expected: Option<u64> = None;
     while let Some(h) = bytes.get(at..at + WAL_GROUP_HEADER) {
-        if h.iter().all(|&b| b == 0) {
+        if h.iter().all(|&b| b == 0) || crc32c::crc32c_append(seed, &h[0..20]) != u32_at(h, 20) {
             break;
         }
-        let body_len = u32::from_le_bytes(h[0..4].try_into().expect("4 bytes")) as usize;
-        let count = u32::from_le_bytes(h[4..8].try_into().expect("4 bytes"));
+        let body_len = u32_at(h, 0) as usize;
+        let count = u32_at(h, 4);
         let first_seq = u64::from_le_bytes(h[8..16].try_into().expect("8 bytes"));
-        let end = (at + WAL_GROUP_HEADER + body_len).div_ceil(8) * 8;
-        if count == 0 || end > bytes.len() || expected.is_some_and(|e| e != first_seq) {
+        let body = at + WAL_GROUP_HEADER..at + WAL_GROUP_HEADER + body_len;
+        let end = body.end.div_ceil(8) * 8;
+        if count == 0
+            || end > bytes.len()
+            || expected.is_some_and(|e| e != first_seq)
+            || crc32c::crc32c_append(seed, &bytes[body]) != u32_at(h, 16)
+        {
             break;
         }
         groups.push((at, end, first_seq, count));

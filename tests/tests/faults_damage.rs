@@ -19,8 +19,11 @@
 //!   "tail-suffix", and printed. Any other loss is a store bug and fails the test.
 //!
 //! Which groups a damage changed is found by comparing the damaged file with the template's, group by
-//! group, after parsing the template's last segment (32-byte header; 8-aligned groups whose 24-byte
-//! header starts with `u32` body length, `u32` count, `u64` first seq).
+//! group, after parsing the template's last segment with both checksums of every group checked
+//! ([`wal_groups`]): a SIGKILL can land in the middle of a group's `pwrite` and leave its header whole
+//! and its body cut, which the store reads as the torn end of the log. Before the parser checked
+//! checksums it counted such a group, and damage to the last whole group before it (the loss of a
+//! torn tail) read as a store bug: one CI run failed so (2026-11-27).
 //!
 //! The random seed is printed; `GRAPH_FAULT_SEED=<n>` replays the damage of a run of the test (the
 //! templates' kill moments vary), and `GRAPH_FAULT_VERBOSE=1` prints every trial.
@@ -529,29 +532,53 @@ fn short(d: &Damage) -> String {
 #[test]
 fn the_tail_classification_follows_the_groups() {
     let sizes = [40usize, 48, 56];
-    let mut seg = vec![0u8; 32 + sizes.iter().sum::<usize>() + 64];
-    seg[..4].copy_from_slice(b"GRWL");
-    let mut at = 32;
-    for (i, size) in sizes.iter().enumerate() {
+    let salt = 0x5EED_u64.to_le_bytes();
+    let seed = crc32c::crc32c(&salt);
+    // A group of `size` bytes (24-byte header, then a body of 0xA5) at `at`, with both checksums.
+    let group = |seg: &mut [u8], at: usize, size: usize, first_seq: u64| {
         seg[at..at + 4].copy_from_slice(&((size - 24) as u32).to_le_bytes());
         seg[at + 4..at + 8].copy_from_slice(&1u32.to_le_bytes());
-        seg[at + 8..at + 16].copy_from_slice(&(10 + i as u64).to_le_bytes());
-        seg[at + 16..at + size].fill(0xA5);
+        seg[at + 8..at + 16].copy_from_slice(&first_seq.to_le_bytes());
+        seg[at + 24..at + size].fill(0xA5);
+        let body = crc32c::crc32c_append(seed, &seg[at + 24..at + size]);
+        seg[at + 16..at + 20].copy_from_slice(&body.to_le_bytes());
+        let header = crc32c::crc32c_append(seed, &seg[at..at + 20]);
+        seg[at + 20..at + 24].copy_from_slice(&header.to_le_bytes());
+    };
+    let mut seg = vec![0u8; 32 + sizes.iter().sum::<usize>() + 64];
+    seg[..4].copy_from_slice(b"GRWL");
+    seg[16..24].copy_from_slice(&salt);
+    let mut at = 32;
+    for (i, size) in sizes.iter().enumerate() {
+        group(&mut seg, at, *size, 10 + i as u64);
         at += size;
     }
     assert_eq!(wal_groups(&seg).len(), 3);
-    let damaged = |f: &dyn Fn(&mut Vec<u8>)| {
-        let mut d = seg.clone();
+    let damaged = |seg: &[u8], f: &dyn Fn(&mut Vec<u8>)| {
+        let mut d = seg.to_vec();
         f(&mut d);
-        tail_damage(Kind::LastSegment, &seg, &d)
+        tail_damage(Kind::LastSegment, seg, &d)
     };
     let (g1, g2, end) = (32 + 40, 32 + 40 + 48, 32 + 40 + 48 + 56);
-    assert_eq!(damaged(&|d| d[g2 + 30] ^= 1), Tail::LastGroup);
-    assert_eq!(damaged(&|d| d.truncate(g2 + 3)), Tail::LastGroup);
-    assert_eq!(damaged(&|d| d[g1 + 30..end].fill(0)), Tail::Suffix);
-    assert_eq!(damaged(&|d| d[g1 + 30..g2 + 2].fill(0)), Tail::Suffix);
-    assert_eq!(damaged(&|d| d[g1 + 30] ^= 1), Tail::Other, "an intact group follows");
-    assert_eq!(damaged(&|d| d[end + 5] ^= 1), Tail::Other, "no group changed");
-    assert_eq!(damaged(&|d| d[40..g1 + 2].fill(0)), Tail::Other, "the last group is intact");
+    assert_eq!(damaged(&seg, &|d| d[g2 + 30] ^= 1), Tail::LastGroup);
+    assert_eq!(damaged(&seg, &|d| d.truncate(g2 + 3)), Tail::LastGroup);
+    assert_eq!(damaged(&seg, &|d| d[g1 + 30..end].fill(0)), Tail::Suffix);
+    assert_eq!(damaged(&seg, &|d| d[g1 + 30..g2 + 2].fill(0)), Tail::Suffix);
+    assert_eq!(damaged(&seg, &|d| d[g1 + 30] ^= 1), Tail::Other, "an intact group follows");
+    assert_eq!(damaged(&seg, &|d| d[end + 5] ^= 1), Tail::Other, "no group changed");
+    assert_eq!(damaged(&seg, &|d| d[40..g1 + 2].fill(0)), Tail::Other, "the last group is intact");
     assert_eq!(tail_damage(Kind::OlderSegment, &seg, &seg[..g2]), Tail::Other);
+
+    // A fourth group whose header is whole and whose body is not (a SIGKILL in the middle of its
+    // `pwrite`) is not a group: the log ends before it, so damage to the third is to the last group.
+    let mut torn = seg.clone();
+    torn.resize(end + 64 + 64, 0);
+    group(&mut torn, end, 64, 13);
+    assert_eq!(wal_groups(&torn).len(), 4);
+    torn[end + 50] ^= 0xFF;
+    assert_eq!(wal_groups(&torn).len(), 3, "a group failing its body checksum ends the log");
+    assert_eq!(damaged(&torn, &|d| d[g2 + 30] ^= 1), Tail::LastGroup);
+    let mut bad_header = seg.clone();
+    bad_header[g2 + 21] ^= 1;
+    assert_eq!(wal_groups(&bad_header).len(), 2, "a group failing its header checksum ends the log");
 }
