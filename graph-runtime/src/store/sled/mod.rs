@@ -684,6 +684,13 @@ fn remove_unfinished_snapshots(db: &Path) -> Result<bool, StoreError> {
 /// wrongly), and one that does not parse is reported as an unsupported old version. The file is
 /// `key: value` lines followed by the little-endian CRC-32 (IEEE) of the lines. Like sled, a file of 8
 /// bytes or fewer counts as absent (sled writes a new one).
+///
+/// sled writes the file when it creates a database (or finds none) in two `write` calls, the lines and
+/// then their checksum, with no temporary file and no sync: a process killed between the two leaves the
+/// lines alone, and every later open failed (found by `tests/tests/effects_crash.rs`, a SIGKILL during
+/// a store's first open). A file that is exactly sled's three lines with no checksum after them is that
+/// interrupted write, not damage (damage to a checksummed file leaves the checksum's four bytes, which
+/// are not such a line): the write is finished here, atomically, as sled would have finished it.
 fn check_sled_conf(db: &Path) -> Result<(), StoreError> {
     let path = db.join("conf");
     let bytes = match std::fs::read(&path) {
@@ -695,14 +702,44 @@ fn check_sled_conf(db: &Path) -> Result<(), StoreError> {
         return Ok(());
     }
     let (body, crc) = bytes.split_at(bytes.len() - 4);
-    if crc32_ieee(body).to_le_bytes() != crc {
+    if crc32_ieee(body).to_le_bytes() == crc {
+        return Ok(());
+    }
+    if !is_unsummed_sled_conf(&bytes) {
         return Err(StoreError::corrupted_file(
             path,
             "sled's configuration does not match its checksum",
             REMEDY_FILE,
         ));
     }
-    Ok(())
+    tracing::warn!(file = %path.display(), "sled's configuration lacks its checksum (a process was killed while sled wrote it): finishing the write");
+    let mut whole = bytes.clone();
+    whole.extend_from_slice(&crc32_ieee(&bytes).to_le_bytes());
+    let tmp = db.join("conf.graph-runtime.tmp");
+    let finish = || -> std::io::Result<()> {
+        let mut f = File::create(&tmp)?;
+        std::io::Write::write_all(&mut f, &whole)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &path)?;
+        File::open(db)?.sync_all()
+    };
+    finish().map_err(|e| StoreError::backend(format!("cannot finish writing {}", path.display()), e))
+}
+
+/// Whether `bytes` are the lines sled writes in its `conf` (`segment_size: <n>`, `use_compression:
+/// <bool>`, `version: <major>.<minor>`, each ending in a newline) and nothing else.
+fn is_unsummed_sled_conf(bytes: &[u8]) -> bool {
+    let Some(body) = std::str::from_utf8(bytes).ok().and_then(|t| t.strip_suffix('\n')) else {
+        return false;
+    };
+    let [size, compression, version] = body.split('\n').collect::<Vec<_>>()[..] else { return false };
+    let number = |v: &str| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit());
+    size.strip_prefix("segment_size: ").is_some_and(number)
+        && compression.strip_prefix("use_compression: ").is_some_and(|v| v == "true" || v == "false")
+        && version
+            .strip_prefix("version: ")
+            .and_then(|v| v.split_once('.'))
+            .is_some_and(|(major, minor)| number(major) && number(minor))
 }
 
 /// CRC-32 (IEEE 802.3, as `crc32fast` computes it for sled), bit by bit: it checks one small file.
@@ -1000,6 +1037,47 @@ mod tests {
         }
         std::fs::write(&conf, &good).unwrap();
         drop(SledStore::open(dir.path()).unwrap());
+    }
+
+    /// Found by `effects_crash.rs` under load: a SIGKILL while sled created its database, between its
+    /// two writes of `conf` (the lines, then their checksum), left the lines alone, and every later open
+    /// failed with `Corrupted`. The interrupted write is finished instead, for a new store and for one
+    /// that holds data; anything else that fails the checksum is still `Corrupted`.
+    #[test]
+    fn a_sled_conf_whose_checksum_was_never_written_is_finished() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path()).unwrap();
+        let conf = dir.path().join("db").join("conf");
+        let good = std::fs::read(&conf).unwrap();
+        let lines = &good[..good.len() - 4];
+        assert!(is_unsummed_sled_conf(lines), "{:?}", String::from_utf8_lossy(lines));
+        drop(store);
+        // A store killed during its first open: sled's folder holds the lines of `conf` and nothing else.
+        let fresh = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(fresh.path().join("db")).unwrap();
+        std::fs::write(fresh.path().join("db").join("conf"), lines).unwrap();
+        drop(SledStore::open(fresh.path()).unwrap());
+        assert_eq!(std::fs::read(fresh.path().join("db").join("conf")).unwrap(), good);
+        assert!(!fresh.path().join("db").join("conf.graph-runtime.tmp").exists());
+        // A store with data whose `conf` sled rewrote and was killed in (it had found none).
+        let store = SledStore::open(dir.path()).unwrap();
+        store.inner.keys.insert(b"survives", b"yes").unwrap();
+        store.inner.db.flush().unwrap();
+        drop(store);
+        std::fs::write(&conf, lines).unwrap();
+        let store = SledStore::open(dir.path()).unwrap();
+        assert_eq!(store.inner.keys.get(b"survives").unwrap().as_deref(), Some(&b"yes"[..]));
+        drop(store);
+        assert_eq!(std::fs::read(&conf).unwrap(), good);
+        // Lines that are not sled's three, or cut short, with no checksum: damage.
+        for bad in [&lines[..lines.len() - 1], &lines[..lines.len() - 3], b"segment_size: 1\nversion: 0.34\n"]
+        {
+            std::fs::write(&conf, bad).unwrap();
+            match SledStore::open(dir.path()) {
+                Err(StoreError::Corrupted { file: Some(f), .. }) => assert_eq!(f, conf),
+                other => panic!("{:?}: {other:?}", String::from_utf8_lossy(bad)),
+            }
+        }
     }
 
     /// Found by `faults_damage.rs`: when `open` failed after the store was assembled (here a log record
