@@ -690,7 +690,8 @@ fn remove_unfinished_snapshots(db: &Path) -> Result<bool, StoreError> {
 /// lines alone, and every later open failed (found by `tests/tests/effects_crash.rs`, a SIGKILL during
 /// a store's first open). A file that is exactly sled's three lines with no checksum after them is that
 /// interrupted write, not damage (damage to a checksummed file leaves the checksum's four bytes, which
-/// are not such a line): the write is finished here, atomically, as sled would have finished it.
+/// are not such a line; a cut of exactly those four bytes reads the same, and finishing it restores the
+/// file): the write is finished here, atomically, as sled would have finished it.
 fn check_sled_conf(db: &Path) -> Result<(), StoreError> {
     let path = db.join("conf");
     let bytes = match std::fs::read(&path) {
