@@ -103,13 +103,20 @@ pub fn fingerprint(shape: &Shape<'_>) -> String {
 
 /// Lowercase hex of `bytes`.
 pub fn hex(bytes: &[u8]) -> String {
+    let mut out = String::new();
+    push_hex(&mut out, bytes);
+    out
+}
+
+/// Appends the lowercase hex of `bytes` to `out` (for text that holds many values, such as a SQL
+/// script: no string of its own per value).
+pub fn push_hex(out: &mut String, bytes: &[u8]) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = vec![0; bytes.len() * 2];
-    for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
-        pair[0] = DIGITS[(b >> 4) as usize];
-        pair[1] = DIGITS[(b & 15) as usize];
+    out.reserve(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 15)]));
     }
-    String::from_utf8(out).expect("hex digits are ASCII")
 }
 
 #[cfg(test)]
@@ -158,5 +165,8 @@ mod tests {
     #[test]
     fn hex_is_lowercase() {
         assert_eq!(hex(&[0x00, 0xab, 0xff]), "00abff");
+        let mut s = String::from("X'");
+        push_hex(&mut s, &[0x10, 0xfe]);
+        assert_eq!(s, "X'10fe");
     }
 }

@@ -24,6 +24,8 @@ pub(crate) enum Site {
     Open,
     /// Writing the manifest.
     Manifest,
+    /// Finishing sled's `conf` when the store opens (`store::sled`), through [`Io::replace`].
+    SledConf,
 }
 
 /// The kind of operation (fault rules name one).
@@ -91,6 +93,17 @@ impl Io {
     pub(super) fn remove(&self, site: Site, path: &Path) -> io::Result<()> {
         self.check(site, Op::Remove, 0)?;
         std::fs::remove_file(path)
+    }
+
+    /// Puts `bytes` at `path` whole or not at all: written to `tmp` (in the same folder), synced,
+    /// renamed over `path`, the folder synced. A crash leaves the old file or the new one, and at worst
+    /// a stray `tmp`.
+    pub(crate) fn replace(&self, site: Site, tmp: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        let file = self.create(site, tmp)?;
+        self.write_at(site, &file, bytes, 0)?;
+        self.sync_data(site, &file)?;
+        self.rename(site, tmp, path)?;
+        self.sync_dir(site, path.parent().unwrap_or(Path::new(".")))
     }
 
     /// Makes the folder's entries (creations, renames, removals) durable.

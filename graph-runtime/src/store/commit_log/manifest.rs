@@ -112,14 +112,8 @@ impl Manifest {
         let bytes = self.encode();
         let tmp = dir.join(MANIFEST_TMP);
         let path = dir.join(MANIFEST_FILE);
-        let write = || -> std::io::Result<()> {
-            let file = io.create(Site::Manifest, &tmp)?;
-            io.write_at(Site::Manifest, &file, &bytes, 0)?;
-            io.sync_data(Site::Manifest, &file)?;
-            io.rename(Site::Manifest, &tmp, &path)?;
-            io.sync_dir(Site::Manifest, dir)
-        };
-        write().map_err(|e| LogError::io(format!("cannot write {}", path.display()), e))
+        io.replace(Site::Manifest, &tmp, &path, &bytes)
+            .map_err(|e| LogError::io(format!("cannot write {}", path.display()), e))
     }
 
     fn encode(&self) -> Vec<u8> {

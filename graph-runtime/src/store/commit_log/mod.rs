@@ -141,7 +141,7 @@ use format::{
     ALIGN, GROUP_HEADER, GroupBuilder, HeaderError, MAX_CAPACITY, RECORD_HEADER, SEGMENT_HEADER,
     SegmentHeader, decode_segment_header, encode_segment_header, find_valid_group, parse_group, salt_seed,
 };
-use io::{Io, Site};
+pub(crate) use io::{Io, Site};
 pub(crate) use manifest::Manifest;
 use spares::{Spares, parse_spare_name, spare_name};
 

@@ -487,7 +487,7 @@ impl Script {
     /// `bytes` as a hex literal.
     fn bytes(&mut self, bytes: &[u8]) -> &mut Self {
         self.0.push_str("X'");
-        self.0.push_str(&graph_core::hex(bytes));
+        graph_core::push_hex(&mut self.0, bytes);
         self.0.push('\'');
         self
     }

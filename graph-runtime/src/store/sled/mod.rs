@@ -716,15 +716,9 @@ fn check_sled_conf(db: &Path) -> Result<(), StoreError> {
     tracing::warn!(file = %path.display(), "sled's configuration lacks its checksum (a process was killed while sled wrote it): finishing the write");
     let mut whole = bytes.clone();
     whole.extend_from_slice(&crc32_ieee(&bytes).to_le_bytes());
-    let tmp = db.join("conf.graph-runtime.tmp");
-    let finish = || -> std::io::Result<()> {
-        let mut f = File::create(&tmp)?;
-        std::io::Write::write_all(&mut f, &whole)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &path)?;
-        File::open(db)?.sync_all()
-    };
-    finish().map_err(|e| StoreError::backend(format!("cannot finish writing {}", path.display()), e))
+    commit_log::Io::default()
+        .replace(commit_log::Site::SledConf, &db.join("conf.graph-runtime.tmp"), &path, &whole)
+        .map_err(|e| StoreError::backend(format!("cannot finish writing {}", path.display()), e))
 }
 
 /// Whether `bytes` are the lines sled writes in its `conf` (`segment_size: <n>`, `use_compression:
