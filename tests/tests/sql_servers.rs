@@ -226,22 +226,30 @@ graph_tests::for_backends! {
 }
 
 /// Runs `commit` and asserts that it made `expected` requests (round trips) through `proxy`, counting
-/// the ping sqlx's pool sends on a task of its own when it takes a connection back (waited for, up to
-/// 10 s; then 50 ms more for requests beyond it).
+/// the ping sqlx's pool sends on a task of its own when it takes a connection back. The count starts
+/// and ends with every connection of `store`'s pool back in it (waited for, up to 10 s each), so a
+/// ping or any other request of an earlier commit is never counted in this one, however late the
+/// machine runs it. (Before, the count ended 50 ms after it reached `expected`: one CI run under load
+/// counted 5 for a commit of 4.)
 #[cfg(feature = "mysql")]
 async fn assert_requests<F: std::future::Future<Output = graph_runtime::store::CommitOutcome>>(
     proxy: &Proxy,
+    store: &graph_runtime::store::MySqlStore,
     expected: u64,
     what: &str,
     commit: F,
 ) -> graph_runtime::store::CommitOutcome {
+    let settled = || async {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while store.pool().num_idle() < store.pool().size() as usize {
+            assert!(Instant::now() < deadline, "{what}: a connection did not come back to the pool");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    settled().await;
     let before = proxy.requests();
     let out = commit.await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while proxy.requests() - before < expected && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    settled().await;
     assert_eq!(proxy.requests() - before, expected, "{what}");
     out
 }
@@ -264,7 +272,7 @@ async fn commits_onto_a_known_row_take_three_round_trips(b: &MySql) {
     for step in 0..10 {
         let cp = checkpoint("k", step, step);
         let what = format!("step {step}: BEGIN, the script, COMMIT, the pool's ping");
-        let out = assert_requests(&proxy, 4, &what, async {
+        let out = assert_requests(&proxy, &store, 4, &what, async {
             store.save_checkpoint(&cp, &[], &running, step).await.unwrap()
         })
         .await;
@@ -274,12 +282,12 @@ async fn commits_onto_a_known_row_take_three_round_trips(b: &MySql) {
     let out = other.save_checkpoint(&checkpoint("u", 0, 0), &[], &running, 0).await.unwrap();
     assert!(matches!(out, CommitOutcome::Committed { version: 1 }), "{out:?}");
     let what = "BEGIN, the key with the row lock, the writes, COMMIT, the pool's ping";
-    let out = assert_requests(&proxy, 5, what, async {
+    let out = assert_requests(&proxy, &store, 5, what, async {
         store.save_checkpoint(&checkpoint("u", 1, 1), &[], &running, 1).await.unwrap()
     })
     .await;
     assert!(matches!(out, CommitOutcome::Committed { version: 2 }), "{out:?}");
-    let out = assert_requests(&proxy, 4, "the row it wrote is known", async {
+    let out = assert_requests(&proxy, &store, 4, "the row it wrote is known", async {
         store.save_checkpoint(&checkpoint("u", 2, 2), &[], &running, 2).await.unwrap()
     })
     .await;
@@ -298,7 +306,7 @@ async fn commits_onto_a_known_row_take_three_round_trips(b: &MySql) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let what = "BEGIN, the key with the row lock, the checkpoint, the run row, COMMIT, the pool's ping";
-    let out = assert_requests(&proxy, 6, what, async {
+    let out = assert_requests(&proxy, &store, 6, what, async {
         store.save_checkpoint(&large(2), &[], &running, 2).await.unwrap()
     })
     .await;
