@@ -641,9 +641,12 @@ async fn a_group_in_one_statement_that_fails_writes_nothing(b: &Postgres) {
 /// A commit larger than one TLS record (16 KiB) leaves at once: with Nagle's algorithm on (sqlx's
 /// default), its second record waited for the server's delayed acknowledgement, 40 ms or more a
 /// commit. The same run of 10 steps that each append 40 KB, over `sslmode=require` and over
-/// `sslmode=disable`: TLS may cost half the plain run again (it encrypts every byte: a debug build on
-/// a slow VM took 431 ms against 224 ms) and 20 ms a step more; records held back exceed that (without
-/// the fix: 580 ms against 106 ms; on that slow VM 608 ms against 176 ms, the bound 464 ms).
+/// `sslmode=disable`, three times each in turns; the fastest of each is compared, so a stall of the
+/// shared machine during one run does not decide (one CI run timed a single pair at 464 ms against
+/// 161 ms). TLS may cost half the plain run again (it encrypts every byte: a debug build on a slow VM
+/// took 431 ms against 224 ms) and 20 ms a step more; records held back exceed that by far (without the
+/// fix: 580 ms against 106 ms; on that slow VM 608 ms against 176 ms), and a stall in every commit is
+/// in the fastest run too.
 #[cfg(feature = "postgres")]
 async fn messages_larger_than_a_tls_record_are_not_held_back(b: &Postgres) {
     b.create().await;
@@ -661,21 +664,26 @@ async fn messages_larger_than_a_tls_record_are_not_held_back(b: &Postgres) {
         .edge("tick", END)
         .build()
         .unwrap();
-    let mut took = Vec::new();
+    let mut engines = Vec::new();
     for mode in ["require", "disable"] {
         let store = graph_runtime::store::PostgresStore::connect(&format!("{}?sslmode={mode}", b.url()))
             .await
             .unwrap_or_else(|e| panic!("connecting to the local server with sslmode={mode}: {e}"));
         let engine = Engine::builder(graph.clone()).store(store).build();
         engine.run(&format!("warm-up-{mode}"), Trace::default()).await.unwrap();
-        let started = Instant::now();
-        let out = engine.run(&format!("r-{mode}"), Trace::default()).await.unwrap();
-        took.push(started.elapsed());
-        assert_eq!(out.state.log.len() as u64, steps);
+        engines.push((mode, engine, Duration::MAX));
     }
-    let (tls, plain) = (took[0], took[1]);
+    for round in 0..3 {
+        for (mode, engine, fastest) in &mut engines {
+            let started = Instant::now();
+            let out = engine.run(&format!("r-{mode}-{round}"), Trace::default()).await.unwrap();
+            *fastest = (*fastest).min(started.elapsed());
+            assert_eq!(out.state.log.len() as u64, steps);
+        }
+    }
+    let (tls, plain) = (engines[0].2, engines[1].2);
     let bound = plain * 3 / 2 + Duration::from_millis(20) * u32::try_from(steps).unwrap();
-    assert!(tls < bound, "{steps} steps took {tls:?} over TLS and {plain:?} without");
+    assert!(tls < bound, "{steps} steps took at fastest {tls:?} over TLS and {plain:?} without");
 }
 
 /// A loop of `n` steps, each appending one entry and adding one, sleeping `pause` in its node.
