@@ -201,7 +201,10 @@ fn sled(dir: &Path, durability: Durability) -> SledStore {
 fn sqlite(dir: &Path, durability: Durability) -> SqliteStore {
     // `GRAPH_BENCH_SQLITE_COALESCE=0`: SQLite's own two writes a log frame (for A/B runs).
     let coalesce = std::env::var("GRAPH_BENCH_SQLITE_COALESCE").map_or(true, |v| v != "0");
-    let options = SqliteOptions::default().durability(durability).coalesce_log_writes(coalesce);
+    // `GRAPH_BENCH_SQLITE_PAGE=<bytes>`: the page size of the store's new database (for A/B runs).
+    let page = std::env::var("GRAPH_BENCH_SQLITE_PAGE").map_or(4096, |v| v.parse().expect("a page size"));
+    let options =
+        SqliteOptions::default().durability(durability).coalesce_log_writes(coalesce).page_size(page);
     SqliteStore::open_with(dir.join("store.sqlite"), options).expect("SQLite opens")
 }
 

@@ -85,6 +85,47 @@ async fn the_write_ahead_log_is_preallocated_and_the_database_unchanged() {
     assert!(wal(&plain) < 1 << 20, "a {}-byte log without preallocation", wal(&plain));
 }
 
+/// `SqliteOptions::page_size` is the page size of a database the store creates; a database that exists
+/// keeps its own; a size SQLite cannot use is refused before any file is made. The automatic checkpoint
+/// follows the page size: with 1 KiB pages the log still grows to about 4 MiB before SQLite starts it
+/// over (with SQLite's 1,000 pages it would stop near 1 MiB).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_size_applies_to_a_new_database_and_the_checkpoint_follows_it() {
+    let page_size = |dir: &tempfile::TempDir| -> i64 {
+        let conn = rusqlite::Connection::open(file(dir)).unwrap();
+        conn.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap()
+    };
+    let wal = |dir: &tempfile::TempDir| {
+        std::fs::metadata(dir.path().join("store.sqlite-wal")).map_or(0, |m| m.len())
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let options = SqliteOptions::default().page_size(1024).wal_preallocation(0).durability(Durability::Async);
+    let store = SqliteStore::open_with(file(&dir), options).unwrap();
+    assert_eq!(page_size(&dir), 1024);
+    let steps = 600;
+    for step in 0..steps {
+        let o = store
+            .save_checkpoint(&checkpoint("p", step, step), &[], &RunStatus::Running, step)
+            .await
+            .unwrap();
+        assert_eq!(o, CommitOutcome::Committed { version: step + 1 });
+    }
+    assert!(wal(&dir) > 2 << 20, "{steps} commits left a {}-byte log: checkpointed early", wal(&dir));
+    assert!(wal(&dir) < 6 << 20, "{steps} commits left a {}-byte log: never checkpointed", wal(&dir));
+    drop(store);
+    let reopened = SqliteStore::open_with(file(&dir), SqliteOptions::default().page_size(8192)).unwrap();
+    assert_eq!(page_size(&dir), 1024, "an existing database keeps its page size");
+    assert_eq!(reopened.history("p").await.unwrap().len(), steps as usize);
+
+    let other = tempfile::tempdir().unwrap();
+    for bad in [0, 256, 1000, 131_072] {
+        let refused = SqliteStore::open_with(file(&other), SqliteOptions::default().page_size(bad));
+        let e = refused.err().unwrap_or_else(|| panic!("page size {bad} was taken"));
+        assert!(e.to_string().contains(&format!("page size {bad}")), "{bad}: {e}");
+        assert!(!file(&other).exists(), "page size {bad}: a file was made");
+    }
+}
+
 /// A failure inside one request of a group rolls back that request alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_request_rolls_back_alone() {

@@ -59,6 +59,9 @@ graph_tests::for_backends! {
         events_and_pending_steps_go_with_their_writes,
     ];
     sqlite => graph_tests::backends::Sqlite::new(),
+    // The smallest page SQLite allows: records and events span overflow pages.
+    sqlite_512_byte_pages =>
+        graph_tests::backends::Sqlite::with(graph_runtime::store::SqliteOptions::default().page_size(512)),
 }
 
 /// Says, in a run without the feature, that the PostgreSQL suite did not run.

@@ -1,17 +1,22 @@
 //! The SQLite store in a temporary directory (feature `sqlite`).
 
 use graph_runtime::StoreError;
-use graph_runtime::store::{SqliteStore, conformance};
+use graph_runtime::store::{SqliteOptions, SqliteStore, conformance};
 
 use super::RawAccess;
 
 /// The SQLite store, its database file in a temporary directory.
-pub struct Sqlite(tempfile::TempDir);
+pub struct Sqlite(tempfile::TempDir, SqliteOptions);
 
 impl Sqlite {
-    /// A fresh, empty directory.
+    /// A fresh, empty directory; the store opens with the default options.
     pub fn new() -> Self {
-        Sqlite(tempfile::tempdir().expect("a temporary directory"))
+        Self::with(SqliteOptions::default())
+    }
+
+    /// A fresh, empty directory; the store opens with `options`.
+    pub fn with(options: SqliteOptions) -> Self {
+        Sqlite(tempfile::tempdir().expect("a temporary directory"), options)
     }
 
     /// The database file.
@@ -29,7 +34,7 @@ impl Default for Sqlite {
 impl conformance::Backend for Sqlite {
     type Store = SqliteStore;
     async fn open(&self) -> SqliteStore {
-        SqliteStore::open(self.file()).expect("open the SQLite store")
+        SqliteStore::open_with(self.file(), self.1.clone()).expect("open the SQLite store")
     }
     async fn reopen(&self, store: SqliteStore) -> SqliteStore {
         drop(store);

@@ -77,6 +77,10 @@ pub const SQLITE_SCHEMA_VERSION: u32 = 2;
 const REMEDY_FILE: &str = "the database file is damaged (a disk fault, or a file that is not this store's \
      database): restore it from a backup; the store changed nothing";
 
+/// The write-ahead log's size at which the writer checkpoints it (SQLite's default, 1,000 pages, is
+/// about this with its default 4 KiB pages).
+const WAL_CHECKPOINT_BYTES: i64 = 4 << 20;
+
 /// The writer connection's page cache: 16 MiB (SQLite's default is 2 MiB).
 const WRITER_CACHE: &str = "PRAGMA cache_size = -16384";
 
@@ -102,6 +106,11 @@ pub struct SqliteOptions {
     /// of SQLite's two calls a frame (docs/stores.md, "The log's frames in one write"). `Async` stores
     /// always use SQLite's default VFS.
     pub coalesce_log_writes: bool,
+    /// The page size of a database this store creates (bytes, a power of two from 512 to 65,536;
+    /// default 4,096, SQLite's). Every page a commit changes is written to the write-ahead log whole, so
+    /// smaller pages mean fewer bytes a commit; a database that exists keeps the page size it was
+    /// created with.
+    pub page_size: u32,
 }
 
 impl Default for SqliteOptions {
@@ -112,6 +121,7 @@ impl Default for SqliteOptions {
             readers: 4,
             wal_preallocation: 4 << 20,
             coalesce_log_writes: true,
+            page_size: 4096,
         }
     }
 }
@@ -144,6 +154,12 @@ impl SqliteOptions {
     /// Sets whether a `Sync` store writes a commit's log frames in one call.
     pub fn coalesce_log_writes(mut self, on: bool) -> Self {
         self.coalesce_log_writes = on;
+        self
+    }
+
+    /// Sets the page size of a database the store creates.
+    pub fn page_size(mut self, bytes: u32) -> Self {
+        self.page_size = bytes;
         self
     }
 }
@@ -228,6 +244,12 @@ impl SqliteStore {
     /// As [`SqliteStore::open`].
     pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, StoreError> {
         let path = path.as_ref().to_path_buf();
+        if !(options.page_size.is_power_of_two() && (512..=65_536).contains(&options.page_size)) {
+            return Err(StoreError::backend(
+                format!("cannot open {}", path.display()),
+                format!("page size {} is not a power of two from 512 to 65536", options.page_size),
+            ));
+        }
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -246,6 +268,9 @@ impl SqliteStore {
             move |e| sql_error(&path, what, e)
         };
         conn.busy_timeout(options.busy_timeout).map_err(err("setting the busy timeout"))?;
+        // Applies only while the file is empty (a database that exists keeps its page size).
+        conn.execute_batch(&format!("PRAGMA page_size = {}", options.page_size))
+            .map_err(err("setting the page size"))?;
         // Switching a new file to WAL takes its exclusive lock, and SQLite answers SQLITE_BUSY at once,
         // without its busy handler, to a connection that would otherwise wait on one that waits on it
         // (several stores opening a new file at once): tried again until the busy timeout, as the busy
@@ -277,6 +302,13 @@ impl SqliteStore {
         // 16 MiB of page cache for the writer (SQLite's default is 2 MiB): a group of concurrent runs'
         // commits touches pages all over the checkpoint and key b-trees.
         conn.execute_batch(WRITER_CACHE).map_err(err("setting the page cache"))?;
+        // The automatic checkpoint after about 4 MiB of log whatever the page size (SQLite counts
+        // pages: its 1,000 are 4 MiB of 4 KiB pages, but 1 MiB of 1 KiB ones, and at 64 runs a
+        // 1 KiB-page store then checkpointed four times as often: 7,200 commits/s against 9,700–10,900).
+        let page: i64 =
+            conn.query_row("PRAGMA page_size", [], |r| r.get(0)).map_err(err("reading the page size"))?;
+        conn.execute_batch(&format!("PRAGMA wal_autocheckpoint = {}", WAL_CHECKPOINT_BYTES / page.max(512)))
+            .map_err(err("setting the automatic checkpoint"))?;
         // The statement journal (the page copies that let a statement that changes several rows, a
         // prune's delete, roll back alone) in memory: otherwise SQLite spills it to a temporary file
         // past 64 KiB.
