@@ -304,7 +304,7 @@ impl SqliteStore {
         conn.execute_batch(WRITER_CACHE).map_err(err("setting the page cache"))?;
         // The automatic checkpoint after about 4 MiB of log whatever the page size (SQLite counts
         // pages: its 1,000 are 4 MiB of 4 KiB pages, but 1 MiB of 1 KiB ones, and at 64 runs a
-        // 1 KiB-page store then checkpointed four times as often: 7,200 commits/s against 9,700–10,900).
+        // 1 KiB-page store then checkpointed four times as often: 6,800–7,200 commits/s against 8,300–10,900).
         let page: i64 =
             conn.query_row("PRAGMA page_size", [], |r| r.get(0)).map_err(err("reading the page size"))?;
         conn.execute_batch(&format!("PRAGMA wal_autocheckpoint = {}", WAL_CHECKPOINT_BYTES / page.max(512)))
