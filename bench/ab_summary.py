@@ -11,7 +11,8 @@ def figure(r):
     """A record's short name and its figure."""
     w, mode, n = r["workload"], r.get("mode", ""), r.get("n")
     if w == "fdatasync":
-        return f"probe[{mode}]", f"{r['ops_per_s_median']:,.0f}/s"
+        ratio = f" ({r['ratio_to_fdatasync']:.2f}× probe)" if "ratio_to_fdatasync" in r else ""
+        return f"probe[{mode}]", f"{r['ops_per_s_median']:,.0f}/s{ratio}"
     if "ratio_to_fdatasync" in r:
         return f"{w}[{mode}]", f"{r['commits_per_s']:,.0f}/s ({r['ratio_to_fdatasync']:.2f}× probe)"
     if "commits_per_s" in r:

@@ -302,6 +302,33 @@ fn fdatasync_rate(dir: &Path, duration: Duration) -> (f64, u64) {
     (rate, n)
 }
 
+/// The bytes of a sequential `Sync` commit to the SQLite store's write-ahead log: about seven frames,
+/// each a 24-byte header and a 4 KiB page (bench/analysis.md, "SQL stores: where a commit's time goes").
+const SQLITE_COMMIT_BYTES: usize = 7 * (24 + 4096);
+
+/// The disk's rate of one write of `bytes` + fdatasync at a time, each write overwriting blocks of a
+/// file written and synced beforehand (as the SQLite store's preallocated log is), in `dir`.
+fn overwrite_sync_rate(dir: &Path, bytes: usize, duration: Duration) -> f64 {
+    use std::os::unix::fs::FileExt;
+    let path = dir.join("overwrite-probe");
+    let f =
+        std::fs::OpenOptions::new().create(true).truncate(true).read(true).write(true).open(&path).unwrap();
+    let span = 4u64 << 20;
+    f.write_all_at(&vec![0u8; span as usize], 0).unwrap();
+    f.sync_all().unwrap();
+    let block = vec![7u8; bytes];
+    let (t, mut n, mut at) = (Instant::now(), 0u64, 0u64);
+    while t.elapsed() < duration {
+        f.write_all_at(&block, at).unwrap();
+        f.sync_data().unwrap();
+        at = (at + bytes as u64) % (span - bytes as u64);
+        n += 1;
+    }
+    let rate = n as f64 / t.elapsed().as_secs_f64();
+    let _ = std::fs::remove_file(path);
+    rate
+}
+
 /// What sled alone allows for one commit at a time, on a fresh database like the store's: a transaction
 /// over three trees (three reads, three writes, a ~600-byte record), `flush`, and, when `fdatasync`, the
 /// `fdatasync` of its log that makes the commit survive a power loss (see `SledStore`). One thread, no
@@ -381,9 +408,10 @@ async fn durable_workload(a: &Args, n: u64) {
 async fn durable_sqlite_workload(a: &Args, n: u64) {
     let dir = fresh_dir(a);
     let mut rates = Vec::new();
-    let (mut sync, mut not_synced) = (Vec::new(), Vec::new());
+    let (mut sync, mut not_synced, mut commit_bytes) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..a.repeat {
         rates.push(fdatasync_rate(dir.path(), Duration::from_millis(700)).0);
+        commit_bytes.push(overwrite_sync_rate(dir.path(), SQLITE_COMMIT_BYTES, Duration::from_millis(700)));
         for (durability, all) in [(Durability::Sync, &mut sync), (Durability::Async, &mut not_synced)] {
             let run_dir = fresh_dir(a);
             let engine = Engine::builder(loop_graph(n))
@@ -401,6 +429,13 @@ async fn durable_sqlite_workload(a: &Args, n: u64) {
     emit(json!({"workload": "fdatasync", "mode": "disk-sqlite-run", "n": a.repeat, "repeat": a.repeat,
         "ops_per_s_median": fsync, "ops_per_s_all": rates,
         "note": "512-byte append + fdatasync, one at a time, probed between the SQLite runs"}));
+    let m = median(&commit_bytes);
+    emit(
+        json!({"workload": "fdatasync", "mode": "disk-sqlite-commit-bytes", "n": a.repeat, "repeat": a.repeat,
+        "bytes": SQLITE_COMMIT_BYTES, "ops_per_s_median": m, "ops_per_s_all": commit_bytes,
+        "ratio_to_fdatasync": m / fsync,
+        "note": "a Sync commit's log bytes (7 frames of 4 KiB) overwritten in a synced file + fdatasync, one at a time"}),
+    );
     for (mode, all) in [("sqlite-sync", sync), ("sqlite-async", not_synced)] {
         let m = median(&all);
         emit(json!({"workload": "durable", "mode": mode, "n": n, "repeat": a.repeat, "seconds_median": m,
