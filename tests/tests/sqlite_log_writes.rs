@@ -4,9 +4,8 @@
 //! test: no other test's writes run beside it.
 #![cfg(all(feature = "sqlite", target_os = "linux"))]
 
-use graph_runtime::store::conformance::checkpoint;
+use graph_runtime::store::conformance::commit_steps;
 use graph_runtime::store::{SqliteOptions, SqliteStore};
-use graph_runtime::{CommitOutcome, RunStatus, Store};
 
 /// Write system calls this process has made so far.
 fn writes_of_this_process() -> u64 {
@@ -19,13 +18,7 @@ async fn writes_of_commits(options: SqliteOptions, commits: u64) -> u64 {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open_with(dir.path().join("store.sqlite"), options).unwrap();
     let before = writes_of_this_process();
-    for step in 0..commits {
-        let o = store
-            .save_checkpoint(&checkpoint("r", step, step), &[], &RunStatus::Running, step)
-            .await
-            .unwrap();
-        assert_eq!(o, CommitOutcome::Committed { version: step + 1 });
-    }
+    commit_steps(&store, "r", 0..commits).await;
     writes_of_this_process() - before
 }
 

@@ -5,7 +5,7 @@
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use graph_runtime::store::conformance::checkpoint;
+use graph_runtime::store::conformance::{checkpoint, commit_steps};
 use graph_runtime::store::{Durability, SQLITE_SCHEMA_VERSION, SqliteOptions, SqliteStore};
 use graph_runtime::{CommitOutcome, RunStatus, Store, StoreError};
 
@@ -22,13 +22,7 @@ async fn concurrent_runs_share_transactions() {
     let tasks: Vec<_> = (0..runs)
         .map(|r| {
             let store = store.clone();
-            tokio::spawn(async move {
-                for step in 0..steps {
-                    let cp = checkpoint(&format!("g{r}"), step, step);
-                    let o = store.save_checkpoint(&cp, &[], &RunStatus::Running, step).await.unwrap();
-                    assert_eq!(o, CommitOutcome::Committed { version: step + 1 });
-                }
-            })
+            tokio::spawn(async move { commit_steps(&store, &format!("g{r}"), 0..steps).await })
         })
         .collect();
     for t in tasks {
@@ -38,9 +32,7 @@ async fn concurrent_runs_share_transactions() {
     println!("{commits} concurrent commits in {transactions} transactions");
     assert!(transactions * 4 <= commits, "{commits} commits took {transactions} transactions");
     let before = store.transactions();
-    for step in 0..5 {
-        store.save_checkpoint(&checkpoint("seq", step, step), &[], &RunStatus::Running, step).await.unwrap();
-    }
+    commit_steps(&store, "seq", 0..5).await;
     assert_eq!(store.transactions() - before, 5);
     assert_eq!(store.history("g63").await.unwrap().len(), steps as usize);
 }
@@ -56,13 +48,7 @@ async fn the_write_ahead_log_is_preallocated_and_the_database_unchanged() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(file(&dir)).unwrap();
     assert!(wal(&dir) >= 4 << 20, "a {}-byte log after open", wal(&dir));
-    for step in 0..20 {
-        let o = store
-            .save_checkpoint(&checkpoint("p", step, step), &[], &RunStatus::Running, step)
-            .await
-            .unwrap();
-        assert_eq!(o, CommitOutcome::Committed { version: step + 1 });
-    }
+    commit_steps(&store, "p", 0..20).await;
     let conn = rusqlite::Connection::open(file(&dir)).unwrap();
     let scratch: i64 = conn
         .query_row("SELECT COUNT(*) FROM sqlite_master WHERE name LIKE 'graph_wal%'", [], |r| r.get(0))
@@ -103,13 +89,7 @@ async fn the_page_size_applies_to_a_new_database_and_the_checkpoint_follows_it()
     let store = SqliteStore::open_with(file(&dir), options).unwrap();
     assert_eq!(page_size(&dir), 1024);
     let steps = 600;
-    for step in 0..steps {
-        let o = store
-            .save_checkpoint(&checkpoint("p", step, step), &[], &RunStatus::Running, step)
-            .await
-            .unwrap();
-        assert_eq!(o, CommitOutcome::Committed { version: step + 1 });
-    }
+    commit_steps(&store, "p", 0..steps).await;
     assert!(wal(&dir) > 2 << 20, "{steps} commits left a {}-byte log: checkpointed early", wal(&dir));
     assert!(wal(&dir) < 6 << 20, "{steps} commits left a {}-byte log: never checkpointed", wal(&dir));
     drop(store);
@@ -212,10 +192,7 @@ async fn a_damaged_file_is_corrupted() {
     std::fs::remove_file(&path).unwrap();
     {
         let store = SqliteStore::open(&path).unwrap();
-        for step in 0..200 {
-            let cp = checkpoint("d", step, step);
-            store.save_checkpoint(&cp, &[], &RunStatus::Running, step).await.unwrap();
-        }
+        commit_steps(&store, "d", 0..200).await;
     }
     let good = std::fs::read(&path).unwrap();
     assert!(good.len() > 4 * 4096, "the WAL was checkpointed into the file: {}", good.len());

@@ -174,13 +174,9 @@ fn a_store_lock_held_for_a_moment_is_waited_for() {
 /// retained log, which writes the lost entries again.
 #[tokio::test]
 async fn checkpoints_the_index_lost_are_corrupted_on_read_and_restored_from_the_log() {
-    use graph_runtime::store::conformance::checkpoint;
     let dir = tempfile::tempdir().unwrap();
     let store = SledStore::open(dir.path()).unwrap();
-    for step in 0..6 {
-        let cp = checkpoint("r", step, step);
-        store.save_checkpoint(&cp, &[], &graph_runtime::RunStatus::Running, step).await.unwrap();
-    }
+    graph_runtime::store::conformance::commit_steps(&store, "r", 0..6).await;
     store.remove_from_index("r", 5).unwrap();
     store.remove_from_index("r", 4).unwrap();
     let db = dir.path().join("db");
@@ -260,9 +256,6 @@ async fn concurrent_commits_share_flushes() {
     assert!((1..=16).contains(&flushes), "64 durable commits took {flushes} log syncs");
     // Sequential commits each need their own flush.
     let before = store.log_syncs();
-    for i in 0..5 {
-        let cp = graph_runtime::store::conformance::checkpoint("seq", i, i);
-        store.save_checkpoint(&cp, &[], &graph_runtime::RunStatus::Running, i).await.unwrap();
-    }
+    graph_runtime::store::conformance::commit_steps(&store, "seq", 0..5).await;
     assert_eq!(store.log_syncs() - before, 5);
 }

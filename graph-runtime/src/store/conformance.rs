@@ -64,6 +64,19 @@ pub fn checkpoint(run: &str, step: u64, value: u64) -> Checkpoint {
     }
 }
 
+/// Commits `checkpoint(run, step, step)` for each step of `steps` in turn, each at expected version
+/// `step` (a run committed from its first step, one commit a step), and asserts each is
+/// `Committed { version: step + 1 }`.
+pub async fn commit_steps(store: &impl Store, run: &str, steps: std::ops::Range<u64>) {
+    for step in steps {
+        let o = store
+            .save_checkpoint(&checkpoint(run, step, step), &[], &RunStatus::Running, step)
+            .await
+            .unwrap();
+        assert_eq!(o, CommitOutcome::Committed { version: step + 1 }, "{run} at step {step}");
+    }
+}
+
 fn version(o: &CommitOutcome) -> u64 {
     match o {
         CommitOutcome::Committed { version } | CommitOutcome::AlreadyCommitted { version } => *version,
