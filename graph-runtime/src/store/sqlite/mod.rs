@@ -78,7 +78,7 @@ const REMEDY_FILE: &str = "the database file is damaged (a disk fault, or a file
      database): restore it from a backup; the store changed nothing";
 
 /// The write-ahead log's size at which the writer checkpoints it (SQLite's default, 1,000 pages, is
-/// about this with its default 4 KiB pages).
+/// about this with its default 4 KiB pages), and so the size the log is preallocated to by default.
 const WAL_CHECKPOINT_BYTES: i64 = 4 << 20;
 
 /// The writer connection's page cache: 16 MiB (SQLite's default is 2 MiB).
@@ -119,7 +119,7 @@ impl Default for SqliteOptions {
             durability: Durability::Sync,
             busy_timeout: Duration::from_secs(5),
             readers: 4,
-            wal_preallocation: 4 << 20,
+            wal_preallocation: WAL_CHECKPOINT_BYTES.unsigned_abs(),
             coalesce_log_writes: true,
             page_size: 4096,
         }
@@ -317,7 +317,7 @@ impl SqliteStore {
         // about 25, transaction control included).
         conn.set_prepared_statement_cache_capacity(64);
         migrate(&mut conn, &path)?;
-        preallocate_wal(&conn, &path, options.wal_preallocation);
+        preallocate_wal(&conn, &path, page, options.wal_preallocation);
         let stats = Arc::new(writer::Stats::default());
         let fail: FailPoint = Default::default();
         let (sender, receiver) = mpsc::channel();
@@ -585,7 +585,7 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
 /// table rewritten) is then committed, so that its sync flushes the log's new blocks now, not in the
 /// first commit. Best effort: a failure (a full disk, another process holding the write lock past the
 /// busy timeout) leaves the log as SQLite grows it and the store opens all the same.
-fn preallocate_wal(conn: &Connection, path: &Path, bytes: u64) {
+fn preallocate_wal(conn: &Connection, path: &Path, page: i64, bytes: u64) {
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
     let have = std::fs::metadata(&wal).map_or(0, |m| m.len());
@@ -593,7 +593,6 @@ fn preallocate_wal(conn: &Connection, path: &Path, bytes: u64) {
         return;
     }
     let grow = || -> rusqlite::Result<()> {
-        let page: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
         let pages = i64::try_from(bytes).unwrap_or(i64::MAX) / page.max(512);
         conn.execute_batch("PRAGMA cache_size = 16; BEGIN IMMEDIATE")?;
         let spilled = conn.execute_batch(&format!(
