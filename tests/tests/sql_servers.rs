@@ -220,6 +220,7 @@ graph_tests::for_backends! {
     super: [
         commits_onto_a_known_row_take_three_round_trips,
         a_commit_onto_a_known_row_never_writes_over_a_row_it_did_not_know,
+        another_stores_connection_failure_costs_this_store_no_ping,
     ];
     #[cfg(feature = "mysql")]
     mysql_known_rows => MySql::new(),
@@ -315,6 +316,43 @@ async fn commits_onto_a_known_row_take_three_round_trips(b: &MySql) {
     assert_eq!(loaded, large(2), "a large checkpoint reads back whole");
     let loaded = other.load_checkpoint("k", 9).await.unwrap().expect("a checkpoint of a script");
     assert_eq!(loaded, checkpoint("k", 9, 9), "a checkpoint written by a script reads back whole");
+}
+
+/// A connection failure makes only its own store's idle connections suspect: a store on another
+/// database whose connections the server killed, and whose next read failed once on a dead
+/// connection, costs this store no ping. (Until 2026-11-27 one failure anywhere in the process made
+/// every pool's idle connections suspect, and the count of the test above, run beside tests that kill
+/// connections, was one more in a CI run.)
+#[cfg(feature = "mysql")]
+async fn another_stores_connection_failure_costs_this_store_no_ping(b: &MySql) {
+    use graph_runtime::RunStatus;
+    use graph_runtime::store::CommitOutcome;
+    use graph_runtime::store::conformance::checkpoint;
+    b.create().await;
+    let proxy = Proxy::start(b.target()).await;
+    let store =
+        b.connect(Some(proxy.port()), Duration::from_secs(5)).await.expect("connect through the proxy");
+    let running = RunStatus::Running;
+    let what = "the first commit: BEGIN, the script, COMMIT, the pool's ping";
+    let out = assert_requests(&proxy, &store, 4, what, async {
+        store.save_checkpoint(&checkpoint("r", 0, 0), &[], &running, 0).await.unwrap()
+    })
+    .await;
+    assert!(matches!(out, CommitOutcome::Committed { version: 1 }), "{out:?}");
+    // Another store loses its idle connection to the server; its next read fails on it and is run
+    // again on a new one.
+    let elsewhere = MySql::new();
+    let other = elsewhere.open().await;
+    other.load_checkpoint("r", 0).await.expect("a read");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(elsewhere.kill_connections().await >= 1, "the other store held a connection");
+    assert_eq!(other.load_checkpoint("r", 0).await.expect("a read after the kill"), None);
+    let what = "a commit after another store's connection failure: no ping before it";
+    let out = assert_requests(&proxy, &store, 4, what, async {
+        store.save_checkpoint(&checkpoint("r", 1, 1), &[], &running, 1).await.unwrap()
+    })
+    .await;
+    assert!(matches!(out, CommitOutcome::Committed { version: 2 }), "{out:?}");
 }
 
 /// A MySQL commit onto a known run row writes it only where the stored row still holds the version it

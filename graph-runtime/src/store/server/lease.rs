@@ -264,7 +264,7 @@ const SORT_BATCH: u64 = 256;
 /// The lease operations of one server store, over its SQL (`$sql`) and error classes (`$classify`).
 macro_rules! lease_store {
     ($store:ty, $db:ty, $sql:ident, $classify:path) => {
-        use crate::store::server::{Abort, CONFLICT_RETRIES, Class, conflict_pause, db_int, store_error};
+        use crate::store::server::{Abort, CONFLICT_RETRIES, Class, conflict_pause, db_int};
 
         impl $store {
             /// Fencing, called by the commit transaction right after it locked the run row:
@@ -372,7 +372,7 @@ macro_rules! lease_store {
                                 conflict_pause(tries).await;
                                 continue;
                             }
-                            return Err(store_error(class, "claiming runs", e));
+                            return Err(self.error(class, "claiming runs", e));
                         }
                     }
                 }
@@ -397,12 +397,12 @@ macro_rules! lease_store {
                     .bind(db_int(lease.token))
                     .execute(self.pool())
                     .await
-                    .map_err(|e| store_error($classify(&e), "releasing a lease", e))?;
+                    .map_err(|e| self.error($classify(&e), "releasing a lease", e))?;
                 Ok(done.rows_affected() == 1)
             }
 
             async fn lease_of(&self, run_id: &str) -> Result<Option<(Lease, bool)>, StoreError> {
-                let err = |e: sqlx::Error| store_error($classify(&e), "reading a lease", e);
+                let err = |e: sqlx::Error| self.error($classify(&e), "reading a lease", e);
                 let row = self
                     .on_pool("reading a lease", || {
                         sqlx::query($sql::FENCE).bind(run_id).fetch_optional(self.pool())

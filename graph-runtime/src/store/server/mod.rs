@@ -99,13 +99,12 @@ pub(crate) fn client_class(e: &sqlx::Error) -> Class {
     }
 }
 
-/// A typed store error for `e`.
+/// A typed store error for `e`. A store's own errors go through its `error` method
+/// ([`sql_store!`]), which also makes the store's idle connections suspect when `e` says the server
+/// could not be reached.
 pub(crate) fn store_error(class: Class, what: &str, e: sqlx::Error) -> StoreError {
     match class {
-        Class::Unavailable => {
-            pool_check::connection_failed();
-            StoreError::unavailable(what.to_owned(), e)
-        }
+        Class::Unavailable => StoreError::unavailable(what.to_owned(), e),
         _ => StoreError::backend(what.to_owned(), e),
     }
 }
@@ -115,15 +114,21 @@ pub(crate) fn store_error(class: Class, what: &str, e: sqlx::Error) -> StoreErro
 /// sqlx pings every connection it takes from the pool by default (`test_before_acquire`): one more
 /// round trip before every commit and read, whose only use is to find connections the server or the
 /// network has closed. The stores' pools ping instead only a connection that is suspect: idle for
-/// [`IDLE_PING`](pool_check::IDLE_PING) or more, or idle since before a connection failure anywhere in
-/// the process. A connection the server closed while it was idle (a restart, `pg_terminate_backend`,
-/// `KILL`) fails its first statement; the store runs that read, or that transaction's `BEGIN`, once
-/// more (`on_pool`, `transaction` in [`sql_store!`]), and the failure has made the other idle
+/// [`IDLE_PING`](pool_check::IDLE_PING) or more, or idle since before a connection failure of the same
+/// store (its [`Suspicion`](pool_check::Suspicion), shared by the store's clones and its pool's hook).
+/// A connection the server closed while it was idle (a restart, `pg_terminate_backend`, `KILL`) fails
+/// its first statement; the store runs that read, or that transaction's `BEGIN`, once more
+/// (`on_pool`, `transaction` in [`sql_store!`]), and the failure has made the pool's other idle
 /// connections suspect: the second try pings them, drops the dead ones and gets a live or a new one,
 /// instead of failing once per dead connection. (sqlx still pings a connection when it goes back to
 /// the pool, in a task of its own, off the caller's path.)
+///
+/// A failure makes only its own store's connections suspect: another store of the process may be on
+/// another server, and one on the same server finds its dead connections the same way. (Until
+/// 2026-11-27 one failure anywhere in the process made every store's idle connections suspect: a
+/// store that lost a connection cost every other store of the process a ping on its next commits.)
 pub(crate) mod pool_check {
-    use std::sync::OnceLock;
+    use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::time::{Duration, Instant};
 
@@ -132,44 +137,54 @@ pub(crate) mod pool_check {
     /// How long a connection may sit idle in the pool before it is pinged when taken.
     pub(crate) const IDLE_PING: Duration = Duration::from_secs(10);
 
-    /// The last connection failure, in milliseconds since [`epoch`] plus one (0: none yet).
-    static LAST_FAILURE: AtomicU64 = AtomicU64::new(0);
-
-    fn epoch() -> Instant {
-        static EPOCH: OnceLock<Instant> = OnceLock::new();
-        *EPOCH.get_or_init(Instant::now)
+    /// A pool's last connection failure, which makes the connections idle since then suspect.
+    #[derive(Debug)]
+    pub(crate) struct Suspicion {
+        /// What `last_failure` counts from.
+        epoch: Instant,
+        /// The last connection failure, in milliseconds since `epoch` plus one (0: none yet).
+        last_failure: AtomicU64,
     }
 
-    fn now_ms() -> u64 {
-        u64::try_from(epoch().elapsed().as_millis()).unwrap_or(u64::MAX)
-    }
-
-    /// Notes that a connection failed (a store error of class `Unavailable`).
-    pub(crate) fn connection_failed() {
-        LAST_FAILURE.store(now_ms().saturating_add(1), Ordering::Relaxed);
-    }
-
-    /// Whether a connection with `meta` must be pinged before use: idle for [`IDLE_PING`] or more, or
-    /// idle since before (or about when: millisecond granularity) the last connection failure.
-    pub(crate) fn suspect(meta: &PoolConnectionMetadata) -> bool {
-        if meta.idle_for >= IDLE_PING {
-            return true;
+    impl Suspicion {
+        /// A pool's, with no failure yet.
+        pub(crate) fn new() -> Arc<Self> {
+            Arc::new(Suspicion { epoch: Instant::now(), last_failure: AtomicU64::new(0) })
         }
-        let last = LAST_FAILURE.load(Ordering::Relaxed);
-        let idle_ms = u64::try_from(meta.idle_for.as_millis()).unwrap_or(u64::MAX);
-        last != 0 && now_ms().saturating_sub(last - 1) <= idle_ms.saturating_add(1)
-    }
 
-    /// The pools' `before_acquire` hook: pings a [`suspect`] connection (an error drops it from the
-    /// pool, which then tries another or opens a new one).
-    pub(crate) async fn ping_if_suspect<C: sqlx::Connection>(
-        conn: &mut C,
-        meta: PoolConnectionMetadata,
-    ) -> Result<bool, sqlx::Error> {
-        if suspect(&meta) {
-            conn.ping().await?;
+        fn now_ms(&self) -> u64 {
+            u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
         }
-        Ok(true)
+
+        /// Notes that a connection of the pool failed (an sqlx error of class `Unavailable`).
+        pub(crate) fn connection_failed(&self) {
+            self.last_failure.store(self.now_ms().saturating_add(1), Ordering::Relaxed);
+        }
+
+        /// Whether a connection with `meta` must be pinged before use: idle for [`IDLE_PING`] or
+        /// more, or idle since before (or about when: millisecond granularity) the pool's last
+        /// connection failure.
+        pub(crate) fn suspect(&self, meta: &PoolConnectionMetadata) -> bool {
+            if meta.idle_for >= IDLE_PING {
+                return true;
+            }
+            let last = self.last_failure.load(Ordering::Relaxed);
+            let idle_ms = u64::try_from(meta.idle_for.as_millis()).unwrap_or(u64::MAX);
+            last != 0 && self.now_ms().saturating_sub(last - 1) <= idle_ms.saturating_add(1)
+        }
+
+        /// The pool's `before_acquire` hook: pings a [`suspect`](Self::suspect) connection (an error
+        /// drops it from the pool, which then tries another or opens a new one).
+        pub(crate) async fn ping_if_suspect<C: sqlx::Connection>(
+            self: Arc<Self>,
+            conn: &mut C,
+            meta: PoolConnectionMetadata,
+        ) -> Result<bool, sqlx::Error> {
+            if self.suspect(&meta) {
+                conn.ping().await?;
+            }
+            Ok(true)
+        }
     }
 }
 
@@ -398,7 +413,8 @@ pub(crate) fn newer_schema(found: i64) -> StoreError {
 
 /// The `Store` implementation of a server store, shared by PostgreSQL and MySQL.
 ///
-/// Expects in scope: `$store` with fields `pool: sqlx::Pool<$db>` and `fail: FailPoint`, a method
+/// Expects in scope: `$store` with fields `pool: sqlx::Pool<$db>`, `fail: FailPoint` and `suspicion:
+/// Arc<pool_check::Suspicion>` (the one its pool's `before_acquire` hook asks), a method
 /// `begin(&self) -> Result<Transaction<'static, $db>, sqlx::Error>` (READ COMMITTED), a function
 /// `classify(&sqlx::Error) -> Class`, the commit's statements `key_then_lock(&mut Transaction, key,
 /// run, step)` (insert the key, then lock and return the run row's `row_bytes, has_pending`) and
@@ -429,7 +445,8 @@ macro_rules! sql_store {
             Abort::Sql(classify(&e), e)
         }
 
-        /// An sqlx error of a read as a store error.
+        /// An sqlx error of reading a row already fetched (a column's type or value) as a store error.
+        /// Errors of the server or the connection go through the store's `error` method.
         fn read_error(what: &str) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
             move |e| store_error(classify(&e), what, e)
         }
@@ -442,21 +459,30 @@ macro_rules! sql_store {
             /// it could not reach the server: a connection the server closed while it sat in the pool
             /// fails its first statement (the pool pings only suspect connections,
             /// [`pool_check`](crate::store::server::pool_check)), and that failure makes every
-            /// connection idle since then suspect, so the second try runs on a live connection or a
-            /// new one. `what` names the operation in the log.
-            async fn once_more<T, F, Fut>(what: &str, op: F) -> Result<T, sqlx::Error>
+            /// connection of the pool idle since then suspect, so the second try runs on a live
+            /// connection or a new one. `what` names the operation in the log.
+            async fn once_more<T, F, Fut>(&self, what: &str, op: F) -> Result<T, sqlx::Error>
             where
                 F: Fn() -> Fut,
                 Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
             {
                 match op().await {
                     Err(e) if classify(&e) == Class::Unavailable => {
-                        $crate::store::server::pool_check::connection_failed();
+                        self.suspicion.connection_failed();
                         tracing::debug!(error = %e, what, "a pooled connection was closed; trying again");
                         op().await
                     }
                     done => done,
                 }
+            }
+
+            /// A typed store error for `e` ([`store_error`]); when it says the server could not be
+            /// reached, the pool's idle connections become suspect.
+            pub(crate) fn error(&self, class: Class, what: &str, e: sqlx::Error) -> StoreError {
+                if class == Class::Unavailable {
+                    self.suspicion.connection_failed();
+                }
+                store_error(class, what, e)
             }
 
             /// [`Self::once_more`], its error as a store error.
@@ -465,7 +491,7 @@ macro_rules! sql_store {
                 F: Fn() -> Fut,
                 Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
             {
-                Self::once_more(what, op).await.map_err(read_error(what))
+                self.once_more(what, op).await.map_err(|e| self.error(classify(&e), what, e))
             }
 
             /// The rows of the query `q` builds ([`Self::on_pool`]).
@@ -481,7 +507,7 @@ macro_rules! sql_store {
             /// A transaction; its `BEGIN` is sent once more when it could not reach the server
             /// ([`Self::once_more`]: nothing was written yet).
             pub(crate) async fn transaction(&self) -> Result<sqlx::Transaction<'static, $db>, sqlx::Error> {
-                Self::once_more("beginning a transaction", || self.begin()).await
+                self.once_more("beginning a transaction", || self.begin()).await
             }
 
             /// Runs `attempt` (one transaction) until it returns an outcome, running it again when it
@@ -501,7 +527,7 @@ macro_rules! sql_store {
                             tries += 1;
                             conflict_pause(tries).await;
                         }
-                        Err(Abort::Sql(class, e)) => return Err(store_error(class, what, e)),
+                        Err(Abort::Sql(class, e)) => return Err(self.error(class, what, e)),
                     }
                 }
             }
@@ -773,7 +799,7 @@ macro_rules! sql_store {
                     .bind(db_int(step))
                     .execute(&self.pool)
                     .await
-                    .map_err(read_error("overwriting a checkpoint"))?;
+                    .map_err(|e| self.error(classify(&e), "overwriting a checkpoint", e))?;
                 Ok(())
             }
 

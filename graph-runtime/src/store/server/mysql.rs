@@ -40,6 +40,8 @@ const MIGRATION_LOCK_WAIT: i64 = 120;
 pub struct MySqlStore {
     pool: MySqlPool,
     fail: FailPoint,
+    /// When the pool's idle connections are pinged before use ([`super::pool_check`]).
+    suspicion: std::sync::Arc<super::pool_check::Suspicion>,
     /// The run rows this store last committed ([`MySqlStore::shortcut_save`]).
     known: std::sync::Arc<super::KnownRows>,
 }
@@ -100,8 +102,10 @@ impl MySqlStore {
     ) -> Result<Self, StoreError> {
         let server =
             std::sync::Arc::new(super::nodelay::server_addrs(options.get_host(), options.get_port()).await);
+        let suspicion = super::pool_check::Suspicion::new();
+        let hook = suspicion.clone();
         let pool = pool
-            .before_acquire(|conn, meta| Box::pin(super::pool_check::ping_if_suspect(conn, meta)))
+            .before_acquire(move |conn, meta| Box::pin(hook.clone().ping_if_suspect(conn, meta)))
             .after_connect(move |conn, _| {
                 super::nodelay::set_on_connections_to(&server);
                 Box::pin(async move {
@@ -117,7 +121,7 @@ impl MySqlStore {
                 let class = classify(&e);
                 super::store_error(class, "connecting to MySQL", e)
             })?;
-        let store = MySqlStore { pool, fail: Default::default(), known: Default::default() };
+        let store = MySqlStore { pool, fail: Default::default(), suspicion, known: Default::default() };
         store.migrate().await?;
         Ok(store)
     }
@@ -127,7 +131,7 @@ impl MySqlStore {
     /// a migration is idempotent, and its version row is written last.
     async fn migrate(&self) -> Result<(), StoreError> {
         let what = "migrating the MySQL schema";
-        let err = |e: sqlx::Error| super::store_error(classify(&e), what, e);
+        let err = |e: sqlx::Error| self.error(classify(&e), what, e);
         let mut conn = self.pool.acquire().await.map_err(err)?;
         let locked: Option<i64> =
             sqlx::query_scalar("SELECT GET_LOCK(CONCAT('graph_migrate.', DATABASE()), ?)")
@@ -227,7 +231,7 @@ impl MySqlStore {
             }
             // Lost a race: the commit that reads the row runs it again.
             Err(Abort::Sql(Class::Conflict | Class::Unique, _)) => return super::Shortcut::Alone(()),
-            Err(Abort::Sql(class, e)) => Err(super::store_error(class, "committing a checkpoint", e)),
+            Err(Abort::Sql(class, e)) => Err(self.error(class, "committing a checkpoint", e)),
             Err(Abort::Store(e)) => Err(e),
         };
         if let Ok(CommitOutcome::Committed { .. }) = done {

@@ -41,6 +41,8 @@ const MIGRATION_LOCK: i64 = 0x6772_6170_682d_7274;
 pub struct PostgresStore {
     pool: PgPool,
     fail: FailPoint,
+    /// When the pool's idle connections are pinged before use ([`super::pool_check`]).
+    suspicion: std::sync::Arc<super::pool_check::Suspicion>,
     /// Commits waiting for a group ([`group`]).
     groups: std::sync::Arc<group::Groups>,
 }
@@ -95,8 +97,10 @@ impl PostgresStore {
     pub async fn connect_with(options: PgConnectOptions, pool: PgPoolOptions) -> Result<Self, StoreError> {
         let server =
             std::sync::Arc::new(super::nodelay::server_addrs(options.get_host(), options.get_port()).await);
+        let suspicion = super::pool_check::Suspicion::new();
+        let hook = suspicion.clone();
         let pool = pool
-            .before_acquire(|conn, meta| Box::pin(super::pool_check::ping_if_suspect(conn, meta)))
+            .before_acquire(move |conn, meta| Box::pin(hook.clone().ping_if_suspect(conn, meta)))
             .after_connect(move |conn, _| {
                 super::nodelay::set_on_connections_to(&server);
                 Box::pin(async move {
@@ -116,7 +120,7 @@ impl PostgresStore {
             let class = classify(&e);
             super::store_error(class, "connecting to PostgreSQL", e)
         })?;
-        let store = PostgresStore { pool, fail: Default::default(), groups: Default::default() };
+        let store = PostgresStore { pool, fail: Default::default(), suspicion, groups: Default::default() };
         store.migrate().await?;
         Ok(store)
     }
@@ -125,7 +129,7 @@ impl PostgresStore {
     /// lock held on one connection), each in a transaction with its version row.
     async fn migrate(&self) -> Result<(), StoreError> {
         let what = "migrating the PostgreSQL schema";
-        let err = |e: sqlx::Error| super::store_error(classify(&e), what, e);
+        let err = |e: sqlx::Error| self.error(classify(&e), what, e);
         let mut conn = self.pool.acquire().await.map_err(err)?;
         sqlx::query("SELECT pg_advisory_lock($1)")
             .bind(MIGRATION_LOCK)

@@ -237,6 +237,10 @@ impl PostgresStore {
                     group.iter().map(|_| Answer::Alone).collect()
                 }
                 Err(Abort::Sql(class, e)) => {
+                    if class == crate::store::server::Class::Unavailable {
+                        // The commits going alone find the pool's idle connections suspect.
+                        self.suspicion.connection_failed();
+                    }
                     tracing::debug!(error = %e, ?class, "a commit group failed; its commits go alone");
                     group.iter().map(|_| Answer::Alone).collect()
                 }
