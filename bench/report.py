@@ -136,7 +136,7 @@ def main():
         w(f"| this machine during the SQLite runs: a `Sync` commit's log bytes ({fmt(fb['bytes'])}: 7 frames of 4 KiB) "
           f"overwritten + fdatasync | – | {fmt(fb['ops_per_s_median'])} | {fmt(fb['ratio_to_fdatasync'], 2)} |")
     for mode, what in [("sqlite-sync", "graph-runtime, SqliteStore, Durability::Sync (synchronous = FULL)"),
-                       ("sqlite-async", "graph-runtime, SqliteStore, Durability::Async (synchronous = NORMAL: not power-loss safe)")]:
+                       ("sqlite-async", "graph-runtime, SqliteStore, Durability::Async (the log synced at checkpoints only: not power-loss safe)")]:
         q = pick(ours, "durable", mode)
         if q:
             w(f"| {what} | {fmt(q['steps_per_s'])} | {fmt(q['commits_per_s'])} | {fmt(q['ratio_to_fdatasync'], 2)} |")

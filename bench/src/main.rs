@@ -404,7 +404,7 @@ async fn durable_workload(a: &Args, n: u64) {
 
 /// `durable` on the SQLite store: 1,000 sequential steps, each commit durable (`Durability::Sync`:
 /// `synchronous = FULL`), beside the disk's fdatasync rate probed in between; and the same under
-/// `Durability::Async` (`synchronous = NORMAL`).
+/// `Durability::Async` (the log synced at checkpoints only, as `synchronous = NORMAL`).
 async fn durable_sqlite_workload(a: &Args, n: u64) {
     let dir = fresh_dir(a);
     let mut rates = Vec::new();

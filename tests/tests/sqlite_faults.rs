@@ -11,13 +11,16 @@
 //!   doubled;
 //! - a store reopened on the file reads the same histories.
 //!
+//! Trials alternate `Durability::Sync` and `Async` stores (an `Async` store writes a commit's log
+//! frames at its sync point without syncing: the write that fails is the same one).
+//!
 //! Needs root (mount, fallocate). Without it prints `NOT RUN: ...` and passes, unless `GRAPH_FAULT_TESTS=require`,
 //! where it fails.
 #![cfg(feature = "sqlite")]
 
 use std::collections::BTreeMap;
 
-use graph_runtime::store::SqliteStore;
+use graph_runtime::store::{Durability, SqliteOptions, SqliteStore};
 use graph_runtime::{Engine, Error, Store};
 use graph_tests::faults::{Reference, reference, run_id};
 use graph_tests::mounts::{Mounted, cannot_fill_a_tmpfs, fill};
@@ -25,7 +28,7 @@ use graph_tests::{Trace, crash_graph, random_delay, state_hash};
 
 const RUNS: usize = 8;
 const ITERATIONS: u64 = 40;
-const TRIALS: u64 = 6;
+const TRIALS: u64 = 8;
 /// The tmpfs: room for the database, its WAL and the filler.
 const TMPFS_BYTES: u64 = 8 << 20;
 
@@ -51,15 +54,22 @@ fn a_full_file_system_fails_commits_whole_and_the_runs_complete_once_there_is_ro
         }
         refs
     });
-    let mut faulted = 0;
-    for trial in 0..TRIALS {
-        // 16 KiB to ~1 MiB left: the fault lands early or late in the runs.
-        let leave =
-            16 * 1024 + random_delay(std::time::Duration::from_nanos(1 << 20), trial).as_nanos() as u64;
-        faulted += usize::from(rt.block_on(one_trial(leave, &references)));
+    for durability in [Durability::Sync, Durability::Async] {
+        let mut faulted = 0;
+        for trial in 0..TRIALS / 2 {
+            // 16 KiB to ~1 MiB left: the fault lands early or late in the runs.
+            let seed = trial * 2 + u64::from(durability == Durability::Async);
+            let leave =
+                16 * 1024 + random_delay(std::time::Duration::from_nanos(1 << 20), seed).as_nanos() as u64;
+            faulted += usize::from(rt.block_on(one_trial(leave, durability, &references)));
+        }
+        let trials = TRIALS as usize / 2;
+        println!("{durability:?}: {faulted} of {trials} trials met a full file system");
+        assert!(
+            faulted * 2 >= trials,
+            "{durability:?}: only {faulted} of {trials} trials met a full file system"
+        );
     }
-    println!("{faulted} of {TRIALS} trials met a full file system");
-    assert!(faulted * 2 >= TRIALS as usize, "only {faulted} of {TRIALS} trials met a full file system");
 }
 
 /// A store opens on a file system with too little room left for its preallocated write-ahead log
@@ -98,11 +108,12 @@ fn a_store_opens_where_its_log_cannot_be_preallocated() {
 }
 
 /// One trial; true when the file system filled up under the runs.
-async fn one_trial(leave: u64, references: &BTreeMap<String, Reference>) -> bool {
+async fn one_trial(leave: u64, durability: Durability, references: &BTreeMap<String, Reference>) -> bool {
     let dir = tempfile::tempdir().unwrap();
     let tmpfs = Mounted::tmpfs(dir.path(), TMPFS_BYTES).expect("tmpfs");
     let file = dir.path().join("store.sqlite");
-    let store = SqliteStore::open(&file).expect("open");
+    let options = SqliteOptions::default().durability(durability);
+    let store = SqliteStore::open_with(&file, options.clone()).expect("open");
     let filler = fill(dir.path(), leave);
     let engine = Engine::builder(crash_graph(ITERATIONS)).store(store.clone()).build();
     let tasks: Vec<_> = (0..RUNS)
@@ -119,7 +130,11 @@ async fn one_trial(leave: u64, references: &BTreeMap<String, Reference>) -> bool
             Err(other) => panic!("a run stopped with an error other than the store's: {other}"),
         }
     }
-    println!("{leave} bytes left: {} runs failed, e.g. {:?}", failures.len(), failures.first());
+    println!(
+        "{durability:?}, {leave} bytes left: {} runs failed, e.g. {:?}",
+        failures.len(),
+        failures.first()
+    );
     for message in &failures {
         assert!(message.contains("full"), "the error does not say the disk is full: {message}");
     }
@@ -139,7 +154,7 @@ async fn one_trial(leave: u64, references: &BTreeMap<String, Reference>) -> bool
     }
     drop(engine);
     drop(store);
-    let reopened = SqliteStore::open(&file).expect("reopen");
+    let reopened = SqliteStore::open_with(&file, options).expect("reopen");
     for i in 0..RUNS {
         assert_history(&reopened, i, &references[&run_id(i)]).await;
     }

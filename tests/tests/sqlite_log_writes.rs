@@ -1,11 +1,11 @@
-//! A `Sync` SQLite store writes each commit's write-ahead-log frames in one system call (feature
-//! `sqlite`; docs/stores.md, "The log's frames in one write"), and with `coalesce_log_writes(false)`
-//! SQLite's two a frame. The count is the process's (Linux's `/proc/self/io`), so this file holds one
+//! A SQLite store, `Sync` or `Async`, writes each commit's write-ahead-log frames in one system call
+//! (feature `sqlite`; docs/stores.md, "The log's frames in one write"), and with
+//! `coalesce_log_writes(false)` SQLite's two a frame. The count is the process's (Linux's `/proc/self/io`), so this file holds one
 //! test: no other test's writes run beside it.
 #![cfg(all(feature = "sqlite", target_os = "linux"))]
 
 use graph_runtime::store::conformance::commit_steps;
-use graph_runtime::store::{SqliteOptions, SqliteStore};
+use graph_runtime::store::{Durability, SqliteOptions, SqliteStore};
 
 /// Write system calls this process has made so far.
 fn writes_of_this_process() -> u64 {
@@ -23,12 +23,18 @@ async fn writes_of_commits(options: SqliteOptions, commits: u64) -> u64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sync_commit_writes_its_log_in_one_call() {
+async fn a_commit_writes_its_log_in_one_call() {
     let commits = 50;
-    let coalesced = writes_of_commits(SqliteOptions::default(), commits).await;
-    let plain = writes_of_commits(SqliteOptions::default().coalesce_log_writes(false), commits).await;
-    println!("{commits} commits: {coalesced} write calls, {plain} with SQLite's own VFS");
-    // A commit here is four or five frames: eight to ten calls through SQLite's VFS, one through the store's.
-    assert!(plain >= 5 * commits, "{plain} write calls for {commits} commits with SQLite's VFS");
-    assert!(coalesced <= 2 * commits, "{coalesced} write calls for {commits} commits");
+    for durability in [Durability::Sync, Durability::Async] {
+        let options = SqliteOptions::default().durability(durability);
+        let coalesced = writes_of_commits(options.clone(), commits).await;
+        let plain = writes_of_commits(options.coalesce_log_writes(false), commits).await;
+        println!("{durability:?}, {commits} commits: {coalesced} write calls, {plain} with SQLite's own VFS");
+        // A commit here is four or five frames: eight to ten calls through SQLite's VFS, one through the store's.
+        assert!(
+            plain >= 5 * commits,
+            "{durability:?}: {plain} write calls for {commits} commits with SQLite's VFS"
+        );
+        assert!(coalesced <= 2 * commits, "{durability:?}: {coalesced} write calls for {commits} commits");
+    }
 }

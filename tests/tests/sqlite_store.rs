@@ -212,6 +212,8 @@ async fn a_damaged_file_is_corrupted() {
     }
 }
 
+/// `Sync`: `synchronous = FULL`. `Async`: `FULL` too through the store's `Async` VFS (which makes each
+/// commit's sync a write of its frames: next test), `NORMAL` on SQLite's own VFS.
 #[tokio::test]
 async fn durability_sets_wal_and_synchronous() {
     let dir = tempfile::tempdir().unwrap();
@@ -219,8 +221,37 @@ async fn durability_sets_wal_and_synchronous() {
     assert_eq!(store.writer_pragmas().await.unwrap(), ("wal".to_owned(), 2), "Sync: synchronous = FULL");
     drop(store);
     let options = SqliteOptions::default().durability(Durability::Async);
-    let store = SqliteStore::open_with(file(&dir), options).unwrap();
+    let store = SqliteStore::open_with(file(&dir), options.clone()).unwrap();
+    assert_eq!(store.writer_pragmas().await.unwrap(), ("wal".to_owned(), 2), "Async: FULL, through the VFS");
+    drop(store);
+    let store = SqliteStore::open_with(file(&dir), options.coalesce_log_writes(false)).unwrap();
     assert_eq!(store.writer_pragmas().await.unwrap(), ("wal".to_owned(), 1), "Async: synchronous = NORMAL");
+}
+
+/// The syncs of the writer's log: one a sequential commit for a `Sync` store; none for an `Async`
+/// one, whose commit syncs only write the frames to the file (syncs at checkpoints only, as
+/// `synchronous = NORMAL`); without the coalescing VFS there is nothing to count.
+#[tokio::test]
+async fn async_commits_do_not_sync_the_log_and_sync_ones_do() {
+    for durability in [Durability::Sync, Durability::Async] {
+        let dir = tempfile::tempdir().unwrap();
+        let options = SqliteOptions::default().durability(durability);
+        let store = SqliteStore::open_with(file(&dir), options).unwrap();
+        let (device, written) = store.log_syncs().await.unwrap().expect("the log is open through the VFS");
+        commit_steps(&store, "r", 0..30).await;
+        let (device_after, written_after) = store.log_syncs().await.unwrap().unwrap();
+        let (synced, only_written) = (device_after - device, written_after - written);
+        let expected = if durability == Durability::Sync {
+            synced >= 30 && only_written == 0
+        } else {
+            synced == 0 && only_written >= 30
+        };
+        assert!(expected, "{durability:?}: {synced} syncs, {only_written} commit syncs only written");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let options = SqliteOptions::default().durability(Durability::Async).coalesce_log_writes(false);
+    let store = SqliteStore::open_with(file(&dir), options).unwrap();
+    assert_eq!(store.log_syncs().await.unwrap(), None);
 }
 
 /// Eight opens of a new file at once: each succeeds, the schema is applied once, and every store

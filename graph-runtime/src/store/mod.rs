@@ -58,8 +58,8 @@ pub enum Durability {
     #[default]
     Sync,
     /// Without waiting for the sync. Never partial; the most recent commits may be lost on a crash
-    /// (sled: those of the last 500 ms, until its background flush) or on a power loss (SQLite:
-    /// `synchronous = NORMAL`, until the next WAL checkpoint; a process crash loses nothing).
+    /// (sled: those of the last 500 ms, until its background flush) or on a power loss (SQLite: the
+    /// syncs of `synchronous = NORMAL`, the log at each WAL checkpoint; a process crash loses nothing).
     Async,
 }
 

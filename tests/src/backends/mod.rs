@@ -63,8 +63,9 @@ impl SpecStore {
     }
 }
 
-/// Opens the store `spec` names: `sled:<folder>`, `sqlite:<database file>`, `postgres:<database URL>`,
-/// or a plain path (a sled folder, as the crash children were first called).
+/// Opens the store `spec` names: `sled:<folder>`, `sqlite:<database file>`, `sqlite-async:<database
+/// file>` (`Durability::Async`), `postgres:<database URL>`, or a plain path (a sled folder, as the crash
+/// children were first called).
 ///
 /// # Errors
 ///
@@ -82,8 +83,14 @@ pub async fn open_spec(spec: &str) -> Result<SpecStore, StoreError> {
         Some(("sled", dir)) => Ok(SpecStore::Sled(SledStore::open(dir)?)),
         #[cfg(feature = "sqlite")]
         Some(("sqlite", file)) => Ok(SpecStore::Sqlite(graph_runtime::store::SqliteStore::open(file)?)),
+        #[cfg(feature = "sqlite")]
+        Some(("sqlite-async", file)) => {
+            use graph_runtime::store::{Durability, SqliteOptions, SqliteStore};
+            let options = SqliteOptions::default().durability(Durability::Async);
+            Ok(SpecStore::Sqlite(SqliteStore::open_with(file, options)?))
+        }
         #[cfg(not(feature = "sqlite"))]
-        Some(("sqlite", _)) => {
+        Some(("sqlite" | "sqlite-async", _)) => {
             Err(StoreError::backend("no SQLite store", "graph-tests built without `sqlite`"))
         }
         _ => Ok(SpecStore::Sled(SledStore::open(spec)?)),

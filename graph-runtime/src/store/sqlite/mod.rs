@@ -23,9 +23,12 @@
 //! # Durability
 //!
 //! The database is in WAL mode. [`Durability::Sync`] sets `synchronous = FULL`: the WAL is synced at
-//! every commit, so an acknowledged commit survives a power loss. [`Durability::Async`] sets
-//! `synchronous = NORMAL`: never partial and safe against a process crash, but the last commits may be
-//! lost on a power loss (until the next WAL checkpoint).
+//! every commit, so an acknowledged commit survives a power loss. [`Durability::Async`] syncs as
+//! `synchronous = NORMAL` does (the WAL at checkpoints, not at commits): never partial and safe against
+//! a process crash, but the last commits may be lost on a power loss (until the next WAL checkpoint).
+//! Its writer runs `synchronous = FULL` through the `vfs` module's `Async` VFS, which writes a commit's
+//! log frames at its sync and syncs nothing ([`SqliteOptions::coalesce_log_writes`]); without that VFS
+//! it runs `synchronous = NORMAL`.
 //!
 //! # Reads
 //!
@@ -88,7 +91,8 @@ const WRITER_CACHE: &str = "PRAGMA cache_size = -16384";
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct SqliteOptions {
-    /// When commits are acknowledged (`synchronous = FULL` for `Sync`, `NORMAL` for `Async`).
+    /// When commits are acknowledged: for `Sync` after the write-ahead log is synced, for `Async` once
+    /// the commit is in the log's file (synced at checkpoints, as SQLite's `synchronous = NORMAL`).
     pub durability: Durability,
     /// How long a statement waits for a lock another connection (another process) holds before the
     /// call fails with [`StoreError::Unavailable`] (default 5 s).
@@ -101,10 +105,11 @@ pub struct SqliteOptions {
     /// of an append also has to write the file's new size and blocks (docs/stores.md, "A write-ahead
     /// log of written blocks").
     pub wal_preallocation: u64,
-    /// Whether a [`Durability::Sync`] store's writer writes each commit's write-ahead-log frames to
-    /// the file in one call (default `true`), through a VFS that wraps SQLite's default one, instead
-    /// of SQLite's two calls a frame (docs/stores.md, "The log's frames in one write"). `Async` stores
-    /// always use SQLite's default VFS.
+    /// Whether the store's writer writes each commit's write-ahead-log frames to the file in one call
+    /// (default `true`), through a VFS that wraps SQLite's default one, instead of SQLite's two calls a
+    /// frame (docs/stores.md, "The log's frames in one write"). An `Async` store's writer then runs
+    /// `synchronous = FULL` with the commit's sync made a write of the frames, not a sync; without it,
+    /// `synchronous = NORMAL` on SQLite's default VFS.
     pub coalesce_log_writes: bool,
     /// The page size of a database this store creates (bytes, a power of two from 512 to 65,536;
     /// default 4,096, SQLite's). Every page a commit changes is written to the write-ahead log whole, so
@@ -151,7 +156,7 @@ impl SqliteOptions {
         self
     }
 
-    /// Sets whether a `Sync` store writes a commit's log frames in one call.
+    /// Sets whether the store writes a commit's log frames in one call.
     pub fn coalesce_log_writes(mut self, on: bool) -> Self {
         self.coalesce_log_writes = on;
         self
@@ -253,12 +258,15 @@ impl SqliteStore {
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        // The writer of a `Sync` store writes each commit's log frames in one call (`vfs`); the VFS is
-        // correct under `synchronous = FULL` only.
-        let coalesced =
-            options.coalesce_log_writes && options.durability == Durability::Sync && vfs::register();
+        // The writer writes each commit's log frames in one call (`vfs`); the VFSs are correct under
+        // `synchronous = FULL` only, and the `Async` one with `checkpoint_fullfsync` on (set below).
+        let coalesced = options.coalesce_log_writes && vfs::register();
         let opened = if coalesced {
-            Connection::open_with_flags_and_vfs(&path, flags, vfs::NAME)
+            let name = match options.durability {
+                Durability::Sync => vfs::NAME,
+                Durability::Async => vfs::NAME_ASYNC,
+            };
+            Connection::open_with_flags_and_vfs(&path, flags, name)
         } else {
             Connection::open_with_flags(&path, flags)
         };
@@ -293,12 +301,15 @@ impl SqliteStore {
                 format!("SQLite kept journal mode `{mode}` instead of WAL"),
             ));
         }
-        let synchronous = match options.durability {
-            Durability::Sync => "FULL",
-            Durability::Async => "NORMAL",
+        // `Async` through the VFS: FULL marks each commit's sync, which the VFS makes a write of the
+        // frames; `checkpoint_fullfsync` gives the checkpoint's syncs, which it passes on, the other
+        // flag (`vfs`, "`Async`").
+        let durability = match (options.durability, coalesced) {
+            (Durability::Sync, _) => "PRAGMA synchronous = FULL",
+            (Durability::Async, true) => "PRAGMA synchronous = FULL; PRAGMA checkpoint_fullfsync = ON",
+            (Durability::Async, false) => "PRAGMA synchronous = NORMAL",
         };
-        conn.execute_batch(&format!("PRAGMA synchronous = {synchronous}"))
-            .map_err(err("setting the durability"))?;
+        conn.execute_batch(durability).map_err(err("setting the durability"))?;
         // 16 MiB of page cache for the writer (SQLite's default is 2 MiB): a group of concurrent runs'
         // commits touches pages all over the checkpoint and key b-trees.
         conn.execute_batch(WRITER_CACHE).map_err(err("setting the page cache"))?;
@@ -370,7 +381,22 @@ impl SqliteStore {
     /// Backend failures.
     pub async fn writer_pragmas(&self) -> Result<(String, u32), StoreError> {
         match self.request(Op::Pragmas).await? {
-            Reply::Pragmas(mode, sync) => Ok((mode, sync)),
+            Reply::Pragmas(mode, sync, _) => Ok((mode, sync)),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Test hook (feature `test-hooks`): the syncs of the writer's write-ahead log since the store
+    /// opened it — those that went to the device, and the commit syncs of an `Async` store that only
+    /// wrote the commit's frames to the file; `None` without [`SqliteOptions::coalesce_log_writes`].
+    ///
+    /// # Errors
+    ///
+    /// Backend failures.
+    #[cfg(feature = "test-hooks")]
+    pub async fn log_syncs(&self) -> Result<Option<(u64, u64)>, StoreError> {
+        match self.request(Op::Pragmas).await? {
+            Reply::Pragmas(_, _, syncs) => Ok(syncs),
             other => Err(unexpected(&other)),
         }
     }

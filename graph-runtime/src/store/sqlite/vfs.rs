@@ -1,5 +1,5 @@
-//! A SQLite VFS that writes a commit's write-ahead-log frames with one `pwrite` instead of two a
-//! frame.
+//! Two SQLite VFSs that write a commit's write-ahead-log frames with one `pwrite` instead of two a
+//! frame: [`NAME`] for `Sync` stores, [`NAME_ASYNC`] for `Async` ones.
 //!
 //! SQLite writes each WAL frame as two writes, its 24-byte header and its page, so a sequential
 //! commit of seven frames is fourteen `pwrite64` calls before its `fdatasync`. On this project's
@@ -10,14 +10,26 @@
 //! that could look at the file: a sync, a read, a truncation, a size query, a file control, the
 //! close, a write elsewhere in the file, or the buffer reaching [`LIMIT`].
 //!
-//! It is correct for connections with `synchronous = FULL` only, which is how the store uses it
-//! ([`Durability::Sync`](crate::store::Durability)): SQLite then syncs the log after a commit's frames
-//! and before it publishes the commit in the WAL index, so the frames are in the file before any
-//! reader (of this process or another) can look for them, and on the device before the commit is
+//! It is correct for connections with `synchronous = FULL` only, which is how the store uses it:
+//! SQLite then syncs the log after a commit's frames and before it publishes the commit in the WAL
+//! index, so the frames are in the file before any reader (of this process or another) can look for
+//! them, and (for [`Durability::Sync`](crate::store::Durability)) on the device before the commit is
 //! acknowledged. Frames written without a sync (a transaction spilling pages before its commit) are
 //! not part of any commit yet. With `synchronous = NORMAL` SQLite publishes a commit without a call
-//! on the log after its last frame, so a buffered frame could be missing for a reader; the store
-//! opens such connections with the default VFS.
+//! on the log after its last frame, so a buffered frame could be missing for a reader.
+//!
+//! # `Async`: the commit's sync as the point to write, not to sync
+//!
+//! A [`Durability::Async`](crate::store::Durability) store's writer opens through the second VFS,
+//! [`NAME_ASYNC`], with `synchronous = FULL` and `checkpoint_fullfsync = ON`. SQLite then passes its
+//! sync flags as two kinds (`walSyncFlags` in SQLite's pager): the sync after a commit's frames with
+//! `SQLITE_SYNC_NORMAL`, and the syncs that order a checkpoint (the log before the database file is
+//! written, the log's header when it starts again) with `SQLITE_SYNC_FULL`, which Linux's `unix` VFS
+//! makes as the same `fdatasync` (macOS's as `F_FULLFSYNC`, stronger). The unit test
+//! `an_async_log_syncs_for_checkpoints_and_not_for_commits` holds the bundled SQLite to this. A log of this VFS writes its buffer at a commit's sync and syncs
+//! nothing; every other sync goes to the device. That is `synchronous = NORMAL`'s syncs exactly
+//! (NORMAL makes no commit sync and the same checkpoint syncs), with the point before the commit is
+//! published, where the buffered frames must reach the file, still marked.
 //!
 //! A failed write (a full disk) is answered to the call that flushed the buffer (a sync, a read, a
 //! later write) with the code the `unix` VFS gave; SQLite fails the transaction as it does for a
@@ -34,6 +46,10 @@ use rusqlite::ffi;
 /// The name the VFS is registered under.
 pub(super) const NAME: &CStr = c"graph-coalesced-wal";
 
+/// The name the VFS for `Async` connections is registered under: a commit's sync writes the buffer and
+/// does not sync (module docs, "`Async`").
+pub(super) const NAME_ASYNC: &CStr = c"graph-coalesced-wal-async";
+
 /// The most a log file buffers before it writes (1 MiB: the frames of a large group commit).
 const LIMIT: usize = 1 << 20;
 
@@ -42,8 +58,8 @@ const LIMIT: usize = 1 << 20;
 /// write.
 const CHUNK: usize = 1 << 16;
 
-/// Registers the VFS once per process; `false` when SQLite has no default VFS to wrap or refused it
-/// (the store then uses the default VFS).
+/// Registers both VFSs once per process; `false` when SQLite has no default VFS to wrap or refused
+/// them (the store then uses the default VFS).
 pub(super) fn register() -> bool {
     static REGISTERED: OnceLock<bool> = OnceLock::new();
     *REGISTERED.get_or_init(|| {
@@ -52,39 +68,58 @@ pub(super) fn register() -> bool {
         if base.is_null() {
             return false;
         }
-        // SAFETY: `base` is a registered VFS, valid for the life of the process.
-        let (version, size, pathname) = unsafe { ((*base).iVersion, (*base).szOsFile, (*base).mxPathname) };
-        let vfs = Box::leak(Box::new(ffi::sqlite3_vfs {
-            iVersion: version.min(2),
-            szOsFile: c_int::try_from(inner_offset()).unwrap_or(c_int::MAX).saturating_add(size),
-            mxPathname: pathname,
-            pNext: std::ptr::null_mut(),
-            zName: NAME.as_ptr(),
-            pAppData: base.cast(),
-            xOpen: Some(open),
-            xDelete: Some(delete),
-            xAccess: Some(access),
-            xFullPathname: Some(full_pathname),
-            xDlOpen: Some(dl_open),
-            xDlError: Some(dl_error),
-            xDlSym: Some(dl_sym),
-            xDlClose: Some(dl_close),
-            xRandomness: Some(randomness),
-            xSleep: Some(sleep),
-            xCurrentTime: Some(current_time),
-            xGetLastError: Some(get_last_error),
-            xCurrentTimeInt64: Some(current_time_int64),
-            xSetSystemCall: None,
-            xGetSystemCall: None,
-            xNextSystemCall: None,
-        }));
-        // SAFETY: `vfs` is leaked, so it lives as long as SQLite may use it; not the default.
-        let rc = unsafe { ffi::sqlite3_vfs_register(vfs, 0) };
-        if rc != ffi::SQLITE_OK {
-            tracing::warn!(code = rc, "SQLite refused the coalescing VFS; the log is written frame by frame");
-        }
-        rc == ffi::SQLITE_OK
+        // SAFETY: `base` is the default VFS, registered and never freed.
+        unsafe { register_one(base, NAME, open) && register_one(base, NAME_ASYNC, open_async) }
     })
+}
+
+/// Registers a VFS `name` wrapping `base` whose `xOpen` is `open`.
+///
+/// # Safety
+/// `base` is a registered VFS (valid for the life of the process).
+unsafe fn register_one(
+    base: *mut ffi::sqlite3_vfs,
+    name: &'static CStr,
+    open: unsafe extern "C" fn(
+        *mut ffi::sqlite3_vfs,
+        ffi::sqlite3_filename,
+        *mut ffi::sqlite3_file,
+        c_int,
+        *mut c_int,
+    ) -> c_int,
+) -> bool {
+    // SAFETY: `base` is a registered VFS, valid for the life of the process.
+    let (version, size, pathname) = unsafe { ((*base).iVersion, (*base).szOsFile, (*base).mxPathname) };
+    let vfs = Box::leak(Box::new(ffi::sqlite3_vfs {
+        iVersion: version.min(2),
+        szOsFile: c_int::try_from(inner_offset()).unwrap_or(c_int::MAX).saturating_add(size),
+        mxPathname: pathname,
+        pNext: std::ptr::null_mut(),
+        zName: name.as_ptr(),
+        pAppData: base.cast(),
+        xOpen: Some(open),
+        xDelete: Some(delete),
+        xAccess: Some(access),
+        xFullPathname: Some(full_pathname),
+        xDlOpen: Some(dl_open),
+        xDlError: Some(dl_error),
+        xDlSym: Some(dl_sym),
+        xDlClose: Some(dl_close),
+        xRandomness: Some(randomness),
+        xSleep: Some(sleep),
+        xCurrentTime: Some(current_time),
+        xGetLastError: Some(get_last_error),
+        xCurrentTimeInt64: Some(current_time_int64),
+        xSetSystemCall: None,
+        xGetSystemCall: None,
+        xNextSystemCall: None,
+    }));
+    // SAFETY: `vfs` is leaked, so it lives as long as SQLite may use it; not the default.
+    let rc = unsafe { ffi::sqlite3_vfs_register(vfs, 0) };
+    if rc != ffi::SQLITE_OK {
+        tracing::warn!(code = rc, "SQLite refused the coalescing VFS; the log is written frame by frame");
+    }
+    rc == ffi::SQLITE_OK
 }
 
 /// A write-ahead log opened through this VFS: SQLite's handle (`base`, whose methods are
@@ -98,6 +133,10 @@ struct LogFile {
     /// Bytes written by SQLite and not yet to the file, for the offsets from `start` on.
     pending: Vec<u8>,
     start: i64,
+    /// Whether a commit's sync (`SQLITE_SYNC_NORMAL`) goes to the device: `false` for [`NAME_ASYNC`].
+    commit_sync: bool,
+    /// Syncs passed to the device, and commit syncs that only wrote the buffer ([`log_syncs`]).
+    syncs: (u64, u64),
 }
 
 /// Where the wrapped VFS's handle starts in a file's allocation (after a [`LogFile`], aligned).
@@ -122,6 +161,34 @@ unsafe extern "C" fn open(
     flags: c_int,
     out_flags: *mut c_int,
 ) -> c_int {
+    // SAFETY: SQLite's arguments, passed on.
+    unsafe { open_file(vfs, name, file, flags, out_flags, true) }
+}
+
+unsafe extern "C" fn open_async(
+    vfs: *mut ffi::sqlite3_vfs,
+    name: ffi::sqlite3_filename,
+    file: *mut ffi::sqlite3_file,
+    flags: c_int,
+    out_flags: *mut c_int,
+) -> c_int {
+    // SAFETY: SQLite's arguments, passed on.
+    unsafe { open_file(vfs, name, file, flags, out_flags, false) }
+}
+
+/// Opens a file for `open` or `open_async`: a log as a [`LogFile`] whose commit syncs go to the
+/// device when `commit_sync`, any other file as the wrapped VFS's own.
+///
+/// # Safety
+/// SQLite's arguments to `xOpen`.
+unsafe fn open_file(
+    vfs: *mut ffi::sqlite3_vfs,
+    name: ffi::sqlite3_filename,
+    file: *mut ffi::sqlite3_file,
+    flags: c_int,
+    out_flags: *mut c_int,
+    commit_sync: bool,
+) -> c_int {
     // SAFETY: SQLite gives `file` as `szOsFile` bytes, enough for a `LogFile` and the wrapped
     // handle after it; every other file is the wrapped VFS's own handle at the same address.
     unsafe {
@@ -141,6 +208,8 @@ unsafe extern "C" fn open(
             inner,
             pending: Vec::new(),
             start: 0,
+            commit_sync,
+            syncs: (0, 0),
         });
         ffi::SQLITE_OK
     }
@@ -177,6 +246,30 @@ static METHODS: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {
 unsafe fn log<'a>(file: *mut ffi::sqlite3_file) -> &'a mut LogFile {
     // SAFETY: the caller's contract; SQLite calls a file's methods one at a time.
     unsafe { &mut *file.cast::<LogFile>() }
+}
+
+/// The syncs of the write-ahead log `conn` has open through this VFS: those passed to the device, and
+/// the commit syncs that only wrote the buffer (an `Async` log's). `None` when `conn` has no log open
+/// through it.
+pub(super) fn log_syncs(conn: &rusqlite::Connection) -> Option<(u64, u64)> {
+    let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
+    // SAFETY: `conn` is open; `SQLITE_FCNTL_JOURNAL_POINTER` writes the main database's journal (in
+    // WAL mode its log) handle, or null, to `file`, which SQLite keeps open while `conn` is.
+    let rc = unsafe {
+        ffi::sqlite3_file_control(
+            conn.handle(),
+            c"main".as_ptr(),
+            ffi::SQLITE_FCNTL_JOURNAL_POINTER,
+            (&raw mut file).cast(),
+        )
+    };
+    // SAFETY: a non-null handle is open; its methods are `METHODS` only if this VFS opened it as a log.
+    if rc != ffi::SQLITE_OK || file.is_null() || !std::ptr::eq(unsafe { (*file).pMethods }, &METHODS) {
+        return None;
+    }
+    // SAFETY: opened by `open_file` as a log, and `conn` is not in a call on another thread (`&`
+    // of a connection that is not `Sync`).
+    Some(unsafe { log(file) }.syncs)
 }
 
 /// The wrapped handle's methods.
@@ -291,6 +384,15 @@ unsafe extern "C" fn truncate(file: *mut ffi::sqlite3_file, size: i64) -> c_int 
 }
 
 unsafe extern "C" fn sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
+    // SAFETY: SQLite calls this only on a log file this VFS opened.
+    let log = unsafe { log(file) };
+    // The low four bits are the kind (`SQLITE_SYNC_DATAONLY`, 0x10, may be added).
+    if !log.commit_sync && flags & 0x0f == ffi::SQLITE_SYNC_NORMAL {
+        log.syncs.1 += 1;
+        // SAFETY: as above.
+        return unsafe { log.flush() };
+    }
+    log.syncs.0 += 1;
     flushed!(file, xSync, flags)
 }
 
@@ -359,22 +461,36 @@ mod tests {
 
     use super::*;
 
-    /// A connection as the store's writer opens one: WAL, `synchronous = FULL`; through this VFS or
-    /// SQLite's default. Automatic checkpoints off, so that committed pages stay in the log.
-    fn open(path: &std::path::Path, coalesced: bool) -> Connection {
+    /// Which VFS a test connection opens through.
+    #[derive(Clone, Copy, Debug)]
+    enum Vfs {
+        /// SQLite's default.
+        Default,
+        /// [`NAME`].
+        Sync,
+        /// [`NAME_ASYNC`], with `checkpoint_fullfsync` on.
+        Async,
+    }
+
+    /// A connection as the store's writer opens one: WAL, `synchronous = FULL`; through `vfs`.
+    /// Automatic checkpoints off, so that committed pages stay in the log.
+    fn open(path: &std::path::Path, vfs: Vfs) -> Connection {
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = if coalesced {
-            assert!(register(), "the VFS registers");
-            Connection::open_with_flags_and_vfs(path, flags, NAME)
-        } else {
-            Connection::open_with_flags(path, flags)
+        assert!(register(), "the VFSs register");
+        let conn = match vfs {
+            Vfs::Default => Connection::open_with_flags(path, flags),
+            Vfs::Sync => Connection::open_with_flags_and_vfs(path, flags, NAME),
+            Vfs::Async => Connection::open_with_flags_and_vfs(path, flags, NAME_ASYNC),
         }
         .unwrap();
         let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).unwrap();
         assert_eq!(mode, "wal");
         conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA wal_autocheckpoint = 0").unwrap();
+        if let Vfs::Async = vfs {
+            conn.execute_batch("PRAGMA checkpoint_fullfsync = ON").unwrap();
+        }
         conn
     }
 
@@ -388,9 +504,9 @@ mod tests {
     /// The write calls of one transaction of twenty 3,000-byte rows (about 16 frames), the log and
     /// the table already created.
     #[cfg(target_os = "linux")]
-    fn writes_of_a_commit(coalesced: bool) -> u64 {
+    fn writes_of_a_commit(vfs: Vfs) -> u64 {
         let dir = tempfile::tempdir().unwrap();
-        let conn = open(&dir.path().join("db.sqlite"), coalesced);
+        let conn = open(&dir.path().join("db.sqlite"), vfs);
         conn.execute_batch("CREATE TABLE t (b BLOB)").unwrap();
         let before = writes_of_this_thread();
         conn.execute_batch(
@@ -404,12 +520,14 @@ mod tests {
     #[test]
     #[cfg(target_os = "linux")]
     fn a_commit_writes_its_frames_in_one_call() {
-        let plain = writes_of_a_commit(false);
-        let coalesced = writes_of_a_commit(true);
+        let plain = writes_of_a_commit(Vfs::Default);
         // SQLite's own VFS: a header and a page a frame.
         assert!(plain >= 30, "the default VFS made {plain} write calls");
-        // This one: the frames in 64 KiB chunks (about 66 KiB here).
-        assert!(coalesced <= 2, "the coalescing VFS made {coalesced} write calls (the default VFS {plain})");
+        for vfs in [Vfs::Sync, Vfs::Async] {
+            // These: the frames in 64 KiB chunks (about 66 KiB here).
+            let coalesced = writes_of_a_commit(vfs);
+            assert!(coalesced <= 2, "{vfs:?} made {coalesced} write calls (the default VFS {plain})");
+        }
     }
 
     /// A transaction larger than the buffer and than the page cache: SQLite spills frames before the
@@ -418,9 +536,15 @@ mod tests {
     /// is open (what a crash leaves) recovers every committed row, through SQLite's default VFS.
     #[test]
     fn what_a_coalesced_log_holds_is_what_sqlite_wrote() {
+        for vfs in [Vfs::Sync, Vfs::Async] {
+            what_a_log_holds_is_what_sqlite_wrote(vfs);
+        }
+    }
+
+    fn what_a_log_holds_is_what_sqlite_wrote(vfs: Vfs) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db.sqlite");
-        let conn = open(&path, true);
+        let conn = open(&path, vfs);
         conn.execute_batch("PRAGMA cache_size = 10; CREATE TABLE t (id INTEGER PRIMARY KEY, b BLOB)")
             .unwrap();
         conn.execute_batch("BEGIN").unwrap();
@@ -450,7 +574,53 @@ mod tests {
         let got: Vec<(i64, Vec<u8>)> =
             rows.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect();
         assert_eq!(got.len(), expected.len());
-        assert!(got == expected, "the recovered rows differ from the committed ones");
+        assert!(got == expected, "{vfs:?}: the recovered rows differ from the committed ones");
         drop(conn);
+    }
+
+    /// Through the `Async` VFS a commit's sync writes its frames and goes no further, and every
+    /// commit is in the file when it returns: a connection through SQLite's default VFS reads each
+    /// one at once, and a copy of the files (what a process crash leaves) holds them all. A
+    /// checkpoint's syncs reach the device; through the `Sync` VFS every commit's does.
+    #[test]
+    fn an_async_log_syncs_for_checkpoints_and_not_for_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let conn = open(&path, Vfs::Async);
+        conn.execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY, b BLOB)").unwrap();
+        let reader = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+        let (device, _) = log_syncs(&conn).expect("the log is open through the VFS");
+        // The log's header, synced before its first frame (as under `synchronous = NORMAL`).
+        assert!(device <= 1, "{device} syncs before the commits");
+        for id in 0..20_i64 {
+            conn.execute("INSERT INTO t VALUES (?1, randomblob(3000))", [id]).unwrap();
+            let seen: i64 = reader.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
+            assert_eq!(seen, id + 1, "a reader on the default VFS sees every commit at once");
+        }
+        let (after, written) = log_syncs(&conn).unwrap();
+        assert_eq!(after, device, "no commit synced the log");
+        assert!(written >= 20, "{written} commit syncs written for 20 commits");
+        let copy = tempfile::tempdir().unwrap();
+        for name in ["db.sqlite", "db.sqlite-wal"] {
+            std::fs::copy(dir.path().join(name), copy.path().join(name)).unwrap();
+        }
+        let recovered = Connection::open(copy.path().join("db.sqlite")).unwrap();
+        let count: i64 = recovered.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
+        assert_eq!(count, 20, "a copy taken while the connection is open holds every commit");
+        drop(reader);
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).unwrap();
+        let (checkpointed, _) = log_syncs(&conn).unwrap();
+        assert!(checkpointed > after, "the checkpoint synced the log: {checkpointed} syncs against {after}");
+
+        let sync_dir = tempfile::tempdir().unwrap();
+        let conn = open(&sync_dir.path().join("db.sqlite"), Vfs::Sync);
+        conn.execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY, b BLOB)").unwrap();
+        let (before, _) = log_syncs(&conn).unwrap();
+        for id in 0..20_i64 {
+            conn.execute("INSERT INTO t VALUES (?1, randomblob(3000))", [id]).unwrap();
+        }
+        let (device, written) = log_syncs(&conn).unwrap();
+        assert!(device >= before + 20, "Sync: {device} device syncs (from {before}) for 20 commits");
+        assert_eq!(written, 0);
     }
 }

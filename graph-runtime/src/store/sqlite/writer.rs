@@ -83,7 +83,7 @@ pub(super) enum Op {
     /// Test hook: overwrite a checkpoint's bytes.
     #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
     PutRaw { run_id: String, step: u64, bytes: Vec<u8> },
-    /// The writer connection's `journal_mode` and `synchronous`.
+    /// The writer connection's `journal_mode` and `synchronous`, and its log's syncs.
     Pragmas,
 }
 
@@ -109,7 +109,9 @@ pub(super) enum Reply {
     Outcome(CommitOutcome),
     Count(usize),
     Effect(EffectOutcome),
-    Pragmas(String, u32),
+    /// `journal_mode`, `synchronous`, and the log's syncs (`vfs::log_syncs`, read by a test hook).
+    #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
+    Pragmas(String, u32, Option<(u64, u64)>),
     Done,
 }
 
@@ -244,7 +246,7 @@ impl Writer {
             .conn
             .query_row("PRAGMA synchronous", [], |r| r.get(0))
             .map_err(self.err("reading the synchronous setting"))?;
-        Ok(Reply::Pragmas(mode, sync))
+        Ok(Reply::Pragmas(mode, sync, super::vfs::log_syncs(&self.conn)))
     }
 
     fn apply(&self, op: &Op) -> Result<Applied, StoreError> {
