@@ -46,40 +46,65 @@ impl Args {
     }
 }
 
+/// The command line, for `--help` and with an error.
+const USAGE: &str = "usage: graph-bench [--repeat K] [--quick] [--workloads a,b,...] [--dir DIR]
+
+workloads: loop, fanout, metrics, durable, effects, concurrent, growth, resume, memory (the default
+list); durable_sqlite, concurrent_sqlite; with features postgres / mysql: postgres, mysql,
+workers_postgres, workers_mysql. One JSON object per measurement on stdout (see docs/BENCHMARKS.md).";
+
+/// The workloads run when `--workloads` is not given.
+const DEFAULT_WORKLOADS: &[&str] =
+    &["loop", "fanout", "metrics", "durable", "effects", "concurrent", "growth", "resume", "memory"];
+
+/// The other workloads `main` knows (those of a server need its feature, which `main` says).
+const OTHER_WORKLOADS: &[&str] =
+    &["durable_sqlite", "concurrent_sqlite", "postgres", "mysql", "workers_postgres", "workers_mysql"];
+
 fn args() -> Args {
+    match parse_args(std::env::args().skip(1)) {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            println!("{USAGE}");
+            std::process::exit(0);
+        }
+        Err(e) => {
+            eprintln!("graph-bench: {e}\n{USAGE}");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// The arguments `args` hold; `None` for `--help`.
+fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
     let mut a = Args {
         repeat: 5,
         quick: false,
-        workloads: [
-            "loop",
-            "fanout",
-            "metrics",
-            "durable",
-            "effects",
-            "concurrent",
-            "growth",
-            "resume",
-            "memory",
-        ]
-        .map(String::from)
-        .to_vec(),
+        workloads: DEFAULT_WORKLOADS.iter().map(|w| w.to_string()).collect(),
         dir: std::env::temp_dir(),
         metrics_recorder: false,
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
+    while let Some(arg) = args.next() {
+        let mut value = |what: &str| args.next().ok_or(format!("{arg} needs {what}"));
         match arg.as_str() {
-            "--repeat" => a.repeat = it.next().and_then(|v| v.parse().ok()).expect("--repeat K"),
+            "-h" | "--help" => return Ok(None),
+            "--repeat" => {
+                let v = value("a count")?;
+                a.repeat =
+                    v.parse().ok().filter(|&k| k > 0).ok_or(format!("--repeat {v}: not a count above 0"))?;
+            }
             "--quick" => a.quick = true,
             "--metrics-recorder" => a.metrics_recorder = true,
-            "--workloads" => {
-                a.workloads = it.next().expect("--workloads a,b").split(',').map(String::from).collect()
-            }
-            "--dir" => a.dir = it.next().expect("--dir DIR").into(),
-            other => panic!("unknown argument {other}"),
+            "--workloads" => a.workloads = value("a list")?.split(',').map(String::from).collect(),
+            "--dir" => a.dir = value("a folder")?.into(),
+            other => return Err(format!("unknown argument {other}")),
         }
     }
-    a
+    let known = |w: &str| DEFAULT_WORKLOADS.contains(&w) || OTHER_WORKLOADS.contains(&w);
+    if let Some(w) = a.workloads.iter().find(|w| !known(w)) {
+        return Err(format!("unknown workload {w}"));
+    }
+    Ok(Some(a))
 }
 
 /// Set when a metrics recorder is installed: records say so in their mode.
@@ -673,4 +698,28 @@ async fn memory_workload(runs: usize) {
         "rss_before": before, "rss_in_flight": during,
         "bytes_per_run": (during.saturating_sub(before)) as f64 / runs as f64,
         "note": "VmRSS with every run parked inside its node, checkpoints in a MemoryStore"}));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Option<Args>, String> {
+        parse_args(args.iter().map(|a| a.to_string()))
+    }
+
+    #[test]
+    fn the_command_line_is_checked_before_anything_runs() {
+        let a = parse(&[]).unwrap().unwrap();
+        assert_eq!(a.workloads, DEFAULT_WORKLOADS);
+        assert_eq!(a.repeat, 5);
+        let a =
+            parse(&["--workloads", "durable_sqlite,postgres", "--repeat", "3", "--quick"]).unwrap().unwrap();
+        assert_eq!((a.workloads.len(), a.repeat, a.quick), (2, 3, true));
+        assert!(parse(&["--help"]).unwrap().is_none());
+        assert_eq!(parse(&["--workloads", "loop,nope"]).err().unwrap(), "unknown workload nope");
+        assert_eq!(parse(&["--repeat"]).err().unwrap(), "--repeat needs a count");
+        assert_eq!(parse(&["--repeat", "0"]).err().unwrap(), "--repeat 0: not a count above 0");
+        assert_eq!(parse(&["--fast"]).err().unwrap(), "unknown argument --fast");
+    }
 }
