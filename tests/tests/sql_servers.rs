@@ -179,6 +179,15 @@ mod my {
     }
 }
 
+/// A store on `b`'s database (created first) connected through a new proxy to its server, with a
+/// pool acquire timeout of `acquire`; and the proxy.
+async fn through_proxy<B: Server>(b: &B, acquire: Duration) -> (Proxy, B::Store) {
+    b.create().await;
+    let proxy = Proxy::start(b.target()).await;
+    let store = b.connect(Some(proxy.port()), acquire).await.expect("connect through the proxy");
+    (proxy, store)
+}
+
 #[cfg(feature = "mysql")]
 use my::MySql;
 #[cfg(feature = "postgres")]
@@ -264,10 +273,7 @@ async fn commits_onto_a_known_row_take_three_round_trips(b: &MySql) {
     use graph_runtime::RunStatus;
     use graph_runtime::store::CommitOutcome;
     use graph_runtime::store::conformance::checkpoint;
-    b.create().await;
-    let proxy = Proxy::start(b.target()).await;
-    let store =
-        b.connect(Some(proxy.port()), Duration::from_secs(5)).await.expect("connect through the proxy");
+    let (proxy, store) = through_proxy(b, Duration::from_secs(5)).await;
     let other = b.connect(None, Duration::from_secs(5)).await.unwrap();
     let running = RunStatus::Running;
     for step in 0..10 {
@@ -328,10 +334,7 @@ async fn another_stores_connection_failure_costs_this_store_no_ping(b: &MySql) {
     use graph_runtime::RunStatus;
     use graph_runtime::store::CommitOutcome;
     use graph_runtime::store::conformance::checkpoint;
-    b.create().await;
-    let proxy = Proxy::start(b.target()).await;
-    let store =
-        b.connect(Some(proxy.port()), Duration::from_secs(5)).await.expect("connect through the proxy");
+    let (proxy, store) = through_proxy(b, Duration::from_secs(5)).await;
     let running = RunStatus::Running;
     let what = "the first commit: BEGIN, the script, COMMIT, the pool's ping";
     let out = assert_requests(&proxy, &store, 4, what, async {
@@ -842,10 +845,7 @@ where
 }
 
 async fn a_cut_network_is_retried_and_the_run_continues_when_it_returns<B: Server>(b: &B) {
-    b.create().await;
-    let proxy = Proxy::start(b.target()).await;
-    let store =
-        b.connect(Some(proxy.port()), Duration::from_secs(1)).await.expect("connect through the proxy");
+    let (proxy, store) = through_proxy(b, Duration::from_secs(1)).await;
     let engine = Engine::builder(counter(40, Duration::from_millis(20)))
         .store(store.clone())
         .options(EngineOptions::default().store_retry_timeout(Duration::from_secs(60)))
@@ -866,10 +866,7 @@ async fn a_cut_network_is_retried_and_the_run_continues_when_it_returns<B: Serve
 }
 
 async fn an_expired_retry_timeout_is_a_typed_unavailable_error<B: Server>(b: &B) {
-    b.create().await;
-    let proxy = Proxy::start(b.target()).await;
-    let store =
-        b.connect(Some(proxy.port()), Duration::from_millis(500)).await.expect("connect through the proxy");
+    let (proxy, store) = through_proxy(b, Duration::from_millis(500)).await;
     let engine = Engine::builder(counter(1000, Duration::from_millis(10)))
         .store(store)
         .options(EngineOptions::default().store_retry_timeout(Duration::from_secs(2)))

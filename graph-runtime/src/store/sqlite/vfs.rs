@@ -69,7 +69,7 @@ pub(super) fn register() -> bool {
             return false;
         }
         // SAFETY: `base` is the default VFS, registered and never freed.
-        unsafe { register_one(base, NAME, open) && register_one(base, NAME_ASYNC, open_async) }
+        unsafe { register_one(base, NAME, open::<true>) && register_one(base, NAME_ASYNC, open::<false>) }
     })
 }
 
@@ -154,40 +154,14 @@ unsafe fn base(vfs: *mut ffi::sqlite3_vfs) -> *mut ffi::sqlite3_vfs {
     unsafe { (*vfs).pAppData.cast() }
 }
 
-unsafe extern "C" fn open(
+/// `xOpen` of [`NAME`] (`COMMIT_SYNC`) and [`NAME_ASYNC`]: a log as a [`LogFile`] whose commit syncs go
+/// to the device when `COMMIT_SYNC`, any other file as the wrapped VFS's own.
+unsafe extern "C" fn open<const COMMIT_SYNC: bool>(
     vfs: *mut ffi::sqlite3_vfs,
     name: ffi::sqlite3_filename,
     file: *mut ffi::sqlite3_file,
     flags: c_int,
     out_flags: *mut c_int,
-) -> c_int {
-    // SAFETY: SQLite's arguments, passed on.
-    unsafe { open_file(vfs, name, file, flags, out_flags, true) }
-}
-
-unsafe extern "C" fn open_async(
-    vfs: *mut ffi::sqlite3_vfs,
-    name: ffi::sqlite3_filename,
-    file: *mut ffi::sqlite3_file,
-    flags: c_int,
-    out_flags: *mut c_int,
-) -> c_int {
-    // SAFETY: SQLite's arguments, passed on.
-    unsafe { open_file(vfs, name, file, flags, out_flags, false) }
-}
-
-/// Opens a file for `open` or `open_async`: a log as a [`LogFile`] whose commit syncs go to the
-/// device when `commit_sync`, any other file as the wrapped VFS's own.
-///
-/// # Safety
-/// SQLite's arguments to `xOpen`.
-unsafe fn open_file(
-    vfs: *mut ffi::sqlite3_vfs,
-    name: ffi::sqlite3_filename,
-    file: *mut ffi::sqlite3_file,
-    flags: c_int,
-    out_flags: *mut c_int,
-    commit_sync: bool,
 ) -> c_int {
     // SAFETY: SQLite gives `file` as `szOsFile` bytes, enough for a `LogFile` and the wrapped
     // handle after it; every other file is the wrapped VFS's own handle at the same address.
@@ -208,7 +182,7 @@ unsafe fn open_file(
             inner,
             pending: Vec::new(),
             start: 0,
-            commit_sync,
+            commit_sync: COMMIT_SYNC,
             syncs: (0, 0),
         });
         ffi::SQLITE_OK
@@ -267,7 +241,7 @@ pub(super) fn log_syncs(conn: &rusqlite::Connection) -> Option<(u64, u64)> {
     if rc != ffi::SQLITE_OK || file.is_null() || !std::ptr::eq(unsafe { (*file).pMethods }, &METHODS) {
         return None;
     }
-    // SAFETY: opened by `open_file` as a log, and `conn` is not in a call on another thread (`&`
+    // SAFETY: opened by `open` as a log, and `conn` is not in a call on another thread (`&`
     // of a connection that is not `Sync`).
     Some(unsafe { log(file) }.syncs)
 }
