@@ -213,20 +213,17 @@ fn record_bytes(len: usize) -> Vec<u8> {
     vec![0x5a; len]
 }
 
-/// The PostgreSQL workload.
-#[cfg(feature = "postgres")]
-pub async fn postgres(n: u64, steps: u64, repeat: usize, emit: Emit<'_>) {
-    use graph_runtime::store::PostgresStore;
-    let scratch = Scratch::create(Server::Postgres).await;
-    let url = scratch.url.clone();
-    let connect = || async { PostgresStore::connect(&url).await.expect("connect the store") };
-    let groups = |s: &PostgresStore| Some((s.grouped_commits(), s.group_transactions(), s.groups_at_once()));
-    // The floor: bare transactions on the store's own tables, one connection.
-    let floor = async |store: &PostgresStore, rep: usize, len: usize| {
-        let mut conn = store.pool().acquire().await.expect("a connection");
+/// The floor of a server store: bare transactions on the store's own tables, on one connection of
+/// `store`'s pool: the run row inserted once (repetition 0), then `n + 1` transactions of a key, a
+/// checkpoint (a record of `len` bytes) and the run row's update. The four statements are the
+/// backend's (its placeholders); evaluates to commits per second.
+macro_rules! floor {
+    ($store:expr, $rep:expr, $len:expr, $n:expr, [$run_row:expr, $key:expr, $checkpoint:expr, $update:expr $(,)?]) => {{
+        let (rep, len, n) = ($rep, $len, $n);
+        let mut conn = $store.pool().acquire().await.expect("a connection");
         let record = record_bytes(len);
         if rep == 0 {
-            sqlx::query("INSERT INTO graph_runs (run_id, status, latest_step, version, row_bytes) VALUES ('floor', 'running', 0, 0, $1)")
+            sqlx::query($run_row)
                 .bind(&record[..64.min(len)])
                 .execute(&mut *conn)
                 .await
@@ -235,31 +232,47 @@ pub async fn postgres(n: u64, steps: u64, repeat: usize, emit: Emit<'_>) {
         let t = Instant::now();
         for step in 0..=n {
             let mut tx = sqlx::Connection::begin(&mut *conn).await.expect("begin");
-            sqlx::query("INSERT INTO graph_keys (idem_key, run_id, step) VALUES ($1, 'floor', $2)")
+            sqlx::query($key)
                 .bind(format!("floor-{rep}-{step}"))
                 .bind(step as i64)
                 .execute(&mut *tx)
                 .await
                 .expect("key");
-            sqlx::query(
-                "INSERT INTO graph_checkpoints (run_id, step, idem_key, record) VALUES ('floor', $1, $2, $3)",
-            )
-            .bind((rep as u64 * (n + 1) + step) as i64)
-            .bind(format!("floor-{rep}-{step}"))
-            .bind(&record[..])
-            .execute(&mut *tx)
-            .await
-            .expect("checkpoint");
-            sqlx::query(
-                "UPDATE graph_runs SET version = version + 1, latest_step = $1 WHERE run_id = 'floor'",
-            )
-            .bind(step as i64)
-            .execute(&mut *tx)
-            .await
-            .expect("run row");
+            sqlx::query($checkpoint)
+                .bind((rep as u64 * (n + 1) + step) as i64)
+                .bind(format!("floor-{rep}-{step}"))
+                .bind(&record[..])
+                .execute(&mut *tx)
+                .await
+                .expect("checkpoint");
+            sqlx::query($update).bind(step as i64).execute(&mut *tx).await.expect("run row");
             tx.commit().await.expect("commit");
         }
         (n + 1) as f64 / t.elapsed().as_secs_f64()
+    }};
+}
+
+/// The PostgreSQL workload.
+#[cfg(feature = "postgres")]
+pub async fn postgres(n: u64, steps: u64, repeat: usize, emit: Emit<'_>) {
+    use graph_runtime::store::PostgresStore;
+    let scratch = Scratch::create(Server::Postgres).await;
+    let url = scratch.url.clone();
+    let connect = || async { PostgresStore::connect(&url).await.expect("connect the store") };
+    let groups = |s: &PostgresStore| Some((s.grouped_commits(), s.group_transactions(), s.groups_at_once()));
+    let floor = async |store: &PostgresStore, rep: usize, len: usize| {
+        floor!(
+            store,
+            rep,
+            len,
+            n,
+            [
+                "INSERT INTO graph_runs (run_id, status, latest_step, version, row_bytes) VALUES ('floor', 'running', 0, 0, $1)",
+                "INSERT INTO graph_keys (idem_key, run_id, step) VALUES ($1, 'floor', $2)",
+                "INSERT INTO graph_checkpoints (run_id, step, idem_key, record) VALUES ('floor', $1, $2, $3)",
+                "UPDATE graph_runs SET version = version + 1, latest_step = $1 WHERE run_id = 'floor'",
+            ]
+        )
     };
     server_workload("postgres", n, steps, repeat, connect, groups, floor, emit).await;
     scratch.drop_database().await;
@@ -272,45 +285,19 @@ pub async fn mysql(n: u64, steps: u64, repeat: usize, emit: Emit<'_>) {
     let scratch = Scratch::create(Server::MySql).await;
     let url = scratch.url.clone();
     let connect = || async { MySqlStore::connect(&url).await.expect("connect the store") };
-    // The floor: bare transactions on the store's own tables, one connection.
     let floor = async |store: &MySqlStore, rep: usize, len: usize| {
-        let mut conn = store.pool().acquire().await.expect("a connection");
-        let record = record_bytes(len);
-        if rep == 0 {
-            sqlx::query("INSERT INTO graph_runs (run_id, status, latest_step, version, row_bytes) VALUES ('floor', 'running', 0, 0, ?)")
-                .bind(&record[..64.min(len)])
-                .execute(&mut *conn)
-                .await
-                .expect("the floor's run row");
-        }
-        let t = Instant::now();
-        for step in 0..=n {
-            let mut tx = sqlx::Connection::begin(&mut *conn).await.expect("begin");
-            sqlx::query("INSERT INTO graph_keys (idem_key, run_id, step) VALUES (?, 'floor', ?)")
-                .bind(format!("floor-{rep}-{step}"))
-                .bind(step as i64)
-                .execute(&mut *tx)
-                .await
-                .expect("key");
-            sqlx::query(
+        floor!(
+            store,
+            rep,
+            len,
+            n,
+            [
+                "INSERT INTO graph_runs (run_id, status, latest_step, version, row_bytes) VALUES ('floor', 'running', 0, 0, ?)",
+                "INSERT INTO graph_keys (idem_key, run_id, step) VALUES (?, 'floor', ?)",
                 "INSERT INTO graph_checkpoints (run_id, step, idem_key, record) VALUES ('floor', ?, ?, ?)",
-            )
-            .bind((rep as u64 * (n + 1) + step) as i64)
-            .bind(format!("floor-{rep}-{step}"))
-            .bind(&record[..])
-            .execute(&mut *tx)
-            .await
-            .expect("checkpoint");
-            sqlx::query(
                 "UPDATE graph_runs SET version = version + 1, latest_step = ? WHERE run_id = 'floor'",
-            )
-            .bind(step as i64)
-            .execute(&mut *tx)
-            .await
-            .expect("run row");
-            tx.commit().await.expect("commit");
-        }
-        (n + 1) as f64 / t.elapsed().as_secs_f64()
+            ]
+        )
     };
     server_workload("mysql", n, steps, repeat, connect, |_: &MySqlStore| None, floor, emit).await;
     scratch.drop_database().await;
