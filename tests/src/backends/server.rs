@@ -1,4 +1,5 @@
-//! What the database-server backends share: unique database names, URLs, async work in `Drop`.
+//! What the database-server backends share: unique database names, URLs, async work in `Drop`, and
+//! the backend type itself ([`server_backend!`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -42,3 +43,138 @@ where
         Err(_) => eprintln!("cleaning up a test database panicked"),
     }
 }
+
+/// A database-server backend: a database of its own on the test server (`$server_url()`), created at
+/// the first open and dropped with the backend, with its [`conformance::Backend`](graph_runtime::store::conformance::Backend)
+/// and [`RawAccess`](super::RawAccess) implementations. The backends differ in their sqlx types, the
+/// variable naming the server, how a database name is quoted and how a database in use is dropped.
+macro_rules! server_backend {
+    (
+        $(#[$doc:meta])*
+        $name:ident {
+            store: $store:ty,
+            options: $options:ty,
+            pool: $pool:ty,
+            connection: $connection:ty,
+            server: $server:literal,
+            url_var: $url_var:literal,
+            create: $create:literal,
+            drop: $drop:literal $(,)?
+        }
+    ) => {
+        $(#[$doc])*
+        pub struct $name {
+            server: String,
+            name: String,
+            created: tokio::sync::OnceCell<()>,
+        }
+
+        impl $name {
+            /// A fresh database (created when first opened).
+            pub fn new() -> Self {
+                $name {
+                    server: server_url(),
+                    name: super::unique_name("graph_test"),
+                    created: tokio::sync::OnceCell::new(),
+                }
+            }
+
+            /// The database's name.
+            pub fn database(&self) -> &str {
+                &self.name
+            }
+
+            /// The connection options of the database.
+            pub fn options(&self) -> $options {
+                <$options as std::str::FromStr>::from_str(&self.server)
+                    .unwrap_or_else(|e| panic!("{} `{}` is not a URL: {e}", $url_var, self.server))
+                    .database(&self.name)
+            }
+
+            /// The URL of the database (the server's URL with this database's name).
+            pub fn url(&self) -> String {
+                super::with_database(&self.server, &self.name)
+            }
+
+            /// Creates the database (once).
+            pub async fn create(&self) {
+                use graph_runtime::store::server::sqlx::{self, Connection};
+                self.created
+                    .get_or_init(|| async {
+                        let mut admin = <$connection>::connect(&self.server).await.unwrap_or_else(|e| {
+                            panic!("cannot reach the {} test server at {}: {e}; {HOW_TO_START}", $server, self.server)
+                        });
+                        sqlx::query(sqlx::AssertSqlSafe(format!($create, self.name)))
+                            .execute(&mut admin)
+                            .await
+                            .unwrap_or_else(|e| panic!("CREATE DATABASE {} on {}: {e}", self.name, self.server));
+                        let _ = admin.close().await;
+                    })
+                    .await;
+            }
+
+            /// Connects a store to the database (creating it first), with `pool` options.
+            pub async fn connect_with(&self, pool: $pool) -> Result<$store, graph_runtime::StoreError> {
+                self.create().await;
+                <$store>::connect_with(self.options(), pool).await
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
+        impl Drop for $name {
+            fn drop(&mut self) {
+                use graph_runtime::store::server::sqlx::{self, Connection};
+                if self.created.get().is_none() {
+                    return;
+                }
+                let (server, name) = (self.server.clone(), self.name.clone());
+                super::on_own_runtime(async move {
+                    let mut admin = <$connection>::connect(&server).await?;
+                    sqlx::query(sqlx::AssertSqlSafe(format!($drop, name))).execute(&mut admin).await?;
+                    admin.close().await
+                });
+            }
+        }
+
+        impl graph_runtime::store::conformance::Backend for $name {
+            type Store = $store;
+            async fn open(&self) -> $store {
+                self.connect_with(<$store>::pool_options())
+                    .await
+                    .unwrap_or_else(|e| panic!("connect to {} ({}): {e}; {HOW_TO_START}", self.server, self.name))
+            }
+            async fn reopen(&self, store: $store) -> $store {
+                store.close().await;
+                drop(store);
+                self.open().await
+            }
+            fn fail_point(store: &$store) -> graph_runtime::store::FailPoint {
+                store.fail_point().clone()
+            }
+        }
+
+        impl super::RawAccess for $name {
+            async fn raw_checkpoint(
+                store: &$store,
+                run: &str,
+                step: u64,
+            ) -> Result<Option<Vec<u8>>, graph_runtime::StoreError> {
+                store.raw_checkpoint(run, step).await
+            }
+            async fn put_raw_checkpoint(
+                store: &$store,
+                run: &str,
+                step: u64,
+                bytes: &[u8],
+            ) -> Result<(), graph_runtime::StoreError> {
+                store.put_raw_checkpoint(run, step, bytes).await
+            }
+        }
+    };
+}
+pub(super) use server_backend;

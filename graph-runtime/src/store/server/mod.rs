@@ -334,7 +334,8 @@ pub(crate) struct KnownRows(std::sync::Mutex<std::collections::HashMap<String, K
 /// A run row as a store last wrote it: its bytes and what they decode to.
 #[derive(Clone)]
 pub(crate) struct Known {
-    /// The row's bytes (`record::encode_run`).
+    /// The row's bytes (`record::encode_run`; PostgreSQL's groups compare the stored row with them).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) bytes: Vec<u8>,
     /// What they decode to.
     pub(crate) info: crate::store::RunInfo,
