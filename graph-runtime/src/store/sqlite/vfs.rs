@@ -25,11 +25,12 @@
 //! sync flags as two kinds (`walSyncFlags` in SQLite's pager): the sync after a commit's frames with
 //! `SQLITE_SYNC_NORMAL`, and the syncs that order a checkpoint (the log before the database file is
 //! written, the log's header when it starts again) with `SQLITE_SYNC_FULL`, which Linux's `unix` VFS
-//! makes as the same `fdatasync` (macOS's as `F_FULLFSYNC`, stronger). The unit test
-//! `an_async_log_syncs_for_checkpoints_and_not_for_commits` holds the bundled SQLite to this. A log of this VFS writes its buffer at a commit's sync and syncs
-//! nothing; every other sync goes to the device. That is `synchronous = NORMAL`'s syncs exactly
-//! (NORMAL makes no commit sync and the same checkpoint syncs), with the point before the commit is
-//! published, where the buffered frames must reach the file, still marked.
+//! makes as the same `fdatasync` (macOS's as `F_FULLFSYNC`, stronger). A log of this VFS writes its
+//! buffer at a commit's sync and syncs nothing; every other sync goes to the device. That is
+//! `synchronous = NORMAL`'s syncs exactly (NORMAL makes no commit sync and the same checkpoint syncs),
+//! with the point before the commit is published, where the buffered frames must reach the file,
+//! still marked. The unit test `an_async_log_syncs_for_checkpoints_and_not_for_commits` holds the
+//! bundled SQLite to this.
 //!
 //! A failed write (a full disk) is answered to the call that flushed the buffer (a sync, a read, a
 //! later write) with the code the `unix` VFS gave; SQLite fails the transaction as it does for a
