@@ -46,13 +46,6 @@ impl Args {
     }
 }
 
-/// The command line, for `--help` and with an error.
-const USAGE: &str = "usage: graph-bench [--repeat K] [--quick] [--workloads a,b,...] [--dir DIR]
-
-workloads: loop, fanout, metrics, durable, effects, concurrent, growth, resume, memory (the default
-list); durable_sqlite, concurrent_sqlite; with features postgres / mysql: postgres, mysql,
-workers_postgres, workers_mysql. One JSON object per measurement on stdout (see docs/BENCHMARKS.md).";
-
 /// The workloads run when `--workloads` is not given.
 const DEFAULT_WORKLOADS: &[&str] =
     &["loop", "fanout", "metrics", "durable", "effects", "concurrent", "growth", "resume", "memory"];
@@ -61,15 +54,26 @@ const DEFAULT_WORKLOADS: &[&str] =
 const OTHER_WORKLOADS: &[&str] =
     &["durable_sqlite", "concurrent_sqlite", "postgres", "mysql", "workers_postgres", "workers_mysql"];
 
+/// The command line, for `--help` and with an error.
+fn usage() -> String {
+    format!(
+        "usage: graph-bench [--repeat K] [--quick] [--workloads a,b,...] [--dir DIR]\n\n\
+         workloads: {} (the default list); {} (postgres and mysql ones with those features).\n\
+         One JSON object per measurement on stdout (see docs/BENCHMARKS.md).",
+        DEFAULT_WORKLOADS.join(", "),
+        OTHER_WORKLOADS.join(", ")
+    )
+}
+
 fn args() -> Args {
     match parse_args(std::env::args().skip(1)) {
         Ok(Some(a)) => a,
         Ok(None) => {
-            println!("{USAGE}");
+            println!("{}", usage());
             std::process::exit(0);
         }
         Err(e) => {
-            eprintln!("graph-bench: {e}\n{USAGE}");
+            eprintln!("graph-bench: {e}\n{}", usage());
             std::process::exit(2);
         }
     }
@@ -190,7 +194,7 @@ fn main() {
             "mysql" => {
                 panic!("built without feature mysql: cargo run --release -p graph-bench --features mysql")
             }
-            other => panic!("unknown workload {other}"),
+            other => unreachable!("parse_args lets only known workloads through, not {other}"),
         }
         eprintln!("   {:.1} s", t0.elapsed().as_secs_f64());
     }

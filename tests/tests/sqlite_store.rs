@@ -13,6 +13,11 @@ fn file(dir: &tempfile::TempDir) -> std::path::PathBuf {
     dir.path().join("store.sqlite")
 }
 
+/// The size of the write-ahead log of the store in `dir` (0: none).
+fn wal(dir: &tempfile::TempDir) -> u64 {
+    std::fs::metadata(dir.path().join("store.sqlite-wal")).map_or(0, |m| m.len())
+}
+
 /// 64 runs committing concurrently share transactions; a sequential run pays one per commit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_runs_share_transactions() {
@@ -42,9 +47,6 @@ async fn concurrent_runs_share_transactions() {
 /// is not cut back; with `wal_preallocation(0)` the log is left as SQLite grows it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_write_ahead_log_is_preallocated_and_the_database_unchanged() {
-    let wal = |dir: &tempfile::TempDir| {
-        std::fs::metadata(dir.path().join("store.sqlite-wal")).map_or(0, |m| m.len())
-    };
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(file(&dir)).unwrap();
     assert!(wal(&dir) >= 4 << 20, "a {}-byte log after open", wal(&dir));
@@ -80,9 +82,6 @@ async fn the_page_size_applies_to_a_new_database_and_the_checkpoint_follows_it()
     let page_size = |dir: &tempfile::TempDir| -> i64 {
         let conn = rusqlite::Connection::open(file(dir)).unwrap();
         conn.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap()
-    };
-    let wal = |dir: &tempfile::TempDir| {
-        std::fs::metadata(dir.path().join("store.sqlite-wal")).map_or(0, |m| m.len())
     };
     let dir = tempfile::tempdir().unwrap();
     let options = SqliteOptions::default().page_size(1024).wal_preallocation(0).durability(Durability::Async);

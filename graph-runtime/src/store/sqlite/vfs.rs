@@ -469,6 +469,17 @@ mod tests {
         conn
     }
 
+    /// A copy of the database `db.sqlite` in `dir` and its log, taken while its connection is open (what
+    /// a crash of the process leaves), opened through SQLite's default VFS; and the copy's folder.
+    fn crash_image(dir: &std::path::Path) -> (tempfile::TempDir, Connection) {
+        let copy = tempfile::tempdir().unwrap();
+        for name in ["db.sqlite", "db.sqlite-wal"] {
+            std::fs::copy(dir.join(name), copy.path().join(name)).unwrap();
+        }
+        let recovered = Connection::open(copy.path().join("db.sqlite")).unwrap();
+        (copy, recovered)
+    }
+
     /// Write system calls made by this thread so far (Linux's per-thread I/O accounting).
     #[cfg(target_os = "linux")]
     fn writes_of_this_thread() -> u64 {
@@ -536,11 +547,7 @@ mod tests {
         let log_bytes = std::fs::metadata(dir.path().join("db.sqlite-wal")).unwrap().len();
         assert!(log_bytes > 3 * LIMIT as u64, "the log holds {log_bytes} bytes");
 
-        let copy = tempfile::tempdir().unwrap();
-        for name in ["db.sqlite", "db.sqlite-wal"] {
-            std::fs::copy(dir.path().join(name), copy.path().join(name)).unwrap();
-        }
-        let recovered = Connection::open(copy.path().join("db.sqlite")).unwrap();
+        let (_copy, recovered) = crash_image(dir.path());
         let check: String = recovered.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
         assert_eq!(check, "ok");
         let count: i64 = recovered.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
@@ -575,11 +582,7 @@ mod tests {
         let (after, written) = log_syncs(&conn).unwrap();
         assert_eq!(after, device, "no commit synced the log");
         assert!(written >= 20, "{written} commit syncs written for 20 commits");
-        let copy = tempfile::tempdir().unwrap();
-        for name in ["db.sqlite", "db.sqlite-wal"] {
-            std::fs::copy(dir.path().join(name), copy.path().join(name)).unwrap();
-        }
-        let recovered = Connection::open(copy.path().join("db.sqlite")).unwrap();
+        let (_copy, recovered) = crash_image(dir.path());
         let count: i64 = recovered.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
         assert_eq!(count, 20, "a copy taken while the connection is open holds every commit");
         drop(reader);
