@@ -426,8 +426,10 @@ mod servers {
             tokio::time::sleep(Duration::from_millis(2)).await;
         };
         signal(&a, "STOP");
-        // B takes the run over once A's lease has expired.
-        let b = spawn(&url, "B", &stop_args(1000, "B:"));
+        // B takes the run over once A's lease has expired. B's own lease (5 s, heartbeated) only has to
+        // outlast a loaded machine's stalls: with 1 s, one full-suite run stalled B's heartbeats past it,
+        // A (fenced, claiming again) took the run back and completed it, and B was fenced.
+        let b = spawn(&url, "B", &stop_args(5000, "B:"));
         let stopped = Instant::now();
         let resumed_from = loop {
             if db.lease("s").await.is_some_and(|(owner, token)| owner == "B" && token == 2) {
