@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use graph_runtime::store::conformance::{checkpoint, commit_steps};
 use graph_runtime::store::{Durability, SQLITE_SCHEMA_VERSION, SqliteOptions, SqliteStore};
-use graph_runtime::{CommitOutcome, RunStatus, Store, StoreError};
+use graph_runtime::{CommitOutcome, PauseReason, RunStatus, Store, StoreError};
 
 fn file(dir: &tempfile::TempDir) -> std::path::PathBuf {
     dir.path().join("store.sqlite")
@@ -159,6 +159,44 @@ async fn a_locked_database_is_unavailable() {
         store.save_checkpoint(&cp, &[], &RunStatus::Running, 1).await.unwrap(),
         CommitOutcome::Committed { version: 2 }
     );
+}
+
+/// Two stores on one file (two processes would do the same) commit one run in turn. A store's writer
+/// keeps the run rows it committed so that its next commit need not read them: each must still see
+/// the other's commits and status changes. With a kept row one version behind, the stale commit below
+/// would be taken and the fresh one refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stores_on_one_file_see_each_others_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = SqliteStore::open(file(&dir)).unwrap();
+    let b = SqliteStore::open(file(&dir)).unwrap();
+    let running = RunStatus::Running;
+    for step in 0..6u64 {
+        let (me, other) = if step % 2 == 0 { (&a, &b) } else { (&b, &a) };
+        let cp = checkpoint("t", step, step);
+        let done = me.save_checkpoint(&cp, &[], &running, step).await.unwrap();
+        assert_eq!(done, CommitOutcome::Committed { version: step + 1 }, "step {step}");
+        // The other store last committed this run at version `step` (or never): a commit expecting
+        // that version is stale now.
+        let stale = checkpoint("t", step + 1, 100 + step);
+        let refused = other.save_checkpoint(&stale, &[], &running, step).await.unwrap();
+        assert_eq!(refused, CommitOutcome::VersionConflict { current: step + 1 }, "step {step}");
+    }
+    let paused = RunStatus::Paused(PauseReason::Backpressure);
+    assert_eq!(
+        a.set_status("t", &paused, &[], None, 6).await.unwrap(),
+        CommitOutcome::Committed { version: 7 }
+    );
+    let stale = b.set_status("t", &running, &[], None, 6).await.unwrap();
+    assert_eq!(stale, CommitOutcome::VersionConflict { current: 7 });
+    let cp = checkpoint("t", 6, 6);
+    assert_eq!(
+        b.save_checkpoint(&cp, &[], &running, 7).await.unwrap(),
+        CommitOutcome::Committed { version: 8 }
+    );
+    let info = a.run_info("t").await.unwrap().unwrap();
+    assert_eq!((info.version, info.latest_step, info.status), (8, 6, running));
+    assert_eq!(a.history("t").await.unwrap().len(), 7);
 }
 
 #[tokio::test]

@@ -19,6 +19,8 @@ pub(crate) mod commit_log;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod journal;
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
+mod known;
 mod memory;
 pub mod record;
 pub mod retry;

@@ -322,59 +322,6 @@ pub(crate) enum Shortcut<G> {
     Alone(G),
 }
 
-/// The run rows a store last committed, by run, shared by its clones: what a commit can be computed
-/// from without reading the row first (PostgreSQL's commit groups in one statement, MySQL's commits of
-/// a known row). Every write of a row's bytes or pending flag sets a new version (commits,
-/// `set_status`; a claim writes only the graph column), so a row kept at version `v` is the stored row
-/// whenever the stored version is `v`, and the writes built on it check that version (or the bytes)
-/// in the same statement that writes.
-#[derive(Default)]
-pub(crate) struct KnownRows(std::sync::Mutex<std::collections::HashMap<String, Known>>);
-
-/// A run row as a store last wrote it: its bytes and what they decode to.
-#[derive(Clone)]
-pub(crate) struct Known {
-    /// The row's bytes (`record::encode_run`; PostgreSQL's groups compare the stored row with them).
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-    pub(crate) bytes: Vec<u8>,
-    /// What they decode to.
-    pub(crate) info: crate::store::RunInfo,
-}
-
-impl KnownRows {
-    /// At most this many rows are kept; past it the map starts again empty (a run whose row is not
-    /// known is committed the way that reads the row).
-    const MAX: usize = 16_384;
-
-    fn map(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Known>> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Keeps `bytes`, the row of `info.run_id` the store just committed; a run that ended is forgotten
-    /// (it commits no more).
-    pub(crate) fn remember(&self, bytes: Vec<u8>, info: crate::store::RunInfo) {
-        let mut map = self.map();
-        if matches!(info.status, RunStatus::Completed | RunStatus::Failed(_) | RunStatus::Cancelled) {
-            map.remove(&info.run_id);
-            return;
-        }
-        if map.len() >= Self::MAX && !map.contains_key(&info.run_id) {
-            map.clear();
-        }
-        map.insert(info.run_id.clone(), Known { bytes, info });
-    }
-
-    /// The row of `run` kept at `version`, if that is the one kept.
-    pub(crate) fn at(&self, run: &str, version: u64) -> Option<Known> {
-        self.map().get(run).filter(|k| k.info.version == version).cloned()
-    }
-
-    /// Forgets the row of `run` (it may have changed).
-    pub(crate) fn forget(&self, run: &str) {
-        self.map().remove(run);
-    }
-}
-
 /// A short pause before a transaction that lost a race runs again (grows with the attempt, a few ms).
 pub(crate) async fn conflict_pause(attempt: u32) {
     tokio::time::sleep(Duration::from_millis(u64::from(attempt.min(10)) * 2 + 1)).await;

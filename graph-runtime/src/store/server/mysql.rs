@@ -43,7 +43,7 @@ pub struct MySqlStore {
     /// When the pool's idle connections are pinged before use ([`super::pool_check`]).
     suspicion: std::sync::Arc<super::pool_check::Suspicion>,
     /// The run rows this store last committed ([`MySqlStore::shortcut_save`]).
-    known: std::sync::Arc<super::KnownRows>,
+    known: std::sync::Arc<crate::store::known::KnownRows>,
 }
 
 impl std::fmt::Debug for MySqlStore {

@@ -337,6 +337,8 @@ impl SqliteStore {
             path: path.clone(),
             stats: stats.clone(),
             fail: fail.clone(),
+            known: Default::default(),
+            data_version: None,
         }));
         let shared = writer.clone();
         let thread = std::thread::Builder::new()
@@ -466,7 +468,7 @@ impl SqliteStore {
         if self.inner.stats.queued.load(Ordering::SeqCst) > 0 {
             return Some(job);
         }
-        let Ok(writer) = self.inner.writer.try_lock() else { return Some(job) };
+        let Ok(mut writer) = self.inner.writer.try_lock() else { return Some(job) };
         tokio::task::block_in_place(|| writer.commit_group(vec![job]));
         None
     }

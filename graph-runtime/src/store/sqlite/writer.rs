@@ -29,6 +29,7 @@ use super::{int, is_unique_violation, sql_error, status_name};
 use crate::error::StoreError;
 use crate::events::{Encoded, Event};
 use crate::store::journal::{decode_effect, encode_effect, encode_outbox};
+use crate::store::known::KnownRows;
 use crate::store::memory::effect_cas;
 use crate::store::record::{decode, decode_run, encode, encode_run};
 use crate::store::{
@@ -136,13 +137,20 @@ pub(super) struct Writer {
     pub(super) path: PathBuf,
     pub(super) stats: Arc<Stats>,
     pub(super) fail: FailPoint,
+    /// The run rows this connection committed: a commit of a run whose row is kept does not read it.
+    /// Kept while no other connection commits to the file (`data_version`) and forgotten when a
+    /// transaction rolls back (`rollback`).
+    pub(super) known: KnownRows,
+    /// `PRAGMA data_version` at the start of this connection's last write transaction: it changes when
+    /// another connection commits.
+    pub(super) data_version: Option<i64>,
 }
 
 /// Commits groups from `requests` until every sender is gone, taking `writer` for each group.
 pub(super) fn run(writer: &std::sync::Mutex<Writer>, requests: mpsc::Receiver<Job>) {
     while let Ok(first) = requests.recv() {
         let mut group = vec![first];
-        let w = writer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut w = writer.lock().unwrap_or_else(|e| e.into_inner());
         // Taken after the lock: the requests that queued while a caller committed inline join this group.
         while group.len() < MAX_GROUP {
             match requests.try_recv() {
@@ -160,7 +168,7 @@ impl Writer {
         move |e| sql_error(&self.path, what, e)
     }
 
-    pub(super) fn commit_group(&self, group: Vec<Job>) {
+    pub(super) fn commit_group(&mut self, group: Vec<Job>) {
         let mut jobs = Vec::with_capacity(group.len());
         for job in group {
             if matches!(job.op, Op::Pragmas) {
@@ -175,10 +183,10 @@ impl Writer {
     /// Runs `jobs` in one transaction and answers each. A request that fails part-way leaves writes
     /// that only rolling the transaction back undoes: then it is answered with its error and the
     /// others run again, in a new transaction (one request fewer each time).
-    fn commit_jobs(&self, mut jobs: Vec<Job>) {
+    fn commit_jobs(&mut self, mut jobs: Vec<Job>) {
         'group: while !jobs.is_empty() {
-            if let Err(e) = self.exec("BEGIN IMMEDIATE") {
-                return fail_all(jobs, &self.err("starting a write transaction")(e));
+            if let Err(e) = self.begin() {
+                return fail_all(jobs, &e);
             }
             let mut replies = Vec::with_capacity(jobs.len());
             let mut wrote = false;
@@ -224,8 +232,32 @@ impl Writer {
         }
     }
 
-    /// Rolls the open transaction back (SQLite may have ended it already, after some errors).
+    /// Starts a write transaction, and forgets the kept run rows if another connection has committed
+    /// since this one's last transaction.
+    fn begin(&mut self) -> Result<(), StoreError> {
+        self.exec("BEGIN IMMEDIATE").map_err(self.err("starting a write transaction"))?;
+        let version = self
+            .conn
+            .prepare_cached("PRAGMA data_version")
+            .and_then(|mut s| s.query_row([], |r| r.get(0)))
+            .map_err(self.err("reading the data version"));
+        let version = match version {
+            Ok(v) => v,
+            Err(e) => {
+                let _ = self.rollback();
+                return Err(e);
+            }
+        };
+        if self.data_version.replace(version) != Some(version) {
+            self.known.clear();
+        }
+        Ok(())
+    }
+
+    /// Rolls the open transaction back (SQLite may have ended it already, after some errors), and
+    /// forgets the kept run rows (some may have been written in it).
     fn rollback(&self) -> Result<(), StoreError> {
+        self.known.clear();
         if self.conn.is_autocommit() {
             return Ok(());
         }
@@ -291,7 +323,11 @@ impl Writer {
         }
     }
 
+    /// The row of `run_id` in this transaction: the one kept, or the stored one.
     fn row(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {
+        if let Some(info) = self.known.info(run_id) {
+            return Ok(Some(info));
+        }
         let bytes: Option<Vec<u8>> = self
             .conn
             .prepare_cached("SELECT row FROM runs WHERE run_id = ?1")
@@ -304,11 +340,11 @@ impl Writer {
     /// there is no row, insert it).
     /// The `status` column is written only when the status changes: `runs_by_status` is then left
     /// alone, and a commit dirties one page fewer.
-    fn put_row(&self, info: &RunInfo, before: Option<&RunStatus>) -> Result<(), StoreError> {
+    fn put_row(&self, info: RunInfo, before: Option<&RunStatus>) -> Result<(), StoreError> {
         let latest = int(info.latest_step).unwrap_or(i64::MAX);
         let version = int(info.version).unwrap_or(i64::MAX);
         let status = status_name(&info.status);
-        let bytes = encode_run(info);
+        let bytes = encode_run(&info);
         let done = match before {
             None => self
                 .conn
@@ -328,6 +364,7 @@ impl Writer {
                 .and_then(|mut s| s.execute(params![info.run_id, status, latest, version, bytes])),
         };
         done.map_err(self.err("writing a run row"))?;
+        self.known.remember(bytes, info);
         Ok(())
     }
 
@@ -404,7 +441,7 @@ impl Writer {
             s.fingerprint,
             Encoded::head_after(None, s.events),
         );
-        self.put_row(&info, row.as_ref().map(|r| &r.status))?;
+        self.put_row(info, row.as_ref().map(|r| &r.status))?;
         fail(3)?;
         Ok(Applied::Keep(Reply::Outcome(CommitOutcome::Committed { version: version + 1 })))
     }
@@ -452,8 +489,9 @@ impl Writer {
                 .and_then(|mut st| st.execute(params![run_id, p]))
                 .map_err(self.err("writing the pending step"))?;
         }
-        self.put_row(&info, Some(&before))?;
-        Ok(Applied::Keep(Reply::Outcome(CommitOutcome::Committed { version: info.version })))
+        let version = info.version;
+        self.put_row(info, Some(&before))?;
+        Ok(Applied::Keep(Reply::Outcome(CommitOutcome::Committed { version })))
     }
 
     fn append_events(&self, run_id: &str, events: &[Encoded]) -> Result<(), StoreError> {
@@ -649,10 +687,13 @@ mod tests {
         store.inner.writer.lock().unwrap().commit_group(vec![s0]);
         assert_eq!(outcome(&mut rs0), Ok(CommitOutcome::Committed { version: 1 }));
         // A status change first (written, then rolled back with the failing request, then written again).
+        // Paused, not ended: the writer keeps the row it wrote, and must forget it with the rollback
+        // (else the second transaction finds `s` at version 2 and refuses the change).
+        let paused = RunStatus::Paused(crate::store::PauseReason::Backpressure);
         let (answer, mut rs) = oneshot::channel();
         let op = Op::Status {
             run_id: "s".into(),
-            status: RunStatus::Cancelled,
+            status: paused.clone(),
             events: Vec::new(),
             pending: None,
             expected_version: 1,
@@ -667,7 +708,7 @@ mod tests {
         assert_eq!(outcome(&mut rb), Ok(CommitOutcome::Committed { version: 1 }));
         assert_eq!((store.transactions(), store.requests()), (2, 4));
         let s = store.run_info("s").await.unwrap().unwrap();
-        assert_eq!((s.version, s.status), (2, RunStatus::Cancelled));
+        assert_eq!((s.version, s.status), (2, paused));
         assert!(store.run_info("a").await.unwrap().is_none());
         assert!(store.load_checkpoint("a", 0).await.unwrap().is_none());
         // Its key row went with the rolled-back transaction: the same commit now succeeds.

@@ -55,8 +55,9 @@ use tokio::sync::oneshot;
 use super::PostgresStore;
 use crate::error::StoreError;
 use crate::events::{ChainHead, Event};
+use crate::store::known::{Known, KnownRows};
 use crate::store::record::{decode_run, encode, encode_run};
-use crate::store::server::{Abort, Known, KnownRows, Lease, Shortcut, db_int, status_name};
+use crate::store::server::{Abort, Lease, Shortcut, db_int, status_name};
 use crate::store::{Checkpoint, CommitOutcome, RunInfo, RunStatus};
 
 /// At most this many commits in one group.

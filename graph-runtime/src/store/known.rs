@@ -1,0 +1,80 @@
+//! The run rows a store last committed, kept so that its next commit of a run need not read the row
+//! first.
+//!
+//! Each SQL store keeps its own and decides when a kept row is still the stored one:
+//! - PostgreSQL and MySQL/MariaDB: every write of a row's bytes or pending flag sets a new version
+//!   (commits, `set_status`; a claim writes only the graph column), so a row kept at version `v` is the
+//!   stored row whenever the stored version is `v`, and the writes built on it check that version (or
+//!   the bytes) in the same statement that writes (PostgreSQL's commit groups in one statement, MySQL's
+//!   commits of a known row).
+//! - SQLite: only the writing connection writes run rows in this process, and its transactions hold
+//!   the database's write lock; the kept rows are forgotten when another connection (another store on
+//!   the file, another process) has committed since (`PRAGMA data_version`), and when a transaction
+//!   rolls back.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use crate::store::{RunInfo, RunStatus};
+
+/// The run rows a store last committed, by run, shared by its clones.
+#[derive(Default)]
+pub(crate) struct KnownRows(Mutex<HashMap<String, Known>>);
+
+/// A run row as a store last wrote it: its bytes and what they decode to.
+#[derive(Clone)]
+pub(crate) struct Known {
+    /// The row's bytes (`record::encode_run`; PostgreSQL's groups compare the stored row with them).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) bytes: Vec<u8>,
+    /// What they decode to.
+    pub(crate) info: RunInfo,
+}
+
+impl KnownRows {
+    /// At most this many rows are kept; past it the map starts again empty (a run whose row is not
+    /// known is committed the way that reads the row).
+    const MAX: usize = 16_384;
+
+    fn map(&self) -> MutexGuard<'_, HashMap<String, Known>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Keeps `bytes`, the row of `info.run_id` the store just committed; a run that ended is forgotten
+    /// (it commits no more).
+    pub(crate) fn remember(&self, bytes: Vec<u8>, info: RunInfo) {
+        let mut map = self.map();
+        if matches!(info.status, RunStatus::Completed | RunStatus::Failed(_) | RunStatus::Cancelled) {
+            map.remove(&info.run_id);
+            return;
+        }
+        if map.len() >= Self::MAX && !map.contains_key(&info.run_id) {
+            map.clear();
+        }
+        map.insert(info.run_id.clone(), Known { bytes, info });
+    }
+
+    /// The row of `run` kept at `version`, if that is the one kept.
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    pub(crate) fn at(&self, run: &str, version: u64) -> Option<Known> {
+        self.map().get(run).filter(|k| k.info.version == version).cloned()
+    }
+
+    /// The row of `run` kept, whatever its version.
+    #[cfg(feature = "sqlite")]
+    pub(crate) fn info(&self, run: &str) -> Option<RunInfo> {
+        self.map().get(run).map(|k| k.info.clone())
+    }
+
+    /// Forgets the row of `run` (it may have changed).
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    pub(crate) fn forget(&self, run: &str) {
+        self.map().remove(run);
+    }
+
+    /// Forgets every row.
+    #[cfg(feature = "sqlite")]
+    pub(crate) fn clear(&self) {
+        self.map().clear();
+    }
+}
