@@ -20,6 +20,10 @@
 //! second result for a step (`StepTaken`). Unique violations are recognised by SQLite's extended error
 //! codes (`SQLITE_CONSTRAINT_PRIMARYKEY`, `SQLITE_CONSTRAINT_UNIQUE`), never by message text.
 //!
+//! The writer keeps the run row it last wrote for each run, so a commit does not read it again; it
+//! forgets them all when another connection has committed (`PRAGMA data_version`, read at the start of
+//! each write transaction) and when a transaction rolls back.
+//!
 //! # Durability
 //!
 //! The database is in WAL mode. [`Durability::Sync`] sets `synchronous = FULL`: the WAL is synced at
