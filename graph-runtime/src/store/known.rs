@@ -7,10 +7,10 @@
 //!   stored row whenever the stored version is `v`, and the writes built on it check that version (or
 //!   the bytes) in the same statement that writes (PostgreSQL's commit groups in one statement, MySQL's
 //!   commits of a known row).
-//! - SQLite: only the writing connection writes run rows in this process, and its transactions hold
-//!   the database's write lock; the kept rows are forgotten when another connection (another store on
-//!   the file, another process) has committed since (`PRAGMA data_version`), and when a transaction
-//!   rolls back.
+//! - SQLite: a store writes through one connection, in transactions that hold the database's write
+//!   lock; the rows it keeps are forgotten when another connection (another store on the file, in this
+//!   process or another) has committed since its last transaction (`PRAGMA data_version`), and when a
+//!   transaction rolls back.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
