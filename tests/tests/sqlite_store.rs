@@ -105,6 +105,31 @@ async fn the_page_size_applies_to_a_new_database_and_the_checkpoint_follows_it()
     }
 }
 
+/// The writer remembers which runs have no pending step, so that their commits skip deleting one. A
+/// status change that sets a pending step, and a rolled-back commit that had deleted it, must each make
+/// the next commit delete it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_step_is_cleared_by_the_next_commit_after_the_writer_remembered_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(file(&dir)).unwrap();
+    let (running, paused) = (RunStatus::Running, RunStatus::Paused(PauseReason::Backpressure));
+    // Step 0 deletes no pending step and leaves `p` remembered as having none.
+    store.save_checkpoint(&checkpoint("p", 0, 0), &[], &running, 0).await.unwrap();
+    store.set_status("p", &paused, &[], Some(b"one"), 1).await.unwrap();
+    assert_eq!(store.pending("p").await.unwrap().as_deref(), Some(&b"one"[..]));
+    store.save_checkpoint(&checkpoint("p", 1, 1), &[], &running, 2).await.unwrap();
+    assert_eq!(store.pending("p").await.unwrap(), None, "the commit after a status change clears it");
+    // A commit that deletes the pending step and then fails is rolled back: the step is back, and
+    // the commit that follows deletes it again.
+    store.set_status("p", &paused, &[], Some(b"two"), 3).await.unwrap();
+    store.fail_point().fail_after(2);
+    assert!(store.save_checkpoint(&checkpoint("p", 2, 2), &[], &running, 4).await.is_err());
+    assert_eq!(store.pending("p").await.unwrap().as_deref(), Some(&b"two"[..]));
+    let done = store.save_checkpoint(&checkpoint("p", 2, 2), &[], &running, 4).await.unwrap();
+    assert_eq!(done, CommitOutcome::Committed { version: 5 });
+    assert_eq!(store.pending("p").await.unwrap(), None, "the commit after a rollback clears it");
+}
+
 /// A failure inside one request of a group rolls back that request alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_request_rolls_back_alone() {
@@ -162,9 +187,9 @@ async fn a_locked_database_is_unavailable() {
 }
 
 /// Two stores on one file (two processes would do the same) commit one run in turn. A store's writer
-/// keeps the run rows it committed so that its next commit need not read them: each must still see
-/// the other's commits and status changes. With a kept row one version behind, the stale commit below
-/// would be taken and the fresh one refused.
+/// keeps the run rows it committed so that its next commit need not read them, and the runs it knows to
+/// have no pending step: each must still see the other's commits, status changes and pending steps.
+/// With a kept row one version behind, the stale commit below would be taken and the fresh one refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_stores_on_one_file_see_each_others_writes() {
     let dir = tempfile::tempdir().unwrap();
@@ -195,8 +220,15 @@ async fn two_stores_on_one_file_see_each_others_writes() {
         CommitOutcome::Committed { version: 8 }
     );
     let info = a.run_info("t").await.unwrap().unwrap();
-    assert_eq!((info.version, info.latest_step, info.status), (8, 6, running));
+    assert_eq!((info.version, info.latest_step, info.status), (8, 6, running.clone()));
     assert_eq!(a.history("t").await.unwrap().len(), 7);
+    // A pending step the other store sets is cleared by this store's next commit, though this store's
+    // writer has deleted `t`'s (there was none) at its commit just before.
+    let committed = |version| CommitOutcome::Committed { version };
+    assert_eq!(a.save_checkpoint(&checkpoint("t", 7, 7), &[], &running, 8).await.unwrap(), committed(9));
+    assert_eq!(b.set_status("t", &paused, &[], Some(b"b's"), 9).await.unwrap(), committed(10));
+    assert_eq!(a.save_checkpoint(&checkpoint("t", 8, 8), &[], &running, 10).await.unwrap(), committed(11));
+    assert_eq!(a.pending("t").await.unwrap(), None);
 }
 
 #[tokio::test]

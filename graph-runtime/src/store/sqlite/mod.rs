@@ -20,9 +20,10 @@
 //! second result for a step (`StepTaken`). Unique violations are recognised by SQLite's extended error
 //! codes (`SQLITE_CONSTRAINT_PRIMARYKEY`, `SQLITE_CONSTRAINT_UNIQUE`), never by message text.
 //!
-//! The writer keeps the run row it last wrote for each run, so a commit does not read it again; it
-//! forgets them all when another connection has committed (`PRAGMA data_version`, read at the start of
-//! each write transaction) and when a transaction rolls back.
+//! The writer keeps the run row it last wrote for each run, so a commit does not read it again, and
+//! remembers the runs that have no pending step, so a commit does not delete one; it forgets both when
+//! another connection has committed (`PRAGMA data_version`, read at the start of each write
+//! transaction) and when a transaction rolls back.
 //!
 //! # Durability
 //!
@@ -343,6 +344,7 @@ impl SqliteStore {
             fail: fail.clone(),
             known: Default::default(),
             data_version: None,
+            no_pending: Default::default(),
         }));
         let shared = writer.clone();
         let thread = std::thread::Builder::new()

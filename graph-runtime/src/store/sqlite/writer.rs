@@ -17,6 +17,8 @@
 //! copies every page a request touches first into the savepoint's journal. Measured on the
 //! `concurrent_sqlite` bench (64 runs), see bench/analysis.md.
 
+use std::cell::RefCell;
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,6 +40,9 @@ use crate::store::{
 
 /// At most this many requests in one transaction.
 const MAX_GROUP: usize = 512;
+
+/// At most this many runs are kept in `Writer::no_pending`; past it the set starts again empty.
+const NO_PENDING_MAX: usize = 16_384;
 
 /// Counters shared by the store and its writer thread: what the store reports, and the queue's length.
 #[derive(Default)]
@@ -144,6 +149,9 @@ pub(super) struct Writer {
     /// `PRAGMA data_version` at the start of this connection's last write transaction: it changes when
     /// another connection commits.
     pub(super) data_version: Option<i64>,
+    /// Runs without a pending step: those whose pending step this connection deleted since the kept
+    /// rows were last forgotten, and forgotten with them. A commit of one need not delete it again.
+    pub(super) no_pending: RefCell<HashSet<Arc<str>>>,
 }
 
 /// Commits groups from `requests` until every sender is gone, taking `writer` for each group.
@@ -232,6 +240,12 @@ impl Writer {
         }
     }
 
+    /// Forgets what the writer keeps about the runs: their rows, and which have no pending step.
+    fn forget(&self) {
+        self.known.clear();
+        self.no_pending.borrow_mut().clear();
+    }
+
     /// Starts a write transaction, and forgets the kept run rows if another connection has committed
     /// since this one's last transaction.
     fn begin(&mut self) -> Result<(), StoreError> {
@@ -249,7 +263,7 @@ impl Writer {
             }
         };
         if self.data_version.replace(version) != Some(version) {
-            self.known.clear();
+            self.forget();
         }
         Ok(())
     }
@@ -257,7 +271,7 @@ impl Writer {
     /// Rolls the open transaction back (SQLite may have ended it already, after some errors), and
     /// forgets the kept run rows (some may have been written in it).
     fn rollback(&self) -> Result<(), StoreError> {
-        self.known.clear();
+        self.forget();
         if self.conn.is_autocommit() {
             return Ok(());
         }
@@ -428,10 +442,17 @@ impl Writer {
             }
         }
         self.append_events(s.run_id, s.events)?;
-        self.conn
-            .prepare_cached("DELETE FROM pending WHERE run_id = ?1")
-            .and_then(|mut st| st.execute(params![&**s.run_id]))
-            .map_err(self.err("clearing the pending step"))?;
+        if !self.no_pending.borrow().contains(&**s.run_id) {
+            self.conn
+                .prepare_cached("DELETE FROM pending WHERE run_id = ?1")
+                .and_then(|mut st| st.execute(params![&**s.run_id]))
+                .map_err(self.err("clearing the pending step"))?;
+            let mut none = self.no_pending.borrow_mut();
+            if none.len() >= NO_PENDING_MAX {
+                none.clear();
+            }
+            none.insert(s.run_id.clone());
+        }
         fail(2)?;
         let info = RunInfo::after_commit(
             row.as_ref(),
@@ -484,6 +505,7 @@ impl Writer {
         info.event_head = Encoded::head_after(info.event_head.take(), events);
         self.append_events(run_id, events)?;
         if let Some(p) = pending {
+            self.no_pending.borrow_mut().remove(run_id);
             self.conn
                 .prepare_cached("INSERT OR REPLACE INTO pending (run_id, step) VALUES (?1, ?2)")
                 .and_then(|mut st| st.execute(params![run_id, p]))
