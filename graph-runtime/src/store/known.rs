@@ -33,8 +33,9 @@ pub(crate) struct Known {
 
 impl KnownRows {
     /// At most this many rows are kept; past it the map starts again empty (a run whose row is not
-    /// known is committed the way that reads the row).
-    const MAX: usize = 16_384;
+    /// known is committed the way that reads the row). The SQLite writer bounds the runs it knows to
+    /// have no pending step by it too.
+    pub(crate) const MAX: usize = 16_384;
 
     fn map(&self) -> MutexGuard<'_, HashMap<String, Known>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)

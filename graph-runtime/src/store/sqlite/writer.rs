@@ -41,9 +41,6 @@ use crate::store::{
 /// At most this many requests in one transaction.
 const MAX_GROUP: usize = 512;
 
-/// At most this many runs are kept in `Writer::no_pending`; past it the set starts again empty.
-const NO_PENDING_MAX: usize = 16_384;
-
 /// Counters shared by the store and its writer thread: what the store reports, and the queue's length.
 #[derive(Default)]
 pub(super) struct Stats {
@@ -150,7 +147,8 @@ pub(super) struct Writer {
     /// another connection commits.
     pub(super) data_version: Option<i64>,
     /// Runs without a pending step: those whose pending step this connection deleted since the kept
-    /// rows were last forgotten, and forgotten with them. A commit of one need not delete it again.
+    /// rows were last forgotten, and forgotten with them (at most `KnownRows::MAX`, as the rows). A
+    /// commit of one need not delete it again.
     pub(super) no_pending: RefCell<HashSet<Arc<str>>>,
 }
 
@@ -448,7 +446,7 @@ impl Writer {
                 .and_then(|mut st| st.execute(params![&**s.run_id]))
                 .map_err(self.err("clearing the pending step"))?;
             let mut none = self.no_pending.borrow_mut();
-            if none.len() >= NO_PENDING_MAX {
+            if none.len() >= KnownRows::MAX {
                 none.clear();
             }
             none.insert(s.run_id.clone());
