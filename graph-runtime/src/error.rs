@@ -445,8 +445,14 @@ fn cause_chain(source: Option<&(dyn StdError + Send + Sync + 'static)>) -> Strin
     let mut out = String::new();
     let mut next: Option<&(dyn StdError + 'static)> = source.map(|s| s as &(dyn StdError + 'static));
     while let Some(e) = next {
-        out.push_str(": ");
-        out.push_str(&e.to_string());
+        // A cause whose text the one before already ends with (an error that says its source in its
+        // own text: "error communicating with database: Connection refused", then "Connection
+        // refused") is said once.
+        let text = e.to_string();
+        if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
         next = e.source();
     }
     out
@@ -647,5 +653,39 @@ impl fmt::Debug for NodeError {
 impl fmt::Display for NodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(&self.inner, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error that says its cause in its own text, as sqlx's and many others do.
+    #[derive(Debug)]
+    struct Wraps(std::io::Error);
+
+    impl fmt::Display for Wraps {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "error communicating with database: {}", self.0)
+        }
+    }
+
+    impl StdError for Wraps {
+        fn source(&self) -> Option<&(dyn StdError + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn a_cause_already_said_by_the_error_before_it_is_said_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused");
+        let e = StoreError::unavailable("connecting", Wraps(io));
+        assert_eq!(
+            e.to_string(),
+            "the store is unavailable: connecting: error communicating with database: Connection refused"
+        );
+        // A cause the error before does not say is kept.
+        let e = StoreError::backend("writing", std::io::Error::other("disk full"));
+        assert_eq!(e.to_string(), "writing: disk full");
     }
 }

@@ -48,6 +48,11 @@ trait Server: Backend {
     fn execute(store: &Self::Store, sql: &'static str) -> impl std::future::Future<Output = ()> + Send;
     /// Rows of `graph_schema_version`.
     fn schema_rows(store: &Self::Store) -> impl std::future::Future<Output = i64> + Send;
+    /// Connects to the backend's database as `user` (no password).
+    fn connect_as(
+        &self,
+        user: &str,
+    ) -> impl std::future::Future<Output = Result<Self::Store, StoreError>> + Send;
     /// Connects with `query` (TLS options) appended to the database's URL.
     fn connect_url(
         &self,
@@ -104,6 +109,13 @@ mod pg {
                 .fetch_one(store.pool())
                 .await
                 .unwrap()
+        }
+        async fn connect_as(&self, user: &str) -> Result<PostgresStore, StoreError> {
+            PostgresStore::connect_with(
+                self.options().username(user).password(""),
+                PostgresStore::pool_options(),
+            )
+            .await
         }
         async fn connect_url(&self, query: &str) -> Result<PostgresStore, StoreError> {
             self.create().await;
@@ -172,6 +184,10 @@ mod my {
                 .await
                 .unwrap()
         }
+        async fn connect_as(&self, user: &str) -> Result<MySqlStore, StoreError> {
+            MySqlStore::connect_with(self.options().username(user).password(""), MySqlStore::pool_options())
+                .await
+        }
         async fn connect_url(&self, query: &str) -> Result<MySqlStore, StoreError> {
             self.create().await;
             MySqlStore::connect(&format!("{}?{query}", self.url())).await
@@ -201,6 +217,9 @@ graph_tests::for_backends! {
         an_expired_retry_timeout_is_a_typed_unavailable_error,
         concurrent_connects_migrate_once,
         a_newer_schema_is_unsupported,
+        a_refused_port_at_connect_is_unavailable_and_says_why,
+        a_server_that_never_answers_is_unavailable_and_says_so,
+        refused_credentials_are_permanent_and_said_once,
         an_interrupted_migration_runs_again,
         runs_without_their_graph_are_sorted_by_the_first_claim,
         a_lost_lease_stops_before_an_effect_call,
@@ -993,6 +1012,68 @@ where
     let charges: Vec<&str> = text.lines().filter(|l| l.starts_with("charge ")).collect();
     assert_eq!(charges.len(), 3, "{text}");
     assert!(charges.iter().all(|c| ledger_count(&ledger, c) == 1), "each charge once: {text}");
+}
+
+/// A port nothing listens on: sqlx's pool tries again until its acquire timeout and says only that it
+/// timed out; the store's error is `Unavailable` and says what refused it, and where.
+async fn a_refused_port_at_connect_is_unavailable_and_says_why<B: Server>(b: &B) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let started = Instant::now();
+    let e = match b.connect(Some(port), Duration::from_millis(300)).await {
+        Err(e) => e,
+        Ok(_) => panic!("connected to a closed port"),
+    };
+    let text = e.to_string();
+    assert!(matches!(e, StoreError::Unavailable { .. }) && e.is_retryable(), "{e:?}");
+    assert!(text.contains(&format!("127.0.0.1:{port}")), "the error names the server: {text}");
+    assert_eq!(text.matches("Connection refused").count(), 1, "the error says why, once: {text}");
+    assert!(!text.contains("pool timed out"), "{text}");
+    assert!(started.elapsed() < Duration::from_secs(30), "gave up after {:?}", started.elapsed());
+}
+
+/// A listener that takes the connection and never says a word (a server that hangs, or something
+/// else on the port): `Unavailable`, saying that nothing answered.
+async fn a_server_that_never_answers_is_unavailable_and_says_so<B: Server>(b: &B) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let silent = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let e = match b.connect(Some(port), Duration::from_millis(300)).await {
+        Err(e) => e,
+        Ok(_) => panic!("connected to a listener that never answers"),
+    };
+    silent.abort();
+    let text = e.to_string();
+    assert!(matches!(e, StoreError::Unavailable { .. }) && e.is_retryable(), "{e:?}");
+    assert!(text.contains(&format!("127.0.0.1:{port}")) && text.contains("no answer"), "{text}");
+}
+
+/// A user the server does not know: a permanent `Backend` error whose text gives the server's message
+/// once (sqlx's own text says it twice, PostgreSQL's with the line of the server's C source), and whose
+/// cause is the sqlx error.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+async fn refused_credentials_are_permanent_and_said_once<B: Server>(b: &B) {
+    b.create().await;
+    let e = match b.connect_as("graph_no_such_user").await {
+        Err(e) => e,
+        Ok(_) => panic!("a user the server does not know connected"),
+    };
+    let text = e.to_string();
+    assert!(matches!(e, StoreError::Backend { .. }) && !e.is_retryable(), "{e:?}");
+    assert_eq!(text.matches("graph_no_such_user").count(), 1, "said once: {text}");
+    assert!(!text.contains(" at line "), "{text}");
+    let cause = std::error::Error::source(&e)
+        .and_then(|c| c.downcast_ref::<graph_runtime::store::server::ServerError>());
+    assert!(
+        matches!(cause.map(|c| c.sqlx()), Some(graph_runtime::store::server::sqlx::Error::Database(_))),
+        "the cause is the server's error: {e:?}"
+    );
 }
 
 async fn a_newer_schema_is_unsupported<B: Server>(b: &B) {

@@ -104,8 +104,103 @@ pub(crate) fn client_class(e: &sqlx::Error) -> Class {
 /// could not be reached.
 pub(crate) fn store_error(class: Class, what: &str, e: sqlx::Error) -> StoreError {
     match class {
-        Class::Unavailable => StoreError::unavailable(what.to_owned(), e),
-        _ => StoreError::backend(what.to_owned(), e),
+        Class::Unavailable => StoreError::unavailable(what.to_owned(), ServerError(e)),
+        _ => StoreError::backend(what.to_owned(), ServerError(e)),
+    }
+}
+
+/// The cause of a server store's [`StoreError`]: an sqlx error, said once.
+///
+/// sqlx's text of an error the server returned repeats the server's message as the error's source,
+/// and PostgreSQL's adds the line of the server's own C source that raised it (`role "x" does not
+/// exist at line 768: role "x" does not exist at line 768`). This says the server's message once,
+/// with its code (PostgreSQL: the SQLSTATE, its detail and hint; MySQL: the error number and
+/// SQLSTATE); any other sqlx error as sqlx says it, with its causes. [`ServerError::sqlx`] is the
+/// error itself (`StoreError`'s `source()` downcasts to this type).
+#[derive(Debug)]
+pub struct ServerError(sqlx::Error);
+
+impl ServerError {
+    /// The sqlx error.
+    pub fn sqlx(&self) -> &sqlx::Error {
+        &self.0
+    }
+
+    /// The sqlx error, owned.
+    pub fn into_sqlx(self) -> sqlx::Error {
+        self.0
+    }
+}
+
+impl std::fmt::Display for ServerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sqlx::Error::Database(db) = &self.0 else { return std::fmt::Display::fmt(&self.0, f) };
+        #[cfg(feature = "postgres")]
+        if let Some(pg) = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+            write!(f, "{} (SQLSTATE {})", pg.message(), pg.code())?;
+            if let Some(detail) = pg.detail() {
+                write!(f, "; {detail}")?;
+            }
+            if let Some(hint) = pg.hint() {
+                write!(f, "; hint: {hint}")?;
+            }
+            return Ok(());
+        }
+        // MySQL's: "1045 (28000): Access denied for user …".
+        std::fmt::Display::fmt(db, f)
+    }
+}
+
+impl std::error::Error for ServerError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.0 {
+            // Said in full by `Display`.
+            sqlx::Error::Database(_) => None,
+            e => std::error::Error::source(e),
+        }
+    }
+}
+
+/// How long [`connect_error`] waits for its one connection of its own.
+const CONNECT_PROBE: Duration = Duration::from_secs(2);
+
+/// The error of a store whose pool could not open its first connection to `target` (`host:port,
+/// database name`) within `timeout`, its acquire timeout.
+///
+/// sqlx's pool tries a refused connection (and a server starting up) again until that timeout and
+/// then says only "pool timed out while waiting for an open connection". So then one more connection
+/// is tried outside the pool (`probe`, for at most [`CONNECT_PROBE`]) to say why: the error stays
+/// [`StoreError::Unavailable`], with the probe's error as its cause ("Connection refused"). Any other
+/// error is classified by `classify` as everywhere else.
+pub(crate) async fn connect_error<C>(
+    backend: &str,
+    target: &str,
+    timeout: Duration,
+    e: sqlx::Error,
+    classify: fn(&sqlx::Error) -> Class,
+    probe: impl std::future::Future<Output = Result<C, sqlx::Error>>,
+) -> StoreError {
+    let what = format!("connecting to {backend} at {target}");
+    if !matches!(e, sqlx::Error::PoolTimedOut) {
+        return store_error(classify(&e), &what, e);
+    }
+    let what = format!("{what}: no connection within {timeout:?}");
+    let message = match tokio::time::timeout(CONNECT_PROBE, probe).await {
+        Ok(Err(cause)) => return StoreError::unavailable(what, ServerError(cause)),
+        Ok(Ok(_)) => format!("{what} (one more attempt connected: the server may be back)"),
+        Err(_) => format!(
+            "{what}: no answer to one more attempt within {CONNECT_PROBE:?} (a {backend} server \
+             that does not answer, or not a {backend} server)"
+        ),
+    };
+    StoreError::Unavailable { message, source: None }
+}
+
+/// `host:port, database name` of a connection, for errors (never the user or the password).
+pub(crate) fn target(host: &str, port: u16, database: Option<&str>) -> String {
+    match database {
+        Some(db) => format!("{host}:{port}, database {db}"),
+        None => format!("{host}:{port}"),
     }
 }
 

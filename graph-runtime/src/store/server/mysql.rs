@@ -63,9 +63,11 @@ impl MySqlStore {
     ///
     /// # Errors
     ///
-    /// [`StoreError::Unavailable`] when the server cannot be reached; [`StoreError::Backend`] for a bad
-    /// URL, refused credentials or TLS; [`StoreError::UnsupportedSchemaVersion`] when the database holds
-    /// a newer schema than this build knows.
+    /// [`StoreError::Unavailable`] when the server cannot be reached (its text names the server and,
+    /// once the pool's acquire timeout has passed, says what one more attempt got: "Connection
+    /// refused", no answer); [`StoreError::Backend`] for a bad URL, refused credentials or TLS;
+    /// [`StoreError::UnsupportedSchemaVersion`] when the database holds a newer schema than this build
+    /// knows.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
         let url = match url.strip_prefix("mariadb://") {
             Some(rest) => format!("mysql://{rest}"),
@@ -104,6 +106,8 @@ impl MySqlStore {
             std::sync::Arc::new(super::nodelay::server_addrs(options.get_host(), options.get_port()).await);
         let suspicion = super::pool_check::Suspicion::new();
         let hook = suspicion.clone();
+        let target = super::target(options.get_host(), options.get_port(), options.get_database());
+        let timeout = pool.get_acquire_timeout();
         let pool = pool
             .before_acquire(move |conn, meta| Box::pin(hook.clone().ping_if_suspect(conn, meta)))
             .after_connect(move |conn, _| {
@@ -115,12 +119,15 @@ impl MySqlStore {
                         .map(drop)
                 })
             })
-            .connect_with(options)
-            .await
-            .map_err(|e| {
-                let class = classify(&e);
-                super::store_error(class, "connecting to MySQL", e)
-            })?;
+            .connect_with(options.clone())
+            .await;
+        let pool = match pool {
+            Ok(pool) => pool,
+            Err(e) => {
+                let probe = sqlx::ConnectOptions::connect(&options);
+                return Err(super::connect_error("MySQL", &target, timeout, e, classify, probe).await);
+            }
+        };
         let store = MySqlStore { pool, fail: Default::default(), suspicion, known: Default::default() };
         store.migrate().await?;
         Ok(store)

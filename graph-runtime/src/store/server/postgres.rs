@@ -64,9 +64,11 @@ impl PostgresStore {
     ///
     /// # Errors
     ///
-    /// [`StoreError::Unavailable`] when the server cannot be reached; [`StoreError::Backend`] for a bad
-    /// URL, refused credentials or TLS; [`StoreError::UnsupportedSchemaVersion`] when the database holds
-    /// a newer schema than this build knows.
+    /// [`StoreError::Unavailable`] when the server cannot be reached (its text names the server and,
+    /// once the pool's acquire timeout has passed, says what one more attempt got: "Connection
+    /// refused", no answer); [`StoreError::Backend`] for a bad URL, refused credentials or TLS;
+    /// [`StoreError::UnsupportedSchemaVersion`] when the database holds a newer schema than this build
+    /// knows.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
         let options = PgConnectOptions::from_str(url)
             .map_err(|e| StoreError::backend("the PostgreSQL connection URL is not valid", e))?;
@@ -116,10 +118,15 @@ impl PostgresStore {
                     Ok(())
                 })
             });
-        let pool = pool.connect_with(options).await.map_err(|e| {
-            let class = classify(&e);
-            super::store_error(class, "connecting to PostgreSQL", e)
-        })?;
+        let target = super::target(options.get_host(), options.get_port(), options.get_database());
+        let timeout = pool.get_acquire_timeout();
+        let pool = match pool.connect_with(options.clone()).await {
+            Ok(pool) => pool,
+            Err(e) => {
+                let probe = sqlx::ConnectOptions::connect(&options);
+                return Err(super::connect_error("PostgreSQL", &target, timeout, e, classify, probe).await);
+            }
+        };
         let store = PostgresStore { pool, fail: Default::default(), suspicion, groups: Default::default() };
         store.migrate().await?;
         Ok(store)
