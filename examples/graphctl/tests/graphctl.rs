@@ -622,3 +622,26 @@ fn graphctl_opens_mysql_urls() {
     let store = block_on(MySqlStore::connect(&url)).unwrap();
     graphctl_reads_runs_written_to(&[&url.replacen("mysql://", "mariadb://", 1)], std::sync::Arc::new(store));
 }
+
+/// A server that refuses the connection (a port where nothing listens): exit 7, the store unavailable
+/// for now, with the server's address and the refusal in the one line.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+#[test]
+fn an_unreachable_server_exits_7() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let mut urls = Vec::new();
+    if cfg!(feature = "postgres") {
+        urls.push(format!("postgres://postgres@127.0.0.1:{port}/test"));
+    }
+    if cfg!(feature = "mysql") {
+        urls.push(format!("mysql://root@127.0.0.1:{port}/test"));
+    }
+    for url in urls {
+        graphctl(Path::new(&url), &["runs"])
+            .fails(7, "the store is unavailable")
+            .fails(7, &format!("127.0.0.1:{port}"))
+            .fails(7, "Connection refused");
+    }
+}

@@ -8,7 +8,8 @@ use clap::{ArgGroup, Parser, Subcommand, ValueEnum};
 ///
 /// Exit codes: 0 ok, 1 other failure, 2 usage, 3 not found (store, run, step, graph), 4 store locked by
 /// another process, 5 damaged data or a log that does not verify, 6 not possible in this graphctl (graph
-/// not registered, store kind not built in).
+/// not registered, store kind not built in), 7 store unavailable for now (a server down or not
+/// answering: try again).
 #[derive(Debug, Parser)]
 #[command(name = "graphctl", version)]
 pub(crate) struct Args {

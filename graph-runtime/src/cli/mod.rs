@@ -76,6 +76,9 @@ pub enum Exit {
     /// 6: this graphctl cannot do it: the run's graph is not registered in it (a state stored as
     /// deltas, `resume`), or the store's kind (an SQL feature) was not built in.
     Unsupported = 6,
+    /// 7: the store cannot be reached for now (`StoreError::Unavailable`: a database server down or
+    /// not answering, a SQLite file locked past the busy timeout); the same command may succeed later.
+    Unavailable = 7,
 }
 
 impl From<Exit> for ExitCode {
@@ -101,6 +104,7 @@ impl Failure {
 fn store_exit(e: &StoreError) -> Exit {
     match e {
         StoreError::Locked { .. } => Exit::Locked,
+        StoreError::Unavailable { .. } => Exit::Unavailable,
         StoreError::Corrupted { .. } | StoreError::CorruptedEvent { .. } => Exit::Corrupted,
         _ => Exit::Failure,
     }
