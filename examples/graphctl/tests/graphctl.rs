@@ -477,6 +477,8 @@ fn failures_are_one_line_and_an_exit_code() {
     } else {
         sqlite.fails(3, "the SQLite database file does not exist");
         assert!(!Path::new("/tmp/graphctl-no-such-store.db").exists());
+        let folder = format!("sqlite://{}", f.dir.path().display());
+        graphctl(Path::new(&folder), &["runs"]).fails(3, "it is a folder, not a SQLite database file");
     }
     graphctl(Path::new("ftp://x"), &["runs"]).fails(2, "unknown store URL scheme `ftp://`");
 

@@ -55,13 +55,12 @@ fn is_sqlite_file(path: &Path) -> bool {
 #[cfg(feature = "sqlite")]
 fn open_sqlite(path: &Path) -> Result<Arc<dyn Store>, Failure> {
     if !path.is_file() {
-        return Err(Failure::new(
-            Exit::NotFound,
-            format!(
-                "no store at {}: the SQLite database file does not exist (graphctl never creates one)",
-                path.display()
-            ),
-        ));
+        let why = if path.is_dir() {
+            "it is a folder, not a SQLite database file"
+        } else {
+            "the SQLite database file does not exist (graphctl never creates one)"
+        };
+        return Err(Failure::new(Exit::NotFound, format!("no store at {}: {why}", path.display())));
     }
     Ok(Arc::new(crate::store::SqliteStore::open(path)?))
 }
