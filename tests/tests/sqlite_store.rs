@@ -441,3 +441,62 @@ async fn a_version_1_database_is_upgraded_in_place() {
         .unwrap();
     assert_eq!(versions, (1..=i64::from(SQLITE_SCHEMA_VERSION)).collect::<Vec<_>>());
 }
+
+/// SQLite says only "unable to open database file" when it cannot open one: the store says why.
+#[test]
+fn a_path_that_cannot_be_opened_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = |path: &std::path::Path| match SqliteStore::open(path) {
+        Err(e @ StoreError::Backend { .. }) => e.to_string(),
+        other => panic!("expected a backend error opening {}, got {other:?}", path.display()),
+    };
+    let folder = text(dir.path());
+    assert!(folder.contains("it is a folder"), "{folder}");
+    let missing = dir.path().join("no-such-folder").join("store.sqlite");
+    let said = text(&missing);
+    assert!(
+        said.contains("the folder") && said.contains("no-such-folder") && said.contains("does not exist"),
+        "{said}"
+    );
+    assert!(!dir.path().join("no-such-folder").exists(), "the folder was created");
+}
+
+/// A new database file in a folder this process may not write: the OS's error. The folder is made
+/// read-only with its mode and, for a process its mode does not stop (root), with `chattr +i` (removed
+/// again at the end). (A database file this process may only read opens read-only, as SQLite opens
+/// it: graphctl reads such a store; the first write fails with SQLite's "attempt to write a readonly
+/// database".)
+#[test]
+fn a_folder_this_process_may_not_write_gives_the_os_error() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("ro");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let probe = folder.join("probe");
+    let writable = std::fs::File::create(&probe).is_ok();
+    let _ = std::fs::remove_file(&probe);
+    let chattr = |flag: &str| {
+        let done = std::process::Command::new("chattr").arg(flag).arg(&folder).status();
+        assert!(done.is_ok_and(|s| s.success()), "chattr {flag} {} failed", folder.display());
+    };
+    struct Unlock<F: Fn()>(F);
+    impl<F: Fn()> Drop for Unlock<F> {
+        fn drop(&mut self) {
+            (self.0)()
+        }
+    }
+    let _unlock = writable.then(|| {
+        chattr("+i");
+        Unlock(|| chattr("-i"))
+    });
+    let path = folder.join("store.sqlite");
+    match SqliteStore::open(&path) {
+        Err(e @ StoreError::Backend { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("cannot open the database file") && text.contains("os error"), "{text}");
+        }
+        other => panic!("expected a backend error opening {}, got {other:?}", path.display()),
+    }
+    assert!(!path.exists());
+}

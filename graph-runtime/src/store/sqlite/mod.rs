@@ -240,7 +240,8 @@ impl SqliteStore {
     ///
     /// [`StoreError::Corrupted`] naming the file when it is damaged or not a database;
     /// [`StoreError::UnsupportedSchemaVersion`] when a newer build created it; [`StoreError::Unavailable`]
-    /// when another connection holds it locked past the busy timeout; backend errors.
+    /// when another connection holds it locked past the busy timeout; backend errors, among them a path
+    /// that cannot be opened, saying why (a folder, a missing folder, the OS's error).
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         Self::open_with(path, SqliteOptions::default())
     }
@@ -275,7 +276,7 @@ impl SqliteStore {
         } else {
             Connection::open_with_flags(&path, flags)
         };
-        let mut conn = opened.map_err(|e| sql_error(&path, "opening the database", e))?;
+        let mut conn = opened.map_err(|e| cannot_open(&path, e))?;
         let err = |what: &'static str| {
             let path = path.clone();
             move |e| sql_error(&path, what, e)
@@ -652,6 +653,45 @@ fn preallocate_wal(conn: &Connection, path: &Path, page: i64, bytes: u64) {
     let restored = conn.execute_batch(WRITER_CACHE);
     if let Err(e) = grown.and(restored) {
         tracing::warn!(path = %path.display(), error = %e, "the write-ahead log was not preallocated");
+    }
+}
+
+/// Why SQLite could not open the database file `path`: its "unable to open database file" does not
+/// say, so a refused open is explained from the file system (a folder at the path, a missing folder,
+/// the OS's own error opening the file or creating one beside it). Any other error is [`sql_error`]'s.
+fn cannot_open(path: &Path, e: rusqlite::Error) -> StoreError {
+    let refused =
+        matches!(&e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::CannotOpen);
+    if !refused {
+        return sql_error(path, "opening the database", e);
+    }
+    let what = format!("cannot open the database file {}", path.display());
+    if path.is_dir() {
+        return StoreError::backend(
+            what,
+            "it is a folder: give the path of a database file (created if missing)",
+        );
+    }
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !folder.is_dir() {
+        return StoreError::backend(what, format!("the folder {} does not exist", folder.display()));
+    }
+    // The OS's error, without touching the database file: opening it for writing when it exists
+    // (never creating it), else creating and removing a file of another name in its folder.
+    let tried = if path.exists() {
+        std::fs::OpenOptions::new().read(true).write(true).open(path).map(drop)
+    } else {
+        let probe = folder.join(format!(".graph-runtime-open-{}", std::process::id()));
+        std::fs::OpenOptions::new().write(true).create_new(true).open(&probe).map(|_| {
+            let _ = std::fs::remove_file(&probe);
+        })
+    };
+    match tried {
+        Err(io) => StoreError::backend(what, io),
+        Ok(()) => sql_error(path, "opening the database", e),
     }
 }
 
