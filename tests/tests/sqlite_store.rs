@@ -459,6 +459,11 @@ fn a_path_that_cannot_be_opened_says_why() {
         "{said}"
     );
     assert!(!dir.path().join("no-such-folder").exists(), "the folder was created");
+    // An empty path and `:memory:` are databases that SQLite drops at close.
+    for fleeting in ["", ":memory:"] {
+        let said = text(std::path::Path::new(fleeting));
+        assert!(said.contains("only while it is open"), "{said}");
+    }
 }
 
 /// A new database file in a folder this process may not write: the OS's error. The folder is made

@@ -261,6 +261,14 @@ impl SqliteStore {
                 format!("page size {} is not a power of two from 512 to 65536", options.page_size),
             ));
         }
+        // SQLite reads these as a database that lives only as long as its connection.
+        if path.as_os_str().is_empty() || path.as_os_str() == ":memory:" {
+            return Err(StoreError::backend(
+                format!("cannot open {:?} as a SQLite store", path.display().to_string()),
+                "SQLite keeps such a database only while it is open: give a file's path (`MemoryStore` keeps \
+                 runs in memory)",
+            ));
+        }
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
