@@ -692,7 +692,10 @@ fn cannot_open(path: &Path, e: rusqlite::Error) -> StoreError {
     let tried = if path.exists() {
         std::fs::OpenOptions::new().read(true).write(true).open(path).map(drop)
     } else {
-        let probe = folder.join(format!(".graph-runtime-open-{}", std::process::id()));
+        // A name of this process and this call: two opens at once never take each other's.
+        static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = PROBES.fetch_add(1, Ordering::Relaxed);
+        let probe = folder.join(format!(".graph-runtime-open-{}-{n}", std::process::id()));
         std::fs::OpenOptions::new().write(true).create_new(true).open(&probe).map(|_| {
             let _ = std::fs::remove_file(&probe);
         })
