@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use crate::store::{RunInfo, RunStatus};
+use crate::store::RunInfo;
 
 /// The run rows a store last committed, by run, shared by its clones.
 #[derive(Default)]
@@ -42,10 +42,10 @@ impl KnownRows {
     }
 
     /// Keeps `bytes`, the row of `info.run_id` the store just committed; a run that ended is forgotten
-    /// (it commits no more).
+    /// (it commits again only if resumed, and then its row is read).
     pub(crate) fn remember(&self, bytes: Vec<u8>, info: RunInfo) {
         let mut map = self.map();
-        if matches!(info.status, RunStatus::Completed | RunStatus::Failed(_) | RunStatus::Cancelled) {
+        if info.status.has_ended() {
             map.remove(&info.run_id);
             return;
         }

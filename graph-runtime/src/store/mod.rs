@@ -84,6 +84,14 @@ pub enum RunStatus {
     Cancelled,
 }
 
+impl RunStatus {
+    /// Whether the run stopped at an end of its own (completed, failed or cancelled), not waiting to go
+    /// on (running, paused, interrupted). A failed or cancelled run commits again only if resumed.
+    pub(crate) fn has_ended(&self) -> bool {
+        matches!(self, RunStatus::Completed | RunStatus::Failed(_) | RunStatus::Cancelled)
+    }
+}
+
 /// Why a run paused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]

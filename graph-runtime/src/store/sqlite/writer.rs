@@ -147,8 +147,8 @@ pub(super) struct Writer {
     /// another connection commits.
     pub(super) data_version: Option<i64>,
     /// Runs without a pending step: those whose pending step this connection deleted since the kept
-    /// rows were last forgotten, and forgotten with them (at most `KnownRows::MAX`, as the rows). A
-    /// commit of one need not delete it again.
+    /// rows were last forgotten, and forgotten with them or when the run ends (at most
+    /// `KnownRows::MAX`, as the rows). A commit of one need not delete it again.
     pub(super) no_pending: RefCell<HashSet<Arc<str>>>,
 }
 
@@ -376,6 +376,11 @@ impl Writer {
                 .and_then(|mut s| s.execute(params![info.run_id, status, latest, version, bytes])),
         };
         done.map_err(self.err("writing a run row"))?;
+        if info.status.has_ended() {
+            // Kept for runs that commit again; one that ended does so only if resumed, and then its
+            // commit deletes the pending step (if any) again.
+            self.no_pending.borrow_mut().remove(info.run_id.as_str());
+        }
         self.known.remember(bytes, info);
         Ok(())
     }
@@ -695,6 +700,45 @@ mod tests {
         assert_eq!(outcome(&mut rc), Ok(CommitOutcome::VersionConflict { current: 1 }));
         assert_eq!((store.transactions(), store.requests()), (1, 3));
         assert_eq!(store.history("r").await.unwrap().len(), 1);
+    }
+
+    /// A run that ends leaves the writer's set of runs without a pending step, as it leaves the kept
+    /// rows, whether it ends by its last commit or by a status change: a store that sees many short
+    /// runs does not keep one entry for each.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_ended_run_leaves_what_the_writer_keeps() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("s.sqlite")).unwrap();
+        let kept = |run: &str| {
+            let w = store.inner.writer.lock().unwrap();
+            (w.no_pending.borrow().contains(run), w.known.info(run).is_some())
+        };
+        let (a, mut ra) = save("done", 0, 1, 0);
+        let (b, mut rb) = save("failed", 0, 1, 0);
+        store.inner.writer.lock().unwrap().commit_group(vec![a, b]);
+        assert_eq!(outcome(&mut ra), Ok(CommitOutcome::Committed { version: 1 }));
+        assert_eq!(outcome(&mut rb), Ok(CommitOutcome::Committed { version: 1 }));
+        assert_eq!((kept("done"), kept("failed")), ((true, true), (true, true)));
+        // "done" ends with its last commit, "failed" with a status change.
+        let (answer, mut r_last) = oneshot::channel();
+        let last = Job { op: Op::save(&checkpoint("done", 1, 2), &[], &RunStatus::Completed, 1), answer };
+        let (answer, mut r_fail) = oneshot::channel();
+        let op = Op::Status {
+            run_id: "failed".into(),
+            status: RunStatus::Failed("a node failed".into()),
+            events: Vec::new(),
+            pending: None,
+            expected_version: 1,
+        };
+        store.inner.writer.lock().unwrap().commit_group(vec![last, Job { op, answer }]);
+        assert_eq!(outcome(&mut r_last), Ok(CommitOutcome::Committed { version: 2 }));
+        assert_eq!(outcome(&mut r_fail), Ok(CommitOutcome::Committed { version: 2 }));
+        assert_eq!((kept("done"), kept("failed")), ((false, false), (false, false)));
+        // Resumed, the failed run commits again from its stored row.
+        let (again, mut r_again) = save("failed", 1, 2, 2);
+        store.inner.writer.lock().unwrap().commit_group(vec![again]);
+        assert_eq!(outcome(&mut r_again), Ok(CommitOutcome::Committed { version: 3 }));
+        assert_eq!(kept("failed"), (true, true));
     }
 
     /// A request that fails part-way is answered with its error and nothing of it is written; the
