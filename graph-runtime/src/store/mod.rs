@@ -84,6 +84,7 @@ pub enum RunStatus {
     Cancelled,
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 impl RunStatus {
     /// Whether the run stopped at an end of its own (completed, failed or cancelled), not waiting to go
     /// on (running, paused, interrupted). A failed or cancelled run commits again only if resumed.
