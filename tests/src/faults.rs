@@ -50,18 +50,19 @@ pub struct AckLog {
 /// They also check the fail-stop rule from outside: a commit *submitted* after the store returned its
 /// first error must not be acknowledged; if one is, they print `late-ack <run> <step>` instead. (A
 /// commit submitted before the error may still be acknowledged after it: it belonged to an earlier
-/// group.)
+/// group.) A store that is not fail-stop (SQLite's) may acknowledge such commits: for it, a `late-ack`
+/// is an acknowledgement like any other, which must survive.
 #[derive(Debug, Clone, Default)]
 pub struct AckHooks {
     /// What they saw.
     pub log: Arc<AckLog>,
 }
 
-/// A sled store reporting its acknowledgements ([`AckHooks`]).
-pub type Acking = Hooked<SledStore, AckHooks>;
+/// A store reporting its acknowledgements ([`AckHooks`]).
+pub type Acking<St = SledStore> = Hooked<St, AckHooks>;
 
 /// Wraps `inner` in [`AckHooks`].
-pub fn acking(inner: SledStore) -> Acking {
+pub fn acking<St: Store>(inner: St) -> Acking<St> {
     Hooked { inner, hooks: AckHooks::default() }
 }
 
@@ -100,11 +101,14 @@ impl Hooks for AckHooks {
     }
 }
 
-/// The `ack <run> <step>` lines of a child's stdout: the highest acknowledged step of each run.
+/// The `ack <run> <step>` and `late-ack <run> <step>` lines of a child's stdout: the highest
+/// acknowledged step of each run.
 pub fn parse_acks(stdout: &str) -> BTreeMap<String, u64> {
     let mut acked = BTreeMap::new();
     for line in stdout.lines() {
-        let Some(rest) = line.strip_prefix("ack ") else { continue };
+        let Some(rest) = line.strip_prefix("ack ").or_else(|| line.strip_prefix("late-ack ")) else {
+            continue;
+        };
         let Some((run, step)) = rest.split_once(' ') else { continue };
         let Ok(step) = step.parse::<u64>() else { continue };
         let e = acked.entry(run.to_owned()).or_insert(step);

@@ -4,9 +4,10 @@
 //! group, the WAL checkpoint, the database file's growth). Checked each trial:
 //!
 //! - at least one run stops with the store's error, and its Display says the disk is full;
-//! - the same store handle, once the filler is deleted, resumes every run to completion (SQLite is not
-//!   fail-stop: a failed transaction is rolled back whole; a run whose first commit failed does not
-//!   exist and is started again), and every run's history (the idempotency
+//! - the same store handle, once the filler is deleted, resumes every run to completion (a full disk
+//!   does not stop the SQLite store, an I/O error would: the write that found no room failed as a
+//!   whole and the transaction is rolled back; a run whose first commit failed does not exist and is
+//!   started again), and every run's history (the idempotency
 //!   key of each step) and final state equal an uninterrupted run's: nothing half-written, lost or
 //!   doubled;
 //! - a store reopened on the file reads the same histories.

@@ -206,8 +206,38 @@ struct Inner {
     /// Signalled when a reader is returned.
     reader_returned: Condvar,
     stats: Arc<writer::Stats>,
+    /// Shared with the writer: set by an I/O error of the writing connection.
+    stopped: Arc<Stopped>,
     #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
     fail: FailPoint,
+}
+
+/// Set once an I/O error of the writing connection stopped the store: from then on it refuses every
+/// operation with `StoreError::FailStopped` until it is dropped and opened again. After a failed write
+/// or sync what the files hold is known only by reading them back: the kernel may have dropped the
+/// written pages, and a later sync can succeed without them (measured: `faults_device`, docs/stores.md
+/// "Fail-stop"). A full disk at a write (SQLite's `SQLITE_FULL`) does not stop the store: that write
+/// failed as a whole, and the next transaction writes its frames again.
+#[derive(Default)]
+pub(super) struct Stopped(Mutex<Option<String>>);
+
+impl Stopped {
+    /// `FailStopped` once the store stopped.
+    pub(super) fn check(&self, path: &Path) -> Result<(), StoreError> {
+        match &*self.0.lock().unwrap_or_else(|e| e.into_inner()) {
+            None => Ok(()),
+            Some(cause) => Err(StoreError::FailStopped { path: path.to_owned(), cause: cause.clone() }),
+        }
+    }
+
+    /// Stops the store after `error`, an I/O error of the writing connection ([`is_io_failure`]), and
+    /// returns the error to report.
+    pub(super) fn stop(&self, path: &Path, error: StoreError) -> StoreError {
+        let mut stopped = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let cause = stopped.get_or_insert_with(|| error.to_string()).clone();
+        tracing::error!(store = %path.display(), %cause, "store stopped after an I/O error");
+        StoreError::FailStopped { path: path.to_owned(), cause }
+    }
 }
 
 impl Drop for Inner {
@@ -342,8 +372,9 @@ impl SqliteStore {
         // about 25, transaction control included).
         conn.set_prepared_statement_cache_capacity(64);
         migrate(&mut conn, &path)?;
-        preallocate_wal(&conn, &path, page, options.wal_preallocation);
+        preallocate_wal(&conn, &path, page, options.wal_preallocation)?;
         let stats = Arc::new(writer::Stats::default());
+        let stopped = Arc::new(Stopped::default());
         let fail: FailPoint = Default::default();
         let (sender, receiver) = mpsc::channel();
         let writer = Arc::new(Mutex::new(writer::Writer {
@@ -354,6 +385,7 @@ impl SqliteStore {
             known: Default::default(),
             data_version: None,
             no_pending: Default::default(),
+            stopped: stopped.clone(),
         }));
         let shared = writer.clone();
         let thread = std::thread::Builder::new()
@@ -370,6 +402,7 @@ impl SqliteStore {
                 readers: Mutex::new(Readers::default()),
                 reader_returned: Condvar::new(),
                 stats,
+                stopped,
                 fail,
             }),
         })
@@ -493,9 +526,8 @@ impl SqliteStore {
         &self,
         f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T, StoreError> {
-        self.read_decoded(move |c| Ok(f(c)))
-            .await?
-            .map_err(|e| sql_error(&self.inner.path, "reading the database", e))
+        let path = self.inner.path.clone();
+        self.read_decoded(move |c| f(c).map_err(|e| sql_error_on(c, &path, "reading the database", e))).await
     }
 
     /// Runs `f` on a read-only connection of the pool, on a blocking thread; `f` decodes what it read.
@@ -503,6 +535,7 @@ impl SqliteStore {
         &self,
         f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
+        self.inner.stopped.check(&self.inner.path)?;
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || {
             let conn = inner.reader()?;
@@ -627,13 +660,14 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
 /// and the next commits overwrite them). A write that changes nothing (a row of the schema-version
 /// table rewritten) is then committed, so that its sync flushes the log's new blocks now, not in the
 /// first commit. Best effort: a failure (a full disk, another process holding the write lock past the
-/// busy timeout) leaves the log as SQLite grows it and the store opens all the same.
-fn preallocate_wal(conn: &Connection, path: &Path, page: i64, bytes: u64) {
+/// busy timeout) leaves the log as SQLite grows it and the store opens all the same. An I/O error
+/// (a failed write or sync) fails the open, as it would stop an open store ([`Stopped`]).
+fn preallocate_wal(conn: &Connection, path: &Path, page: i64, bytes: u64) -> Result<(), StoreError> {
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
     let have = std::fs::metadata(&wal).map_or(0, |m| m.len());
     if bytes == 0 || have >= bytes {
-        return;
+        return Ok(());
     }
     let grow = || -> rusqlite::Result<()> {
         let pages = i64::try_from(bytes).unwrap_or(i64::MAX) / page.max(512);
@@ -659,8 +693,13 @@ fn preallocate_wal(conn: &Connection, path: &Path, page: i64, bytes: u64) {
         let _ = conn.execute_batch("ROLLBACK");
     }
     let restored = conn.execute_batch(WRITER_CACHE);
-    if let Err(e) = grown.and(restored) {
-        tracing::warn!(path = %path.display(), error = %e, "the write-ahead log was not preallocated");
+    match grown.and(restored) {
+        Ok(()) => Ok(()),
+        Err(e) if is_io_failure(&e) => Err(sql_error_on(conn, path, "preallocating the write-ahead log", e)),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "the write-ahead log was not preallocated");
+            Ok(())
+        }
     }
 }
 
@@ -728,6 +767,66 @@ pub(crate) fn sql_error(path: &Path, what: &str, e: rusqlite::Error) -> StoreErr
         }
     }
     StoreError::backend(format!("{what} ({})", path.display()), e)
+}
+
+/// As [`sql_error`], for an error `conn` returned, with what SQLite's own text leaves out of an I/O
+/// failure or a full disk (it says "disk I/O error" or "database or disk is full", whatever failed):
+/// the operation that failed, by SQLite's extended code, and the operating system's error
+/// ([`vfs::os_error`]) as the cause, e.g. "committing a write transaction (…/runs.sqlite): disk I/O
+/// error syncing a file (SQLite code 1034): Input/output error (os error 5)".
+pub(crate) fn sql_error_on(conn: &Connection, path: &Path, what: &str, e: rusqlite::Error) -> StoreError {
+    use rusqlite::ErrorCode;
+    let rusqlite::Error::SqliteFailure(f, _) = &e else { return sql_error(path, what, e) };
+    match f.code {
+        ErrorCode::SystemIoFailure => {
+            let operation = io_operation(f.extended_code).map(|op| format!(" {op}")).unwrap_or_default();
+            let message = format!(
+                "{what} ({}): disk I/O error{operation} (SQLite code {})",
+                path.display(),
+                f.extended_code
+            );
+            match vfs::os_error(conn) {
+                Some(os) => StoreError::backend(message, os),
+                None => StoreError::backend(message, *f),
+            }
+        }
+        // The `unix` VFS answers this to a write that found no space (ENOSPC); the store sets no page
+        // limit, the other way to it.
+        ErrorCode::DiskFull => {
+            StoreError::backend(format!("{what} ({}): the disk is full", path.display()), *f)
+        }
+        _ => sql_error(path, what, e),
+    }
+}
+
+/// What failed, by an I/O error's extended code (SQLite's `SQLITE_IOERR_*`), when the code says.
+fn io_operation(extended_code: std::ffi::c_int) -> Option<&'static str> {
+    use rusqlite::ffi;
+    Some(match extended_code {
+        ffi::SQLITE_IOERR_READ | ffi::SQLITE_IOERR_SHORT_READ => "reading a file",
+        ffi::SQLITE_IOERR_WRITE => "writing a file",
+        ffi::SQLITE_IOERR_FSYNC => "syncing a file",
+        ffi::SQLITE_IOERR_DIR_FSYNC => "syncing a folder",
+        ffi::SQLITE_IOERR_TRUNCATE => "truncating a file",
+        ffi::SQLITE_IOERR_FSTAT => "reading a file's size",
+        ffi::SQLITE_IOERR_DELETE | ffi::SQLITE_IOERR_DELETE_NOENT => "deleting a file",
+        ffi::SQLITE_IOERR_CLOSE => "closing a file",
+        ffi::SQLITE_IOERR_LOCK
+        | ffi::SQLITE_IOERR_UNLOCK
+        | ffi::SQLITE_IOERR_RDLOCK
+        | ffi::SQLITE_IOERR_CHECKRESERVEDLOCK => "locking a file",
+        ffi::SQLITE_IOERR_SHMOPEN
+        | ffi::SQLITE_IOERR_SHMSIZE
+        | ffi::SQLITE_IOERR_SHMLOCK
+        | ffi::SQLITE_IOERR_SHMMAP => "on the log's shared-memory index",
+        ffi::SQLITE_IOERR_MMAP => "mapping a file",
+        _ => return None,
+    })
+}
+
+/// Whether `e` is an I/O error (SQLite's `SQLITE_IOERR` and its extended codes; not `SQLITE_FULL`).
+pub(crate) fn is_io_failure(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::SystemIoFailure)
 }
 
 /// Whether `e` is a primary-key or unique-constraint violation (by extended error code).

@@ -247,6 +247,16 @@ pub(super) fn log_syncs(conn: &rusqlite::Connection) -> Option<(u64, u64)> {
     Some(unsafe { log(file) }.syncs)
 }
 
+/// The operating system's error of the last failed I/O call SQLite reported on `conn`
+/// (`sqlite3_system_errno`), if there is one. SQLite's own text for an I/O failure is "disk I/O error"
+/// whatever the cause. Only meaningful right after `conn` returned an I/O error: SQLite keeps the
+/// value until the next one.
+pub(super) fn os_error(conn: &rusqlite::Connection) -> Option<std::io::Error> {
+    // SAFETY: `conn` is open, and the call only reads an integer of its handle.
+    let errno = unsafe { ffi::sqlite3_system_errno(conn.handle()) };
+    (errno != 0).then(|| std::io::Error::from_raw_os_error(errno))
+}
+
 /// The wrapped handle's methods.
 ///
 /// # Safety

@@ -27,7 +27,7 @@ use std::sync::mpsc;
 use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::oneshot;
 
-use super::{int, is_unique_violation, sql_error, status_name};
+use super::{int, is_io_failure, is_unique_violation, sql_error_on, status_name};
 use crate::error::StoreError;
 use crate::events::{Encoded, Event};
 use crate::store::journal::{decode_effect, encode_effect, encode_outbox};
@@ -150,6 +150,8 @@ pub(super) struct Writer {
     /// rows were last forgotten, and forgotten with them or when the run ends (at most
     /// `KnownRows::MAX`, as the rows). A commit of one need not delete it again.
     pub(super) no_pending: RefCell<HashSet<Arc<str>>>,
+    /// Set by an I/O error of this connection: the store refuses every operation from then on.
+    pub(super) stopped: Arc<super::Stopped>,
 }
 
 /// Commits groups from `requests` until every sender is gone, taking `writer` for each group.
@@ -171,10 +173,25 @@ pub(super) fn run(writer: &std::sync::Mutex<Writer>, requests: mpsc::Receiver<Jo
 
 impl Writer {
     fn err(&self, what: &'static str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
-        move |e| sql_error(&self.path, what, e)
+        move |e| {
+            let io = is_io_failure(&e);
+            let error = sql_error_on(&self.conn, &self.path, what, e);
+            if !io {
+                return error;
+            }
+            // No checkpoint when this connection closes: what the log holds is read back at the next
+            // open, not copied into the database file by a store that can no longer trust its syncs.
+            let _ =
+                self.conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true);
+            self.stopped.stop(&self.path, error)
+        }
     }
 
     pub(super) fn commit_group(&mut self, group: Vec<Job>) {
+        if let Err(e) = self.stopped.check(&self.path) {
+            self.stats.requests.fetch_add(group.len() as u64, Ordering::Relaxed);
+            return fail_all(group, &e);
+        }
         let mut jobs = Vec::with_capacity(group.len());
         for job in group {
             if matches!(job.op, Op::Pragmas) {
@@ -611,6 +628,9 @@ fn copy_error(e: &StoreError) -> StoreError {
         StoreError::Unavailable { message, .. } => StoreError::unavailable(message.clone(), e.to_string()),
         StoreError::UnsupportedSchemaVersion { found, supported } => {
             StoreError::UnsupportedSchemaVersion { found: *found, supported: *supported }
+        }
+        StoreError::FailStopped { path, cause } => {
+            StoreError::FailStopped { path: path.clone(), cause: cause.clone() }
         }
         _ => StoreError::backend("the commit failed", e.to_string()),
     }
