@@ -205,8 +205,9 @@ struct Outcome {
 fn cause_of(message: &str) -> &'static str {
     for (needle, name) in [
         ("No space left on device", "ENOSPC"),
-        // SQLite's report of ENOSPC (its `unix` VFS keeps no errno for it).
-        ("the disk is full", "ENOSPC"),
+        // SQLite's report of ENOSPC (its `unix` VFS keeps no errno for it): "database or disk is
+        // full", which the store's errors of its writing connection say as "the disk is full".
+        ("disk is full", "ENOSPC"),
         ("Input/output error", "EIO"),
         ("Read-only file system", "EROFS"),
     ] {
@@ -240,10 +241,12 @@ fn trial(
         Backend::Sled => 16 * 1024 + random(900_000),
         // SQLite preallocates its log at open (4 MiB of frames). Even trials leave less than that: the
         // preallocation fails (a write error fails the open; a full disk is only warned of, and the log
-        // keeps the room it got). Odd trials leave room for it and fault in the commits. Never less
-        // than 256 KiB: with 76–160 KB left on this small ext4 (1 KiB blocks), SQLite's first use of
-        // its shared-memory index at open can die of SIGBUS (docs/stores.md, "How it is tested").
-        Backend::Sqlite if n.is_multiple_of(2) => (256 << 10) + random((4 << 20) - (256 << 10)),
+        // keeps the room it got). Odd trials leave room for it and fault in the commits. The first
+        // full-disk trial leaves 84,000 bytes, where SQLite's first use of its shared-memory index at
+        // open died of SIGBUS on this ext4 (1 KiB blocks) before the store's VFS faulted the index in
+        // (docs/stores.md, "How it is tested"): the open must fail with an error instead.
+        Backend::Sqlite if n == 0 && scenario == Scenario::FsFull => 84_000,
+        Backend::Sqlite if n.is_multiple_of(2) => 16 * 1024 + random(4 << 20),
         Backend::Sqlite => (4 << 20) + random(1 << 20),
     };
     let (tmpfs_size, image_size) = match scenario {
@@ -303,7 +306,7 @@ fn trial(
         let fail_stop = backend == Backend::Sled || fault.contains("stopped after an I/O error");
         if backend == Backend::Sqlite {
             assert!(
-                fail_stop || fault.contains("the disk is full"),
+                fail_stop || fault.contains("disk is full"),
                 "{what}: an I/O error did not stop the SQLite store: {fault}"
             );
         }
@@ -427,9 +430,11 @@ fn write_errors_on_a_real_device_lose_no_acknowledged_commit_and_recover_in_proc
             2 * TRIALS_PER_SCENARIO,
             started.elapsed()
         );
+        // SQLite's odd trials may leave room for its whole workload: 15–19 of 24 faulted in six runs
+        // of this test while it was written, so 8 is far below what chance gives.
         let least = match backend {
             Backend::Sled => 20,
-            Backend::Sqlite => 12,
+            Backend::Sqlite => 8,
         };
         assert!(faulted >= least, "{backend:?}: only {faulted} trials hit a write error");
     }

@@ -5,10 +5,11 @@
 //! commit of seven frames is fourteen `pwrite64` calls before its `fdatasync`. On this project's
 //! machines a small `pwrite64` costs about 6 µs of system time, so the calls, not the bytes, were
 //! about a fifth of a durable commit (bench/analysis.md, "The WAL's writes in one call"). This VFS
-//! wraps the default one (`unix`) and changes only the files SQLite opens as write-ahead logs: their
+//! wraps the default one (`unix`) and changes the files SQLite opens as write-ahead logs: their
 //! writes at consecutive offsets collect in a buffer, which is written, in one call, before anything
 //! that could look at the file: a sync, a read, a truncation, a size query, a file control, the
-//! close, a write elsewhere in the file, or the buffer reaching [`LIMIT`].
+//! close, a write elsewhere in the file, or the buffer reaching [`LIMIT`]. (It also changes how a
+//! database file maps its shared-memory index: "The shared-memory index" below.)
 //!
 //! It is correct for connections with `synchronous = FULL` only, which is how the store uses it:
 //! SQLite then syncs the log after a commit's frames and before it publishes the commit in the WAL
@@ -35,6 +36,13 @@
 //! A failed write (a full disk) is answered to the call that flushed the buffer (a sync, a read, a
 //! later write) with the code the `unix` VFS gave; SQLite fails the transaction as it does for a
 //! failed frame write, and the log's frames past its last commit are never read.
+//!
+//! # The shared-memory index
+//!
+//! Database files opened through these VFSs keep the `unix` VFS's handle and methods but one:
+//! `xShmMap` ([`shm_map_populated`]) faults a region of the log's index in for writing as soon as
+//! SQLite creates or grows it, so that a full disk is an error there, not a SIGBUS later (the
+//! function's documentation says why).
 #![allow(unsafe_code)]
 // Every function below is called by SQLite through the C ABI with the pointers the VFS interface
 // documents (https://sqlite.org/c3ref/io_methods.html); each `unsafe` block relies on those alone.
@@ -169,6 +177,13 @@ unsafe extern "C" fn open<const COMMIT_SYNC: bool>(
     unsafe {
         let base = base(vfs);
         let Some(base_open) = (*base).xOpen else { return ffi::SQLITE_ERROR };
+        if flags & ffi::SQLITE_OPEN_MAIN_DB != 0 {
+            let rc = base_open(base, name, file, flags, out_flags);
+            if rc == ffi::SQLITE_OK {
+                populate_shm_maps(file);
+            }
+            return rc;
+        }
         if flags & ffi::SQLITE_OPEN_WAL == 0 {
             return base_open(base, name, file, flags, out_flags);
         }
@@ -188,6 +203,86 @@ unsafe extern "C" fn open<const COMMIT_SYNC: bool>(
         });
         ffi::SQLITE_OK
     }
+}
+
+/// `xShmMap` of the `unix` VFS's database files.
+type ShmMap = unsafe extern "C" fn(*mut ffi::sqlite3_file, c_int, c_int, c_int, *mut *mut c_void) -> c_int;
+
+/// The `unix` VFS's methods for database files (their address) and a copy of them whose `xShmMap` is
+/// [`shm_map`]; `None` when they have no shared memory.
+struct MainMethods {
+    base: usize,
+    patched: &'static ffi::sqlite3_io_methods,
+    shm_map: ShmMap,
+}
+
+static MAIN_METHODS: OnceLock<Option<MainMethods>> = OnceLock::new();
+
+/// Makes the database file `file` (just opened by the `unix` VFS) map its shared-memory index through
+/// [`shm_map`].
+///
+/// # Safety
+/// `file` was opened successfully by the wrapped VFS, and SQLite has not used it yet.
+unsafe fn populate_shm_maps(file: *mut ffi::sqlite3_file) {
+    // SAFETY: an open file's methods are set and live as long as the VFS (the `unix` VFS's are
+    // statics).
+    let methods = unsafe { (*file).pMethods };
+    if methods.is_null() {
+        return;
+    }
+    let main = MAIN_METHODS.get_or_init(|| {
+        // SAFETY: as above.
+        let base = unsafe { *methods };
+        let shm_map = base.xShmMap.filter(|_| base.iVersion >= 2)?;
+        let patched =
+            Box::leak(Box::new(ffi::sqlite3_io_methods { xShmMap: Some(shm_map_populated), ..base }));
+        Some(MainMethods { base: methods as usize, patched, shm_map })
+    });
+    if let Some(main) = main
+        && main.base == methods as usize
+    {
+        // SAFETY: the same methods but `xShmMap`, which calls the original; `file` is not in use yet.
+        unsafe { (*file).pMethods = main.patched };
+    }
+}
+
+/// `xShmMap` of a database file opened through these VFSs: the `unix` VFS's, then, for a region it
+/// created or grew (`extend`), every page of the region faulted in for writing at once
+/// (`MADV_POPULATE_WRITE`).
+///
+/// Why: the `unix` VFS grows the index file by writing one byte at the end of each 4 KiB page. On a
+/// file system whose blocks are smaller (a small ext4 has 1 KiB blocks) the rest of each page stays a
+/// hole, which SQLite then fills through the mapping; on a full disk the kernel has no block to give
+/// and kills the process with SIGBUS (measured: docs/stores.md, "How it is tested"). Faulted in here,
+/// the blocks are allocated before SQLite touches the pages, and a full disk is an error
+/// (`SQLITE_FULL`) instead of a signal. A kernel without the advice (before Linux 5.14) maps as before.
+unsafe extern "C" fn shm_map_populated(
+    file: *mut ffi::sqlite3_file,
+    region: c_int,
+    size: c_int,
+    extend: c_int,
+    out: *mut *mut c_void,
+) -> c_int {
+    let Some(Some(main)) = MAIN_METHODS.get() else { return ffi::SQLITE_IOERR_SHMMAP };
+    // SAFETY: SQLite's own arguments, passed on to the method this one replaced.
+    let rc = unsafe { (main.shm_map)(file, region, size, extend, out) };
+    // SAFETY: `out` is SQLite's pointer to the mapped address, set by the call above.
+    if rc != ffi::SQLITE_OK || extend == 0 || out.is_null() || unsafe { (*out).is_null() } {
+        return rc;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let Ok(len) = usize::try_from(size) else { return rc };
+        // SAFETY: `*out` is the start of a mapping of at least `size` bytes that the `unix` VFS made
+        // for this region and keeps until the file's shared memory is unmapped; the advice only faults
+        // its pages in, and changes no byte.
+        match unsafe { rustix::mm::madvise(*out, len, rustix::mm::Advice::LinuxPopulateWrite) } {
+            // EFAULT: a page could not be faulted in (no block for it: the disk is full).
+            Err(e) if e == rustix::io::Errno::FAULT => return ffi::SQLITE_FULL,
+            _ => {}
+        }
+    }
+    rc
 }
 
 /// The methods of a [`LogFile`]. Version 1: SQLite uses the shared-memory and memory-map methods on
