@@ -13,7 +13,8 @@
 //! `writer`). One `COMMIT`, so one WAL sync, makes the whole group durable; only then is any request of
 //! it answered. Requests that arrive while a
 //! group commits form the next group: one sequential run pays one sync per step, and concurrent runs
-//! share them.
+//! share them. An I/O error of the writing connection stops the store: every operation after it gets
+//! [`StoreError::FailStopped`] until the store is opened again; a full disk does not (`Stopped`).
 //!
 //! The checks are the database's own: the idempotency key row is inserted first, and its primary key
 //! refuses a second one (`AlreadyCommitted`); the checkpoint's primary key `(run_id, step)` refuses a
@@ -215,8 +216,8 @@ struct Inner {
 /// Set once an I/O error of the writing connection stopped the store: from then on it refuses every
 /// operation with `StoreError::FailStopped` until it is dropped and opened again. After a failed write
 /// or sync what the files hold is known only by reading them back: the kernel may have dropped the
-/// written pages, and a later sync can succeed without them (measured: `faults_device`, docs/stores.md
-/// "Fail-stop"). A full disk at a write (SQLite's `SQLITE_FULL`) does not stop the store: that write
+/// written pages, and a later sync can succeed without them (docs/stores.md, "Fail-stop after an I/O
+/// error, not after a full disk"). A full disk at a write (SQLite's `SQLITE_FULL`) does not stop the store: that write
 /// failed as a whole, and the next transaction writes its frames again.
 #[derive(Default)]
 pub(super) struct Stopped(Mutex<Option<String>>);

@@ -208,8 +208,9 @@ unsafe extern "C" fn open<const COMMIT_SYNC: bool>(
 /// `xShmMap` of the `unix` VFS's database files.
 type ShmMap = unsafe extern "C" fn(*mut ffi::sqlite3_file, c_int, c_int, c_int, *mut *mut c_void) -> c_int;
 
-/// The `unix` VFS's methods for database files (their address) and a copy of them whose `xShmMap` is
-/// [`shm_map`]; `None` when they have no shared memory.
+/// The `unix` VFS's methods for database files (their address), a copy of them whose `xShmMap` is
+/// [`shm_map_populated`], and the `xShmMap` it replaced. Set at the first database file opened through
+/// these VFSs; `None` when those methods have no shared memory.
 struct MainMethods {
     base: usize,
     patched: &'static ffi::sqlite3_io_methods,
@@ -219,7 +220,7 @@ struct MainMethods {
 static MAIN_METHODS: OnceLock<Option<MainMethods>> = OnceLock::new();
 
 /// Makes the database file `file` (just opened by the `unix` VFS) map its shared-memory index through
-/// [`shm_map`].
+/// [`shm_map_populated`].
 ///
 /// # Safety
 /// `file` was opened successfully by the wrapped VFS, and SQLite has not used it yet.
