@@ -315,10 +315,10 @@ impl SqliteStore {
         } else {
             Connection::open_with_flags(&path, flags)
         };
-        let mut conn = opened.map_err(|e| cannot_open(&path, e))?;
+        let conn = opened.map_err(|e| cannot_open(&path, e))?;
         let err = |what: &'static str| {
-            let path = path.clone();
-            move |e| sql_error(&path, what, e)
+            let (path, conn) = (path.clone(), &conn);
+            move |e| sql_error_on(conn, &path, what, e)
         };
         conn.busy_timeout(options.busy_timeout).map_err(err("setting the busy timeout"))?;
         // Applies only while the file is empty (a database that exists keeps its page size).
@@ -372,7 +372,7 @@ impl SqliteStore {
         // Every statement the writer runs stays prepared (rusqlite keeps 16 by default; the writer has
         // about 25, transaction control included).
         conn.set_prepared_statement_cache_capacity(64);
-        migrate(&mut conn, &path)?;
+        migrate(&conn, &path)?;
         preallocate_wal(&conn, &path, page, options.wal_preallocation)?;
         let stats = Arc::new(writer::Stats::default());
         let stopped = Arc::new(Stopped::default());
@@ -619,11 +619,11 @@ fn unexpected(reply: &Reply) -> StoreError {
 
 /// Applies the migrations the database lacks, in one `BEGIN IMMEDIATE` transaction: two processes
 /// opening a new file at once serialize here, and the second finds the schema in place.
-fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
-    let tx = conn
-        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-        .map_err(|e| sql_error(path, "starting the schema migration", e))?;
-    let err = |e| sql_error(path, "migrating the schema", e);
+fn migrate(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    // `new_unchecked`: a shared borrow, so that an error can still read the connection's OS error.
+    let tx = rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)
+        .map_err(|e| sql_error_on(conn, path, "starting the schema migration", e))?;
+    let err = |e| sql_error_on(&tx, path, "migrating the schema", e);
     tx.execute_batch(
         "CREATE TABLE IF NOT EXISTS graph_schema_version (
              version    INTEGER NOT NULL PRIMARY KEY,
@@ -651,7 +651,7 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
         )
         .map_err(err)?;
     }
-    tx.commit().map_err(|e| sql_error(path, "committing the schema migration", e))
+    tx.commit().map_err(|e| sql_error_on(conn, path, "committing the schema migration", e))
 }
 
 /// Grows the write-ahead log of `path` to about `bytes` of written blocks when it is smaller, through
@@ -771,9 +771,9 @@ pub(crate) fn sql_error(path: &Path, what: &str, e: rusqlite::Error) -> StoreErr
 }
 
 /// As [`sql_error`], for an error `conn` returned, with what SQLite's own text leaves out of an I/O
-/// failure or a full disk (it says "disk I/O error" or "database or disk is full", whatever failed):
-/// the operation that failed, by SQLite's extended code, and the operating system's error
-/// ([`vfs::os_error`]) as the cause, e.g. "committing a write transaction (…/runs.sqlite): disk I/O
+/// failure, a file it cannot open or a full disk (it says "disk I/O error", "unable to open database
+/// file" or "database or disk is full", whatever failed): the operation that failed, by SQLite's
+/// extended code, and the operating system's error ([`vfs::os_error`]) as the cause, e.g. "committing a write transaction (…/runs.sqlite): disk I/O
 /// error syncing a file (SQLite code 1034): Input/output error (os error 5)".
 pub(crate) fn sql_error_on(conn: &Connection, path: &Path, what: &str, e: rusqlite::Error) -> StoreError {
     use rusqlite::ErrorCode;
@@ -791,6 +791,21 @@ pub(crate) fn sql_error_on(conn: &Connection, path: &Path, what: &str, e: rusqli
                 None => StoreError::backend(message, *f),
             }
         }
+        // A file of the database (its log, its index) that SQLite could not open or create: a file
+        // system turned read-only, a folder the process may not write. SQLite's last OS error is
+        // that of its last try (ENOENT, opening the missing log read-only); the database file
+        // opened for writing, never created, gives the cause.
+        ErrorCode::CannotOpen => match std::fs::OpenOptions::new().read(true).write(true).open(path) {
+            Err(io) => StoreError::backend(
+                format!(
+                    "{what} ({}): SQLite cannot open a file of the database (SQLite code {})",
+                    path.display(),
+                    f.extended_code
+                ),
+                io,
+            ),
+            Ok(_) => sql_error(path, what, e),
+        },
         // The `unix` VFS answers this to a write that found no space (ENOSPC); the store sets no page
         // limit, the other way to it.
         ErrorCode::DiskFull => {
