@@ -272,7 +272,13 @@ impl SqliteStore {
     /// [`StoreError::Corrupted`] naming the file when it is damaged or not a database;
     /// [`StoreError::UnsupportedSchemaVersion`] when a newer build created it; [`StoreError::Unavailable`]
     /// when another connection holds it locked past the busy timeout; backend errors, among them a path
-    /// that cannot be opened, saying why (a folder, a missing folder, the OS's error).
+    /// that cannot be opened, saying why (a folder, a missing folder, the OS's error), an I/O error or
+    /// a full disk, with the operating system's error.
+    ///
+    /// Once open, an I/O error of the store's writing connection stops it: that operation and every
+    /// one after it fail with [`StoreError::FailStopped`] until the store is dropped and opened again
+    /// (a full disk does not stop it; docs/stores.md, "Fail-stop after an I/O error, not after a full
+    /// disk").
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         Self::open_with(path, SqliteOptions::default())
     }
