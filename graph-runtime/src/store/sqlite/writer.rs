@@ -188,10 +188,6 @@ impl Writer {
     }
 
     pub(super) fn commit_group(&mut self, group: Vec<Job>) {
-        if let Err(e) = self.stopped.check(&self.path) {
-            self.stats.requests.fetch_add(group.len() as u64, Ordering::Relaxed);
-            return fail_all(group, &e);
-        }
         let mut jobs = Vec::with_capacity(group.len());
         for job in group {
             if matches!(job.op, Op::Pragmas) {
@@ -205,9 +201,16 @@ impl Writer {
 
     /// Runs `jobs` in one transaction and answers each. A request that fails part-way leaves writes
     /// that only rolling the transaction back undoes: then it is answered with its error and the
-    /// others run again, in a new transaction (one request fewer each time).
+    /// others run again, in a new transaction (one request fewer each time), unless that error stopped
+    /// the store (an I/O error: they get `FailStopped`).
     fn commit_jobs(&mut self, mut jobs: Vec<Job>) {
         'group: while !jobs.is_empty() {
+            // Checked before each transaction: a request that failed part-way with an I/O error
+            // stopped the store, and the rest of its group must not be committed after it.
+            if let Err(e) = self.stopped.check(&self.path) {
+                self.stats.requests.fetch_add(jobs.len() as u64, Ordering::Relaxed);
+                return fail_all(jobs, &e);
+            }
             if let Err(e) = self.begin() {
                 return fail_all(jobs, &e);
             }
