@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use graph_runtime::node::BoxFuture;
-use graph_runtime::store::{Checkpoint, SledOptions, SledStore};
+use graph_runtime::store::{Checkpoint, SledOptions};
 use graph_runtime::{CommitOutcome, Engine, MemoryStore, Store, StoreError};
 
 use crate::hooked::{Hooked, Hooks};
@@ -59,7 +59,7 @@ pub struct AckHooks {
 }
 
 /// A store reporting its acknowledgements ([`AckHooks`]).
-pub type Acking<St = SledStore> = Hooked<St, AckHooks>;
+pub type Acking<St> = Hooked<St, AckHooks>;
 
 /// Wraps `inner` in [`AckHooks`].
 pub fn acking<St: Store>(inner: St) -> Acking<St> {

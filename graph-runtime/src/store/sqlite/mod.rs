@@ -217,8 +217,8 @@ struct Inner {
 /// operation with `StoreError::FailStopped` until it is dropped and opened again. After a failed write
 /// or sync what the files hold is known only by reading them back: the kernel may have dropped the
 /// written pages, and a later sync can succeed without them (docs/stores.md, "Fail-stop after an I/O
-/// error, not after a full disk"). A full disk at a write (SQLite's `SQLITE_FULL`) does not stop the store: that write
-/// failed as a whole, and the next transaction writes its frames again.
+/// error, not after a full disk"). A full disk at a write (SQLite's `SQLITE_FULL`) does not stop the
+/// store: that write failed as a whole, and the next transaction writes its frames again.
 #[derive(Default)]
 pub(super) struct Stopped(Mutex<Option<String>>);
 
@@ -736,7 +736,7 @@ fn cannot_open(path: &Path, e: rusqlite::Error) -> StoreError {
     // The OS's error, without touching the database file: opening it for writing when it exists
     // (never creating it), else creating and removing a file of another name in its folder.
     let tried = if path.exists() {
-        std::fs::OpenOptions::new().read(true).write(true).open(path).map(drop)
+        write_open_error(path).map_or(Ok(()), Err)
     } else {
         // A name of this process and this call: two opens at once never take each other's.
         static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -750,6 +750,12 @@ fn cannot_open(path: &Path, e: rusqlite::Error) -> StoreError {
         Err(io) => StoreError::backend(what, io),
         Ok(()) => sql_error(path, "opening the database", e),
     }
+}
+
+/// The operating system's error opening the database file `path` for writing, never creating it;
+/// `None` when it opens.
+fn write_open_error(path: &Path) -> Option<std::io::Error> {
+    std::fs::OpenOptions::new().read(true).write(true).open(path).err()
 }
 
 /// A SQLite error as a store error: busy or locked → `Unavailable` (nothing was written; retry),
@@ -801,8 +807,8 @@ pub(crate) fn sql_error_on(conn: &Connection, path: &Path, what: &str, e: rusqli
         // system turned read-only, a folder the process may not write. SQLite's last OS error is
         // that of its last try (ENOENT, opening the missing log read-only); the database file
         // opened for writing, never created, gives the cause.
-        ErrorCode::CannotOpen => match std::fs::OpenOptions::new().read(true).write(true).open(path) {
-            Err(io) => StoreError::backend(
+        ErrorCode::CannotOpen => match write_open_error(path) {
+            Some(io) => StoreError::backend(
                 format!(
                     "{what} ({}): SQLite cannot open a file of the database (SQLite code {})",
                     path.display(),
@@ -810,7 +816,7 @@ pub(crate) fn sql_error_on(conn: &Connection, path: &Path, what: &str, e: rusqli
                 ),
                 io,
             ),
-            Ok(_) => sql_error(path, what, e),
+            None => sql_error(path, what, e),
         },
         // The `unix` VFS answers this to a write that found no space (ENOSPC); the store sets no page
         // limit, the other way to it.
