@@ -211,6 +211,8 @@ struct Inner {
     stopped: Arc<Stopped>,
     #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
     fail: FailPoint,
+    #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
+    io_fail: FailPoint,
 }
 
 /// Set once an I/O error of the writing connection stopped the store: from then on it refuses every
@@ -383,12 +385,14 @@ impl SqliteStore {
         let stats = Arc::new(writer::Stats::default());
         let stopped = Arc::new(Stopped::default());
         let fail: FailPoint = Default::default();
+        let io_fail: FailPoint = Default::default();
         let (sender, receiver) = mpsc::channel();
         let writer = Arc::new(Mutex::new(writer::Writer {
             conn,
             path: path.clone(),
             stats: stats.clone(),
             fail: fail.clone(),
+            io_fail: io_fail.clone(),
             known: Default::default(),
             data_version: None,
             no_pending: Default::default(),
@@ -411,6 +415,7 @@ impl SqliteStore {
                 stats,
                 stopped,
                 fail,
+                io_fail,
             }),
         })
     }
@@ -464,6 +469,14 @@ impl SqliteStore {
     #[cfg(feature = "test-hooks")]
     pub fn fail_point(&self) -> &FailPoint {
         &self.inner.fail
+    }
+
+    /// Test hook (feature `test-hooks`): as [`fail_point`](Self::fail_point), but the failure is an
+    /// I/O error of the writing connection (`SQLITE_IOERR_WRITE`), which stops the store as a real
+    /// one does.
+    #[cfg(feature = "test-hooks")]
+    pub fn io_fail_point(&self) -> &FailPoint {
+        &self.inner.io_fail
     }
 
     /// Test hook (feature `test-hooks`): overwrites the stored bytes of a checkpoint (to simulate damage

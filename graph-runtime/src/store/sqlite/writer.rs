@@ -139,6 +139,9 @@ pub(super) struct Writer {
     pub(super) path: PathBuf,
     pub(super) stats: Arc<Stats>,
     pub(super) fail: FailPoint,
+    /// Test hook: as `fail`, with an I/O error.
+    #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
+    pub(super) io_fail: FailPoint,
     /// The run rows this connection committed: a commit of a run whose row is kept does not read it.
     /// Kept while no other connection commits to the file (`data_version`) and forgotten when a
     /// transaction rolls back (`rollback`).
@@ -412,7 +415,15 @@ impl Writer {
         let version = row.as_ref().map_or(0, |r| r.version);
         let step = int(s.step)?;
         let fail = |n: usize| {
-            if self.fail.hit(n) { Err(StoreError::backend("injected failure", "fail point")) } else { Ok(()) }
+            if self.fail.hit(n) {
+                return Err(StoreError::backend("injected failure", "fail point"));
+            }
+            if self.io_fail.hit(n) {
+                let io = rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_IOERR_WRITE);
+                let e = rusqlite::Error::SqliteFailure(io, Some("injected I/O error".into()));
+                return Err(self.err("writing a commit (fail point)")(e));
+            }
+            Ok(())
         };
         let key = self
             .conn
@@ -801,5 +812,37 @@ mod tests {
         // Its key row went with the rolled-back transaction: the same commit now succeeds.
         let again = store.save_checkpoint(&checkpoint("a", 0, 1), &[], &RunStatus::Running, 0).await;
         assert_eq!(again.unwrap(), CommitOutcome::Committed { version: 1 });
+    }
+
+    /// A request that fails part-way with an I/O error stops the store: it is answered with that error,
+    /// the rest of its group with `FailStopped`, and none of the group is committed (the others are not
+    /// run again in a new transaction, as after another error), before or after the store reopens.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_io_error_part_way_stops_the_store_and_the_rest_of_its_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sqlite");
+        let store = SqliteStore::open(&path).unwrap();
+        let (a, mut ra) = save("a", 0, 1, 0);
+        let (b, mut rb) = save("b", 0, 1, 0);
+        let (c, mut rc) = save("c", 0, 1, 0);
+        store.io_fail_point().fail_after(2); // the first save reaching its second write: `a`'s
+        store.inner.writer.lock().unwrap().commit_group(vec![a, b, c]);
+        // `a` with the error that stopped the store, `b` and `c` refused by the stopped store: each
+        // names that error as the cause.
+        for (run, r) in [("a", outcome(&mut ra)), ("b", outcome(&mut rb)), ("c", outcome(&mut rc))] {
+            let e = r.unwrap_err();
+            assert!(e.contains("stopped after an I/O error") && e.contains("(fail point)"), "{run}: {e}");
+        }
+        assert_eq!((store.transactions(), store.requests()), (0, 3));
+        // Every later operation is refused, reads included.
+        let refused = store.run_info("c").await.unwrap_err();
+        assert!(matches!(refused, StoreError::FailStopped { .. }), "{refused}");
+        let refused = store.save_checkpoint(&checkpoint("d", 0, 1), &[], &RunStatus::Running, 0).await;
+        assert!(matches!(refused, Err(StoreError::FailStopped { .. })), "{refused:?}");
+        drop(store);
+        let store = SqliteStore::open(&path).unwrap();
+        for run in ["a", "b", "c", "d"] {
+            assert!(store.run_info(run).await.unwrap().is_none(), "{run} was committed");
+        }
     }
 }
