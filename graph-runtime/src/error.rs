@@ -370,6 +370,15 @@ pub enum StoreError {
         /// The store's path.
         path: std::path::PathBuf,
     },
+    /// A write to a store opened read-only (`SqliteStore::open_read_only`).
+    #[error(
+        "the store at {} was opened read-only and refuses writes; open it for writing to change it",
+        path.display()
+    )]
+    ReadOnly {
+        /// The store's path.
+        path: std::path::PathBuf,
+    },
     /// An I/O error stopped the store: it refuses every operation until it is dropped and opened again,
     /// because after a failed write what its files hold is known only by reading them back.
     #[error(

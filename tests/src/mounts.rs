@@ -64,6 +64,11 @@ impl Mounted {
         Ok(Mounted { path: path.to_path_buf() })
     }
 
+    /// Mounts it again read-only (as the kernel leaves an ext4 after an error with `errors=remount-ro`).
+    pub fn remount_read_only(&self) -> Result<(), String> {
+        sh("mount", &["-o", "remount,ro", &self.path.to_string_lossy()]).map(drop)
+    }
+
     /// Unmounts now; the guard then does nothing.
     pub fn unmount(mut self) -> Result<(), String> {
         let r = unmount(&self.path);

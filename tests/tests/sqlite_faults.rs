@@ -108,6 +108,61 @@ fn a_store_opens_where_its_log_cannot_be_preallocated() {
     });
 }
 
+/// A file system that turned read-only (mounted again read-only, as ext4 does after an error with
+/// `errors=remount-ro`): `SqliteStore::open` fails and says why, `SqliteStore::open_read_only` reads
+/// every run there, whether the store was closed (no log: the file is read as it is) or not (its log and
+/// the log's index copied while it was open, as a crash leaves them: the commits only the log holds are
+/// read too). The copy of that database file alone, without its log, holds no store yet.
+#[test]
+fn a_store_on_a_read_only_file_system_opens_read_only() {
+    if cannot_run() {
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        let r = reference(&run_id(0), 6).await;
+        let dir = tempfile::tempdir().unwrap();
+        let tmpfs = Mounted::tmpfs(dir.path(), 32 << 20).expect("tmpfs");
+        let (closed, open) = (dir.path().join("closed.sqlite"), dir.path().join("open.sqlite"));
+        for file in [&closed, &open] {
+            let store = SqliteStore::open(file).expect("open");
+            let engine = Engine::builder(crash_graph(6)).store(store.clone()).build();
+            engine.run(&run_id(0), Trace::default()).await.expect("run");
+            if file == &open {
+                // A crash image: the three files as the open store leaves them (its writer idle).
+                for (from, to) in [("open", "crashed"), ("open", "bare")] {
+                    let suffixes: &[&str] = if to == "bare" { &[""] } else { &["", "-wal", "-shm"] };
+                    for suffix in suffixes {
+                        std::fs::copy(
+                            dir.path().join(format!("{from}.sqlite{suffix}")),
+                            dir.path().join(format!("{to}.sqlite{suffix}")),
+                        )
+                        .expect("copy");
+                    }
+                }
+            }
+        }
+        let crashed = dir.path().join("crashed.sqlite");
+        assert!(std::fs::metadata(dir.path().join("crashed.sqlite-wal")).unwrap().len() > 0);
+        assert!(!dir.path().join("closed.sqlite-wal").exists(), "a closed store leaves no log");
+        tmpfs.remount_read_only().expect("remount read-only");
+
+        let refused = SqliteStore::open(&closed).expect_err("a writable open on a read-only file system");
+        assert!(refused.to_string().contains("Read-only file system"), "{refused}");
+        for file in [&closed, &crashed] {
+            let store = SqliteStore::open_read_only(file).expect("read-only open");
+            assert_history(&store, 0, &r).await;
+            let write = store.prune(&run_id(0), 1).await;
+            assert!(matches!(write, Err(graph_runtime::StoreError::ReadOnly { .. })), "{write:?}");
+        }
+        // Everything the open store wrote was still in its log (no checkpoint yet, the schema
+        // included): the database file alone holds no store, and is refused as such.
+        let bare = SqliteStore::open_read_only(dir.path().join("bare.sqlite")).map(drop).unwrap_err();
+        assert!(bare.to_string().contains("holds no graph-runtime store"), "{bare}");
+        tmpfs.unmount().expect("unmount");
+    });
+}
+
 /// One trial; true when the file system filled up under the runs.
 async fn one_trial(leave: u64, durability: Durability, references: &BTreeMap<String, Reference>) -> bool {
     let dir = tempfile::tempdir().unwrap();

@@ -355,7 +355,8 @@ async fn concurrent_opens_migrate_once() {
 
 /// A database created at schema version 1 (`checkpoints` and `events` were `WITHOUT ROWID` tables),
 /// with data in it, opens at the current version: the migration converts it in place, every row reads
-/// back unchanged, and the store's checks hold on the converted tables.
+/// back unchanged, and the store's checks hold on the converted tables. Opened read-only before, it
+/// reads the same rows from the version-1 tables and changes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_version_1_database_is_upgraded_in_place() {
     use graph_runtime::store::conformance::events;
@@ -403,6 +404,19 @@ async fn a_version_1_database_is_upgraded_in_place() {
         )
         .unwrap();
     }
+    // Opened read-only first, it reads the version-1 tables as they are and leaves the file at version 1
+    // (a writable open would migrate it).
+    let before = std::fs::read(&path).unwrap();
+    let ro = SqliteStore::open_read_only(&path).unwrap();
+    for cp in &cps {
+        assert_eq!(ro.load_checkpoint("old", cp.step).await.unwrap().as_ref(), Some(cp));
+    }
+    assert_eq!(ro.latest("old").await.unwrap().as_ref(), cps.last());
+    assert_eq!(ro.history("old").await.unwrap().len(), 3);
+    assert_eq!(ro.events("old", 1, 2).await.unwrap(), log[1..3]);
+    assert_eq!(ro.list_runs(&RunFilter::all().status(RunStatus::Running)).await.unwrap(), [info.clone()]);
+    drop(ro);
+    assert!(std::fs::read(&path).unwrap() == before, "a read-only open changed the version-1 file");
     let store = SqliteStore::open(&path).unwrap();
     for cp in &cps {
         assert_eq!(store.load_checkpoint("old", cp.step).await.unwrap().as_ref(), Some(cp));
@@ -504,4 +518,101 @@ fn a_folder_this_process_may_not_write_gives_the_os_error() {
         other => panic!("expected a backend error opening {}, got {other:?}", path.display()),
     }
     assert!(!path.exists());
+}
+
+/// A store opened read-only beside one opened for writing reads what the other wrote, commits made
+/// after it opened included; every write is refused with `ReadOnly` and writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_store_reads_beside_a_writer_and_refuses_writes() {
+    use graph_runtime::store::RunFilter;
+    use graph_runtime::store::conformance::{effect, events};
+    let dir = tempfile::tempdir().unwrap();
+    let writer = SqliteStore::open(file(&dir)).unwrap();
+    let logged = events(None, 3, 0);
+    let first = writer.save_checkpoint(&checkpoint("r", 0, 0), &logged, &RunStatus::Running, 0).await;
+    assert_eq!(first.unwrap(), CommitOutcome::Committed { version: 1 });
+    commit_steps(&writer, "r", 1..3).await;
+    let ro = SqliteStore::open_read_only(file(&dir)).unwrap();
+    assert!(ro.is_read_only() && !writer.is_read_only());
+    assert_eq!(ro.run_info("r").await.unwrap(), writer.run_info("r").await.unwrap());
+    assert_eq!(ro.latest("r").await.unwrap().unwrap(), checkpoint("r", 2, 2));
+    assert_eq!(ro.load_checkpoint("r", 1).await.unwrap().unwrap(), checkpoint("r", 1, 1));
+    assert_eq!(ro.history("r").await.unwrap(), writer.history("r").await.unwrap());
+    assert_eq!(ro.events("r", 0, 10).await.unwrap(), logged);
+    assert_eq!(ro.list_runs(&RunFilter::all()).await.unwrap().len(), 1);
+    // A commit made after the read-only open.
+    commit_steps(&writer, "r", 3..4).await;
+    assert_eq!(ro.latest("r").await.unwrap().unwrap().step, 3);
+    // Every write refused, naming the file; nothing written.
+    let refused = |r: Result<(), StoreError>| match r {
+        Err(StoreError::ReadOnly { path }) => assert_eq!(path, file(&dir)),
+        other => panic!("{other:?}"),
+    };
+    refused(ro.save_checkpoint(&checkpoint("r", 4, 4), &[], &RunStatus::Running, 4).await.map(drop));
+    refused(ro.save_checkpoint(&checkpoint("new", 0, 0), &[], &RunStatus::Running, 0).await.map(drop));
+    refused(ro.set_status("r", &RunStatus::Completed, &[], None, 4).await.map(drop));
+    refused(ro.prune("r", 1).await.map(drop));
+    refused(ro.ack_outbox(&["k".to_owned()]).await.map(drop));
+    let journal = effect("r", 4, 0, graph_runtime::store::EffectState::Started);
+    refused(ro.put_effect(&journal, None).await.map(drop));
+    let message = ro.prune("r", 1).await.unwrap_err().to_string();
+    assert!(message.contains("opened read-only"), "{message}");
+    let row = writer.run_info("r").await.unwrap().unwrap();
+    assert_eq!((row.version, row.status), (4, RunStatus::Running));
+    assert!(writer.run_info("new").await.unwrap().is_none());
+    assert_eq!(writer.history("r").await.unwrap().len(), 4);
+    assert!(writer.effects("r").await.unwrap().is_empty());
+}
+
+/// A read-only open writes nothing to the database file, never creates one, and refuses a file that
+/// holds no store (a missing file, a folder, another program's SQLite database, a newer schema, damaged
+/// bytes) with a typed error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_open_changes_nothing_and_refuses_what_is_not_a_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = file(&dir);
+    let no_file = SqliteStore::open_read_only(&path).unwrap_err().to_string();
+    assert!(no_file.contains("no such file") && no_file.contains("never creates"), "{no_file}");
+    assert!(!path.exists());
+    let folder = SqliteStore::open_read_only(dir.path()).unwrap_err().to_string();
+    assert!(folder.contains("it is a folder"), "{folder}");
+
+    let store = SqliteStore::open(&path).unwrap();
+    commit_steps(&store, "r", 0..3).await;
+    drop(store);
+    let before = (std::fs::read(&path).unwrap(), std::fs::metadata(&path).unwrap().modified().unwrap());
+    let ro = SqliteStore::open_read_only(&path).unwrap();
+    assert_eq!(ro.history("r").await.unwrap().len(), 3);
+    assert_eq!(ro.latest("r").await.unwrap().unwrap(), checkpoint("r", 2, 2));
+    drop(ro);
+    let after = (std::fs::read(&path).unwrap(), std::fs::metadata(&path).unwrap().modified().unwrap());
+    assert!(after == before, "a read-only open wrote to the database file");
+    // Opened for writing afterwards, as before.
+    let store = SqliteStore::open(&path).unwrap();
+    commit_steps(&store, "r", 3..4).await;
+    drop(store);
+
+    let other = dir.path().join("other.sqlite");
+    let raw = rusqlite::Connection::open(&other).unwrap();
+    raw.execute_batch("CREATE TABLE notes (body TEXT); INSERT INTO notes VALUES ('hello')").unwrap();
+    drop(raw);
+    let not_ours = SqliteStore::open_read_only(&other).unwrap_err().to_string();
+    assert!(not_ours.contains("holds no graph-runtime store"), "{not_ours}");
+
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    raw.execute("INSERT INTO graph_schema_version (version, applied_ms) VALUES (99, 0)", []).unwrap();
+    drop(raw);
+    match SqliteStore::open_read_only(&path) {
+        Err(StoreError::UnsupportedSchemaVersion { found: 99, supported }) => {
+            assert_eq!(supported, SQLITE_SCHEMA_VERSION)
+        }
+        other => panic!("{other:?}"),
+    }
+
+    let damaged = dir.path().join("damaged.sqlite");
+    std::fs::write(&damaged, b"this is not a database, just some text. ".repeat(200)).unwrap();
+    match SqliteStore::open_read_only(&damaged) {
+        Err(StoreError::Corrupted { file: Some(f), .. }) => assert_eq!(f, damaged),
+        other => panic!("{other:?}"),
+    }
 }

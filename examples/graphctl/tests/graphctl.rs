@@ -570,6 +570,46 @@ fn graphctl_opens_sqlite_files() {
     graphctl_reads_runs_written_to(&[&format!("sqlite://{path}"), &path], std::sync::Arc::new(store));
 }
 
+/// A SQLite store on a file system mounted read-only (as ext4 is after an error with
+/// `errors=remount-ro`): the reading commands work (they open it read-only), a writing one fails with
+/// one line that says why. Needs root to mount a tmpfs: without it prints `NOT RUN` and passes, unless
+/// `GRAPH_FAULT_TESTS=require`.
+#[cfg(feature = "sqlite")]
+#[test]
+fn graphctl_reads_a_sqlite_store_on_a_read_only_file_system() {
+    use graph_runtime::store::SqliteStore;
+    let dir = tempfile::tempdir().unwrap();
+    let at = dir.path().to_string_lossy().into_owned();
+    let mount = |args: &[&str]| Command::new("mount").args(args).status().is_ok_and(|s| s.success());
+    if !mount(&["-t", "tmpfs", "-o", "size=16m", "tmpfs", &at]) {
+        let why = "cannot mount a tmpfs (root is needed)";
+        assert!(std::env::var("GRAPH_FAULT_TESTS").as_deref() != Ok("require"), "cannot run: {why}");
+        println!("NOT RUN: {why}");
+        return;
+    }
+    struct Unmount(String);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(at.clone());
+    let file = dir.path().join("runs.sqlite");
+    let store = SqliteStore::open(&file).unwrap();
+    block_on(async {
+        let orders = Engine::builder(checkout::graph()).store(store.clone()).build();
+        let ledger = dir.path().join("ledger.txt");
+        assert!(orders.run("order-1", order("order-1", 3000, &ledger)).await.unwrap().is_completed());
+    });
+    drop(store);
+    assert!(mount(&["-o", "remount,ro", &at]), "remount read-only");
+    let runs = json(&file, &["runs"]);
+    assert_eq!(runs["runs"][0]["run_id"], "order-1", "{runs}");
+    assert!(graphctl(&file, &["show", "order-1"]).ok().stdout.contains("completed"));
+    graphctl(&file, &["verify", "--all"]).ok();
+    graphctl(&file, &["prune", "order-1", "--keep", "1"]).fails(1, "Read-only file system");
+}
+
 /// Needs the local PostgreSQL (or GRAPH_TEST_POSTGRES_URL); a database of its own, dropped at the end.
 #[cfg(feature = "postgres")]
 #[test]

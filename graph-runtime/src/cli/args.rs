@@ -126,6 +126,13 @@ pub(crate) enum Command {
     },
 }
 
+impl Command {
+    /// Whether the command writes to the store (the others open a SQLite store read-only).
+    pub(crate) fn writes(&self) -> bool {
+        matches!(self, Command::Prune { .. } | Command::Resume { .. })
+    }
+}
+
 /// A run status, as `--status` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum StatusArg {

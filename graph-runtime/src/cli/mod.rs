@@ -29,7 +29,8 @@
 //!   verify. Never a panic or a backtrace: sled's panics on damaged files are caught by the store, and
 //!   [`Cli::main`] silences the panic hook so they are not printed twice.
 //! - **Reads change nothing**, except what opening a sled store does anyway (its commit log replayed
-//!   into the index). `prune` and `resume` write, through the store's own operations.
+//!   into the index); a SQLite store is opened read-only for them. `prune` and `resume` write, through
+//!   the store's own operations.
 //!
 //! See `docs/graphctl.md` for every command, with real output.
 
@@ -250,7 +251,7 @@ impl Cli {
             }
         };
         let result = runtime.block_on(async {
-            let store: Arc<dyn Store> = open::open_store(&args.store).await?;
+            let store: Arc<dyn Store> = open::open_store(&args.store, args.command.writes()).await?;
             let session =
                 commands::Session { store, graphs: &self.graphs, json: args.json, spec: &args.store };
             session.execute(args.command).await

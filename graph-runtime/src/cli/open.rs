@@ -3,7 +3,9 @@
 //! A plain path is a sled folder, which must exist and hold a store: graphctl never creates one; a plain
 //! path ending in `.sqlite` or `.db` that is a file is a SQLite database, as `sqlite://<path>` is. The SQL
 //! schemes (`sqlite://`, `postgres://`, `mysql://`) belong to the SQL stores of features `sqlite`,
-//! `postgres` and `mysql`; a graphctl built without the scheme's feature says so and exits 6.
+//! `postgres` and `mysql`; a graphctl built without the scheme's feature says so and exits 6. A command
+//! that only reads opens a SQLite store read-only (`SqliteStore::open_read_only`: nothing written, and
+//! a file system mounted read-only is no obstacle).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -11,13 +13,13 @@ use std::sync::Arc;
 use super::{Exit, Failure};
 use crate::store::Store;
 
-/// Opens the store `spec` names.
-pub(crate) async fn open_store(spec: &str) -> Result<Arc<dyn Store>, Failure> {
+/// Opens the store `spec` names, for a command that `writes` or only reads.
+pub(crate) async fn open_store(spec: &str, writes: bool) -> Result<Arc<dyn Store>, Failure> {
     match spec.split_once("://") {
-        None if is_sqlite_file(Path::new(spec)) => open_sqlite(Path::new(spec)),
+        None if is_sqlite_file(Path::new(spec)) => open_sqlite(Path::new(spec), writes),
         None => open_folder(Path::new(spec)),
         // Each SQL store behind its feature; a build without the feature says so.
-        Some(("sqlite", path)) => open_sqlite(Path::new(path)),
+        Some(("sqlite", path)) => open_sqlite(Path::new(path), writes),
         #[cfg(feature = "postgres")]
         Some(("postgres" | "postgresql", _)) => {
             Ok(Arc::new(crate::store::PostgresStore::connect(spec).await?))
@@ -51,9 +53,10 @@ fn is_sqlite_file(path: &Path) -> bool {
     path.is_file() && path.extension().is_some_and(|e| e == "sqlite" || e == "db")
 }
 
-/// A SQLite database file, which must exist: `SqliteStore::open` would create it.
+/// A SQLite database file, which must exist: `SqliteStore::open` would create it. Read-only unless the
+/// command `writes`.
 #[cfg(feature = "sqlite")]
-fn open_sqlite(path: &Path) -> Result<Arc<dyn Store>, Failure> {
+fn open_sqlite(path: &Path, writes: bool) -> Result<Arc<dyn Store>, Failure> {
     if !path.is_file() {
         let why = if path.is_dir() {
             "it is a folder, not a SQLite database file"
@@ -62,11 +65,15 @@ fn open_sqlite(path: &Path) -> Result<Arc<dyn Store>, Failure> {
         };
         return Err(Failure::new(Exit::NotFound, format!("no store at {}: {why}", path.display())));
     }
-    Ok(Arc::new(crate::store::SqliteStore::open(path)?))
+    if writes {
+        Ok(Arc::new(crate::store::SqliteStore::open(path)?))
+    } else {
+        Ok(Arc::new(crate::store::SqliteStore::open_read_only(path)?))
+    }
 }
 
 #[cfg(not(feature = "sqlite"))]
-fn open_sqlite(_path: &Path) -> Result<Arc<dyn Store>, Failure> {
+fn open_sqlite(_path: &Path, _writes: bool) -> Result<Arc<dyn Store>, Failure> {
     Err(not_built("sqlite"))
 }
 

@@ -199,8 +199,12 @@ struct Inner {
     /// Requests to the writer thread; `None` once the store is being dropped.
     sender: Option<mpsc::Sender<Job>>,
     /// The writer connection: the writer thread takes it for each group, and a caller on a multi-thread
-    /// runtime that finds it free commits its own request inline (no thread hand-off).
-    writer: Arc<Mutex<writer::Writer>>,
+    /// runtime that finds it free commits its own request inline (no thread hand-off). `None` for a
+    /// store opened read-only ([`SqliteStore::open_read_only`]).
+    writer: Option<Arc<Mutex<writer::Writer>>>,
+    /// The readers open the file as immutable (SQLite's `immutable=1`): a read-only store on a file
+    /// system SQLite cannot write, with no write-ahead log beside the file.
+    immutable: bool,
     thread: Option<JoinHandle<()>>,
     /// Read-only connections: the idle ones, and how many exist (at most `options.readers`).
     readers: Mutex<Readers>,
@@ -408,7 +412,8 @@ impl SqliteStore {
                 path,
                 options,
                 sender: Some(sender),
-                writer,
+                writer: Some(writer),
+                immutable: false,
                 thread: Some(thread),
                 readers: Mutex::new(Readers::default()),
                 reader_returned: Condvar::new(),
@@ -418,6 +423,81 @@ impl SqliteStore {
                 io_fail,
             }),
         })
+    }
+
+    /// Opens the database file `path` for reading only: no writer connection or thread, no schema
+    /// migration, nothing written to the file. Every read of [`Store`] works as on a store opened with
+    /// [`open`](Self::open), alongside a process that has the store open for writing (its commits
+    /// appear as they are made); every write fails with [`StoreError::ReadOnly`]. This is how graphctl
+    /// reads a SQLite store.
+    ///
+    /// It also opens a store on a file system that cannot be written (mounted read-only, or turned
+    /// read-only by the kernel after an error), where [`open`](Self::open) fails: through the
+    /// write-ahead log and its index when they are there (a store that was not closed), else the
+    /// database file alone as SQLite's immutable file (a store closed cleanly has no log; its commits
+    /// are all in the file).
+    ///
+    /// # Errors
+    ///
+    /// A backend error when `path` is not a file (a read-only open never creates one) or holds no
+    /// store of this crate; [`StoreError::UnsupportedSchemaVersion`] when a newer build created it;
+    /// [`StoreError::Corrupted`] when it is damaged or not a database; a backend error with the
+    /// operating system's cause when SQLite cannot read it.
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        if !path.is_file() {
+            let why = if path.is_dir() { "it is a folder" } else { "there is no such file" };
+            return Err(StoreError::backend(
+                format!("cannot open {} read-only", path.display()),
+                format!("{why}; a read-only open never creates a store"),
+            ));
+        }
+        // First as any reader: the log and its index, created beside the file if missing. On a file
+        // system that cannot be written SQLite cannot create them; with no log there, the file holds
+        // every commit, and nothing can change it while the file system stays read-only.
+        let mut immutable = false;
+        let conn = loop {
+            let conn = open_reader(&path, immutable).map_err(|e| cannot_open(&path, e))?;
+            match conn.query_row("SELECT MAX(version) FROM graph_schema_version", [], |r| r.get(0)) {
+                Ok(version) => {
+                    check_schema_version(&path, version)?;
+                    break conn;
+                }
+                Err(rusqlite::Error::SqliteFailure(f, _))
+                    if f.code == rusqlite::ErrorCode::CannotOpen && !immutable && !has_log(&path) =>
+                {
+                    immutable = true;
+                }
+                Err(rusqlite::Error::SqliteFailure(_, Some(m))) if m.starts_with("no such table") => {
+                    return Err(no_store(&path));
+                }
+                Err(e) => return Err(sql_error_on(&conn, &path, "reading the schema version", e)),
+            }
+        };
+        let mut readers = Readers::default();
+        readers.idle.push(conn);
+        readers.open = 1;
+        Ok(SqliteStore {
+            inner: Arc::new(Inner {
+                path,
+                options: SqliteOptions::default(),
+                sender: None,
+                writer: None,
+                immutable,
+                thread: None,
+                readers: Mutex::new(readers),
+                reader_returned: Condvar::new(),
+                stats: Default::default(),
+                stopped: Default::default(),
+                fail: Default::default(),
+                io_fail: Default::default(),
+            }),
+        })
+    }
+
+    /// Whether this store was opened read-only ([`open_read_only`](Self::open_read_only)).
+    pub fn is_read_only(&self) -> bool {
+        self.inner.writer.is_none()
     }
 
     /// The database file.
@@ -511,6 +591,9 @@ impl SqliteStore {
     /// Commits `op`, inline or through the writer thread, and waits for its answer (after its group
     /// committed).
     async fn request(&self, op: Op) -> Result<Reply, StoreError> {
+        if self.inner.writer.is_none() {
+            return Err(StoreError::ReadOnly { path: self.inner.path.clone() });
+        }
         let (answer, reply) = oneshot::channel();
         let job = Job { op, answer };
         let Some(job) = self.commit_inline(job) else {
@@ -536,7 +619,7 @@ impl SqliteStore {
         if self.inner.stats.queued.load(Ordering::SeqCst) > 0 {
             return Some(job);
         }
-        let Ok(mut writer) = self.inner.writer.try_lock() else { return Some(job) };
+        let Ok(mut writer) = self.inner.writer.as_ref()?.try_lock() else { return Some(job) };
         tokio::task::block_in_place(|| writer.commit_group(vec![job]));
         None
     }
@@ -608,8 +691,7 @@ impl Inner {
     }
 
     fn open_reader(&self) -> Result<Connection, StoreError> {
-        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(&self.path, flags)
+        let conn = open_reader(&self.path, self.immutable)
             .map_err(|e| sql_error(&self.path, "opening a reader", e))?;
         conn.busy_timeout(self.options.busy_timeout)
             .map_err(|e| sql_error(&self.path, "setting the busy timeout", e))?;
@@ -623,6 +705,51 @@ struct Readers {
     idle: Vec<Connection>,
     /// Connections that exist, idle or in use.
     open: usize,
+}
+
+/// A read-only connection to `path`; `immutable`: SQLite's `immutable=1` (no locks, no log read).
+fn open_reader(path: &Path, immutable: bool) -> rusqlite::Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if !immutable {
+        return Connection::open_with_flags(path, flags);
+    }
+    // A URI: the characters that mean something in one are escaped in the path.
+    let mut uri = String::from("file:");
+    for c in path.to_string_lossy().chars() {
+        match c {
+            '%' | '?' | '#' => uri.push_str(&format!("%{:02X}", c as u32)),
+            c => uri.push(c),
+        }
+    }
+    uri.push_str("?immutable=1");
+    Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)
+}
+
+/// The schema version `version` (`MAX(version)` of its table) of the file `path`, checked: none holds
+/// no store, and a newer one is refused.
+fn check_schema_version(path: &Path, version: Option<i64>) -> Result<(), StoreError> {
+    let Some(version) = version else { return Err(no_store(path)) };
+    if version > i64::from(SQLITE_SCHEMA_VERSION) {
+        return Err(StoreError::UnsupportedSchemaVersion {
+            found: u32::try_from(version).unwrap_or(u32::MAX),
+            supported: SQLITE_SCHEMA_VERSION,
+        });
+    }
+    Ok(())
+}
+
+fn no_store(path: &Path) -> StoreError {
+    StoreError::backend(
+        format!("cannot open {} read-only", path.display()),
+        "the file holds no graph-runtime store (it has no schema version)",
+    )
+}
+
+/// Whether the database file `path` has a write-ahead log beside it.
+fn has_log(path: &Path) -> bool {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    Path::new(&wal).exists()
 }
 
 fn writer_gone(path: &Path) -> StoreError {
