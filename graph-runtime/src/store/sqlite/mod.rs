@@ -266,6 +266,7 @@ impl std::fmt::Debug for SqliteStore {
         f.debug_struct("SqliteStore")
             .field("path", &self.inner.path)
             .field("durability", &self.inner.options.durability)
+            .field("read_only", &self.is_read_only())
             .finish()
     }
 }
