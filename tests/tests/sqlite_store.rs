@@ -616,3 +616,66 @@ async fn a_read_only_open_changes_nothing_and_refuses_what_is_not_a_store() {
         other => panic!("{other:?}"),
     }
 }
+
+/// The frames of the write-ahead log `wal` that end a commit (a non-zero second word), as byte offsets
+/// of their pages: a 32-byte header, then frames of a 24-byte header and a page.
+fn commit_pages(wal: &[u8]) -> Vec<usize> {
+    let be = |at: usize| u32::from_be_bytes(wal[at..at + 4].try_into().unwrap());
+    let frame = 24 + be(8) as usize;
+    (0..(wal.len() - 32) / frame)
+        .map(|j| 32 + j * frame)
+        .filter(|&f| be(f + 4) != 0 && wal[f + 8..f + 16] == wal[16..24])
+        .map(|f| f + 24)
+        .collect()
+}
+
+/// Ten commits in the log of a store, copied while it is open (a crash image: database file, log, the
+/// log's index), one byte flipped in a frame. Inside the log (the third commit's frame): SQLite would
+/// read the log only up to it and drop the seven commits after it without an error, so a `Sync` open
+/// (and a read-only one) is `Corrupted`, naming the log and the byte; an `Async` open, whose contract
+/// allows losing unsynced commits, reads it as SQLite does (two commits). In the last commit: the torn
+/// end of a log, which a crash can leave, read as the end (nine commits). Untouched: all ten.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_frame_inside_the_log_is_corrupted_not_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(file(&dir)).unwrap();
+    commit_steps(&store, "r", 0..10).await;
+    let image = |name: &str, damaged: Option<usize>| {
+        for suffix in ["", "-wal", "-shm"] {
+            let to = dir.path().join(format!("{name}{suffix}"));
+            std::fs::copy(dir.path().join(format!("store.sqlite{suffix}")), &to).unwrap();
+        }
+        let wal = dir.path().join(format!("{name}-wal"));
+        let mut bytes = std::fs::read(&wal).unwrap();
+        let commits = commit_pages(&bytes);
+        assert!(commits.len() >= 10, "{} commit frames", commits.len());
+        if let Some(k) = damaged {
+            bytes[commits[commits.len() - 10 + k] + 100] ^= 0x08;
+            std::fs::write(&wal, bytes).unwrap();
+        }
+        (dir.path().join(name), wal)
+    };
+    let (sound, _) = image("sound.sqlite", None);
+    let (inside, inside_wal) = image("inside.sqlite", Some(2));
+    let (relaxed, _) = image("relaxed.sqlite", Some(2));
+    let (last, _) = image("last.sqlite", Some(9));
+    drop(store);
+
+    for open in [SqliteStore::open(&inside).map(drop), SqliteStore::open_read_only(&inside).map(drop)] {
+        match open {
+            Err(e @ StoreError::Corrupted { .. }) => {
+                let StoreError::Corrupted { file: Some(f), .. } = &e else { unreachable!() };
+                assert_eq!(f, &inside_wal);
+                let m = e.to_string();
+                println!("{m}");
+                assert!(m.contains("damaged at byte") && m.contains("7 whole commit groups"), "{m}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    let steps = |store: SqliteStore| async move { store.history("r").await.unwrap().len() };
+    let async_open = SqliteOptions::default().durability(Durability::Async);
+    assert_eq!(steps(SqliteStore::open_with(&relaxed, async_open).unwrap()).await, 2);
+    assert_eq!(steps(SqliteStore::open(&last).unwrap()).await, 9);
+    assert_eq!(steps(SqliteStore::open(&sound).unwrap()).await, 10);
+}

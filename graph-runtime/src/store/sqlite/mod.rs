@@ -49,6 +49,7 @@
 //! bytes of [`super::record`] (checkpoints, run rows), [`super::journal`] or [`crate::events`]; the
 //! other columns exist to be queried by.
 
+mod log_check;
 mod vfs;
 mod writer;
 
@@ -276,7 +277,9 @@ impl SqliteStore {
     ///
     /// # Errors
     ///
-    /// [`StoreError::Corrupted`] naming the file when it is damaged or not a database;
+    /// [`StoreError::Corrupted`] naming the file when it is damaged or not a database, or naming its
+    /// write-ahead log when a damaged frame inside it would make SQLite drop the commits after it (not
+    /// checked for [`Durability::Async`], which may lose its unsynced commits);
     /// [`StoreError::UnsupportedSchemaVersion`] when a newer build created it; [`StoreError::Unavailable`]
     /// when another connection holds it locked past the busy timeout; backend errors, among them a path
     /// that cannot be opened, saying why (a folder, a missing folder, the OS's error), an I/O error or
@@ -312,6 +315,12 @@ impl SqliteStore {
                 "SQLite keeps such a database only while it is open: give a file's path (`MemoryStore` keeps \
                  runs in memory)",
             ));
+        }
+        // Before SQLite reads the log: it would drop, without an error, every commit after a damaged
+        // frame (`log_check`). An `Async` store may lose its unsynced commits, gaps included, by its
+        // contract: SQLite's reading stands.
+        if options.durability == Durability::Sync {
+            log_check::check(&path)?;
         }
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
@@ -442,7 +451,8 @@ impl SqliteStore {
     ///
     /// A backend error when `path` is not a file (a read-only open never creates one) or holds no
     /// store of this crate; [`StoreError::UnsupportedSchemaVersion`] when a newer build created it;
-    /// [`StoreError::Corrupted`] when it is damaged or not a database; a backend error with the
+    /// [`StoreError::Corrupted`] when it is damaged or not a database, or its write-ahead log is damaged
+    /// inside (as for [`open`](Self::open)); a backend error with the
     /// operating system's cause when SQLite cannot read it.
     pub fn open_read_only(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         let path = path.as_ref().to_path_buf();
@@ -453,6 +463,7 @@ impl SqliteStore {
                 format!("{why}; a read-only open never creates a store"),
             ));
         }
+        log_check::check(&path)?;
         // First as any reader: the log and its index, created beside the file if missing. On a file
         // system that cannot be written SQLite cannot create them; with no log there, the file holds
         // every commit, and nothing can change it while the file system stays read-only.

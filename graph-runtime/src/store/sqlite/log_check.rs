@@ -1,0 +1,267 @@
+//! The write-ahead log checked before SQLite reads it: damage inside the log is an error, not its end.
+//!
+//! SQLite reads a log (`<file>-wal`) from its start and stops at the first frame whose salt or checksum
+//! does not match. Each frame's checksum continues the one before it, so one damaged byte ends the
+//! log there, and every commit after it is dropped without an error: a store whose log had a flipped
+//! byte in its third of ten commits opened with two of them (docs/stores.md, "A damaged log"). At the
+//! end of the log that is right: a group cut by a crash before its sync returned was never
+//! acknowledged, and must read as the torn end of the log. Inside the log it is not: the groups after
+//! the damage were synced and acknowledged.
+//!
+//! Each frame also stores the checksum up to itself, so a frame can be checked on its own against the
+//! one stored in the frame before it. A whole commit group past the point where SQLite stops — the
+//! frames after a commit frame up to the next commit frame, each checked so, with the log's salt — is a
+//! group SQLite would drop: [`check`] reports it as `Corrupted`, naming the log and the byte where its
+//! damage starts. Only the last group can be torn by a crash (a group is written after the previous
+//! one's sync returned), and frames a rolled-back transaction left past the end carry no commit mark,
+//! so neither is taken for damage.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::StoreError;
+
+/// The log's header: magic, format version, page size, checkpoint sequence, two salts, checksum.
+const HEADER: usize = 32;
+/// A frame's header: page number, database size after a commit (0 for other frames), two salts,
+/// checksum.
+const FRAME_HEADER: usize = 24;
+/// The magic numbers: little-endian checksums, big-endian ones.
+const MAGIC: [u32; 2] = [0x377f_0682, 0x377f_0683];
+
+/// What to do about a damaged log.
+const REMEDY: &str = "the commits after the damage are in the log but SQLite would not read them: restore the \
+     database file and its -wal file from a backup; or copy both aside and open the store once with \
+     `Durability::Async`, which reads the log up to the damage and drops what follows";
+
+/// Checks the write-ahead log of the database file `path`, if it has one: `Corrupted` when SQLite
+/// would drop whole commit groups after a damaged frame (module docs).
+///
+/// Another process may be writing the store while its log is read: a read that a commit overtook can
+/// see a stale region before fresh groups, and a restarted log mixes two headers' frames. So damage is
+/// reported only when a second read of the log finds it at the same byte (damage stays where it is), a
+/// read whose header changed meanwhile counts for nothing, and after four reads without an answer the
+/// log is left to SQLite.
+pub(super) fn check(path: &Path) -> Result<(), StoreError> {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let wal = PathBuf::from(wal);
+    let mut seen = None;
+    for _ in 0..4 {
+        let bytes = match std::fs::read(&wal) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => {
+                return Err(StoreError::backend(format!("reading the write-ahead log {}", wal.display()), e));
+            }
+        };
+        if bytes.get(..HEADER) != header(&wal).as_ref().map(|h| &h[..]) {
+            seen = None;
+            continue;
+        }
+        let Some(d) = damage(&bytes) else { return Ok(()) };
+        if seen != Some(d.offset) {
+            seen = Some(d.offset);
+            continue;
+        }
+        return Err(StoreError::corrupted_file(
+            &wal,
+            format!(
+                "the write-ahead log is damaged at byte {} (frame {}), and {} whole commit group{} after it \
+                 would be dropped: SQLite reads a log only up to its first damaged frame",
+                d.offset,
+                d.frame + 1,
+                d.groups,
+                if d.groups == 1 { "" } else { "s" }
+            ),
+            REMEDY,
+        ));
+    }
+    Ok(())
+}
+
+/// The first bytes of the file `wal` (its header), if it has that many.
+fn header(wal: &Path) -> Option<[u8; HEADER]> {
+    use std::io::Read;
+    let mut h = [0; HEADER];
+    std::fs::File::open(wal).ok()?.read_exact(&mut h).ok()?;
+    Some(h)
+}
+
+/// Where a log's damage starts, and how many whole commit groups follow it.
+#[derive(Debug, PartialEq, Eq)]
+struct Damage {
+    /// Byte offset of the first frame SQLite would not read.
+    offset: usize,
+    /// Its index (from 0).
+    frame: usize,
+    /// Whole commit groups after it.
+    groups: usize,
+}
+
+/// SQLite's log checksum (`walChecksumBytes`): two running sums over 32-bit words, in the byte order
+/// the magic number names, continuing from `sums`.
+fn checksum(big_endian: bool, sums: (u32, u32), data: &[u8]) -> (u32, u32) {
+    let word = |b: &[u8]| {
+        let b = [b[0], b[1], b[2], b[3]];
+        if big_endian { u32::from_be_bytes(b) } else { u32::from_le_bytes(b) }
+    };
+    let (mut s1, mut s2) = sums;
+    for pair in data.chunks_exact(8) {
+        s1 = s1.wrapping_add(word(&pair[..4])).wrapping_add(s2);
+        s2 = s2.wrapping_add(word(&pair[4..])).wrapping_add(s1);
+    }
+    (s1, s2)
+}
+
+fn be(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// The damage in the log `bytes`, if whole commit groups follow the first frame SQLite would not read.
+fn damage(bytes: &[u8]) -> Option<Damage> {
+    let header = bytes.get(..HEADER)?;
+    let magic = be(header, 0);
+    let big_endian = magic == MAGIC[1];
+    let page = match be(header, 8) {
+        1 => 65_536,
+        p => p as usize,
+    };
+    if !MAGIC.contains(&magic) || !page.is_power_of_two() || !(512..=65_536).contains(&page) {
+        // Not a log SQLite would read at all; nothing of it is checked here.
+        return None;
+    }
+    let frame_size = FRAME_HEADER + page;
+    let frames = (bytes.len() - HEADER) / frame_size;
+    let frame = |j: usize| &bytes[HEADER + j * frame_size..HEADER + (j + 1) * frame_size];
+    let stored = |f: &[u8]| (be(f, 16), be(f, 20));
+    let header_sums = (be(header, 24), be(header, 28));
+    let header_ok = checksum(big_endian, (0, 0), &header[..24]) == header_sums;
+    // The salt the frames must carry: the header's, or, when the header itself is damaged, the first
+    // frame's (so that damage there is found too).
+    let salt = if header_ok || frames == 0 { &header[16..24] } else { &frame(0)[8..16] };
+    // Frame `j` checked on its own: its salt, a page number, and its checksum from the one stored in
+    // the frame before it (the header's for the first).
+    let sound = |j: usize| {
+        let f = frame(j);
+        let before = if j == 0 { header_sums } else { stored(frame(j - 1)) };
+        let sums = checksum(big_endian, checksum(big_endian, before, &f[..8]), &f[FRAME_HEADER..]);
+        &f[8..16] == salt && be(f, 0) != 0 && sums == stored(f)
+    };
+    let commit = |j: usize| be(frame(j), 4) != 0 && &frame(j)[8..16] == salt;
+    // Where SQLite stops: the first frame that is not sound (each sound frame's stored checksum is
+    // then the running one SQLite computes), or the first frame when the header is damaged.
+    let first_bad = if header_ok { (0..frames).find(|&j| !sound(j))? } else { 0 };
+    // Whole groups after it: a commit frame, then sound frames up to and with the next commit frame.
+    let mut groups = 0;
+    let mut open = false; // a commit frame seen after `first_bad`, and every frame since sound
+    for j in first_bad..frames {
+        let ok = j > first_bad && sound(j);
+        if commit(j) {
+            if open && ok {
+                groups += 1;
+            }
+            open = true;
+        } else if !ok {
+            open = false;
+        }
+    }
+    (groups > 0).then_some(Damage { offset: HEADER + first_bad * frame_size, frame: first_bad, groups })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A log of `commits` commit groups of `per_group` frames each (512-byte pages), as SQLite writes it.
+    fn log(commits: usize, per_group: usize) -> Vec<u8> {
+        frames(commits, per_group, true)
+    }
+
+    /// As [`log`]; without `mark`, no frame is a commit frame (a transaction that spilled its pages).
+    fn frames(commits: usize, per_group: usize, mark: bool) -> Vec<u8> {
+        let page = 512usize;
+        let mut out = Vec::new();
+        out.extend_from_slice(&MAGIC[0].to_be_bytes());
+        out.extend_from_slice(&3_007_000u32.to_be_bytes());
+        out.extend_from_slice(&(page as u32).to_be_bytes());
+        out.extend_from_slice(&0u32.to_be_bytes());
+        out.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+        let mut sums = checksum(false, (0, 0), &out);
+        out.extend_from_slice(&sums.0.to_be_bytes());
+        out.extend_from_slice(&sums.1.to_be_bytes());
+        let mut n = 0u32;
+        for _ in 0..commits {
+            for k in 0..per_group {
+                n += 1;
+                let mut f = Vec::new();
+                f.extend_from_slice(&n.to_be_bytes());
+                f.extend_from_slice(&(if mark && k + 1 == per_group { n } else { 0 }).to_be_bytes());
+                f.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+                let data: Vec<u8> = (0..page).map(|i| (i as u32 * 7 + n) as u8).collect();
+                sums = checksum(false, checksum(false, sums, &f[..8]), &data);
+                f.extend_from_slice(&sums.0.to_be_bytes());
+                f.extend_from_slice(&sums.1.to_be_bytes());
+                f.extend_from_slice(&data);
+                out.extend_from_slice(&f);
+            }
+        }
+        out
+    }
+
+    const FRAME: usize = FRAME_HEADER + 512;
+
+    #[test]
+    fn a_sound_log_has_no_damage() {
+        assert_eq!(damage(&log(10, 3)), None);
+    }
+
+    /// A byte flipped in the third of ten groups: the seven after it are whole.
+    #[test]
+    fn damage_inside_the_log_is_found() {
+        let mut bytes = log(10, 3);
+        let at = HEADER + 7 * FRAME + FRAME_HEADER + 100; // frame 8: the third group's second frame
+        bytes[at] ^= 0x10;
+        assert_eq!(damage(&bytes), Some(Damage { offset: HEADER + 7 * FRAME, frame: 7, groups: 7 }));
+        // In the header: every group follows it.
+        let mut bytes = log(10, 3);
+        bytes[17] ^= 1;
+        assert_eq!(damage(&bytes).map(|d| (d.frame, d.groups)), Some((0, 9)));
+    }
+
+    /// Damage in the last group, a last group cut short, and frames a rolled-back transaction left past
+    /// the last commit: the end of the log, not damage.
+    #[test]
+    fn a_torn_or_unfinished_end_is_not_damage() {
+        let sound = log(10, 3);
+        let mut bytes = sound.clone();
+        bytes[HEADER + 28 * FRAME + 40] ^= 1; // the last group's second frame
+        assert_eq!(damage(&bytes), None);
+        assert_eq!(damage(&sound[..HEADER + 28 * FRAME + 100]), None);
+        // Frames of a transaction that spilled and rolled back, then two commits over its first frames.
+        let mut bytes = frames(1, 12, false);
+        let two = log(2, 3);
+        bytes[..two.len()].copy_from_slice(&two);
+        assert_eq!(damage(&bytes), None);
+    }
+
+    /// Big-endian checksums (magic 0x377f0683), as a big-endian machine writes them.
+    #[test]
+    fn big_endian_logs_are_checked_too() {
+        let mut bytes = log(4, 2);
+        bytes[..4].copy_from_slice(&MAGIC[1].to_be_bytes());
+        // Rewrite every checksum in big-endian words.
+        let mut sums = checksum(true, (0, 0), &bytes[..24]);
+        bytes[24..28].copy_from_slice(&sums.0.to_be_bytes());
+        bytes[28..32].copy_from_slice(&sums.1.to_be_bytes());
+        for j in 0..8 {
+            let f = HEADER + j * FRAME;
+            sums =
+                checksum(true, checksum(true, sums, &bytes[f..f + 8]), &bytes[f + FRAME_HEADER..f + FRAME]);
+            bytes[f + 16..f + 20].copy_from_slice(&sums.0.to_be_bytes());
+            bytes[f + 20..f + 24].copy_from_slice(&sums.1.to_be_bytes());
+        }
+        assert_eq!(damage(&bytes), None);
+        bytes[HEADER + 2 * FRAME + 60] ^= 4;
+        assert_eq!(damage(&bytes).map(|d| (d.frame, d.groups)), Some((2, 2)));
+    }
+}
