@@ -600,6 +600,28 @@ impl SqliteStore {
         .await
     }
 
+    /// `Corrupted` when the run row `row` of `run_id` (its bytes checked) names a later step than
+    /// `last`, the last checkpoint the index of checkpoints gives: that index is damaged. A damaged
+    /// index leaf can drop entries without SQLite noticing, and a run would then read as behind the
+    /// step it committed (measured: docs/stores.md, "A damaged index").
+    fn check_index(&self, run_id: &str, row: Option<&[u8]>, last: Option<u64>) -> Result<(), StoreError> {
+        let Some(row) = row else { return Ok(()) };
+        let latest = decode_run(row)?.latest_step;
+        if last.is_some_and(|last| last >= latest) {
+            return Ok(());
+        }
+        Err(StoreError::Corrupted {
+            run: Some(run_id.to_owned()),
+            step: Some(latest),
+            file: Some(self.inner.path.clone()),
+            detail: format!(
+                "the run's row is at step {latest} but the index of its checkpoints ends at {}: the index is damaged",
+                last.map_or("none".to_owned(), |s| format!("step {s}"))
+            ),
+            remedy: REMEDY_FILE,
+        })
+    }
+
     /// Commits `op`, inline or through the writer thread, and waits for its answer (after its group
     /// committed).
     async fn request(&self, op: Op) -> Result<Reply, StoreError> {
@@ -1129,16 +1151,25 @@ impl Store for SqliteStore {
 
     async fn latest(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError> {
         let run = run_id.to_owned();
-        let row: Option<(i64, Vec<u8>)> = self
+        let (row, last): (Option<Vec<u8>>, Option<(i64, Vec<u8>)>) = self
             .read(move |c| {
-                c.prepare_cached(
-                    "SELECT step, record FROM checkpoints WHERE run_id = ?1 ORDER BY step DESC LIMIT 1",
-                )?
-                .query_row(params![run], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()
+                // One read transaction: the run row and the last checkpoint of the same moment.
+                let tx = c.unchecked_transaction()?;
+                let row = tx
+                    .prepare_cached("SELECT row FROM runs WHERE run_id = ?1")?
+                    .query_row(params![run], |r| r.get(0))
+                    .optional()?;
+                let last = tx
+                    .prepare_cached(
+                        "SELECT step, record FROM checkpoints WHERE run_id = ?1 ORDER BY step DESC LIMIT 1",
+                    )?
+                    .query_row(params![run], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()?;
+                Ok((row, last))
             })
             .await?;
-        row.map(|(step, b)| decode(run_id, uint(step), &b)).transpose()
+        self.check_index(run_id, row.as_deref(), last.as_ref().map(|(step, _)| uint(*step)))?;
+        last.map(|(step, b)| decode(run_id, uint(step), &b)).transpose()
     }
 
     async fn checkpoints(&self, run_id: &str, from: u64, to: u64) -> Result<Vec<Checkpoint>, StoreError> {
@@ -1162,13 +1193,21 @@ impl Store for SqliteStore {
 
     async fn history(&self, run_id: &str) -> Result<Vec<CheckpointMeta>, StoreError> {
         let run = run_id.to_owned();
-        let rows: Vec<(i64, Vec<u8>)> = self
+        let (row, rows): (Option<Vec<u8>>, Vec<(i64, Vec<u8>)>) = self
             .read(move |c| {
-                c.prepare_cached("SELECT step, record FROM checkpoints WHERE run_id = ?1 ORDER BY step")?
+                let tx = c.unchecked_transaction()?;
+                let row = tx
+                    .prepare_cached("SELECT row FROM runs WHERE run_id = ?1")?
+                    .query_row(params![run], |r| r.get(0))
+                    .optional()?;
+                let rows = tx
+                    .prepare_cached("SELECT step, record FROM checkpoints WHERE run_id = ?1 ORDER BY step")?
                     .query_map(params![run], |r| Ok((r.get(0)?, r.get(1)?)))?
-                    .collect()
+                    .collect::<rusqlite::Result<_>>()?;
+                Ok((row, rows))
             })
             .await?;
+        self.check_index(run_id, row.as_deref(), rows.last().map(|(step, _)| uint(*step)))?;
         rows.iter().map(|(step, b)| Ok(decode(run_id, uint(*step), b)?.meta())).collect()
     }
 

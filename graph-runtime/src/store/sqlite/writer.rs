@@ -452,6 +452,11 @@ impl Writer {
                     .and_then(|mut st| st.query_row(params![&**s.run_id, step], |r| r.get(0)))
                     .map_err(self.err("reading a checkpoint's key"))?;
                 self.unwrite(s.key, None)?;
+                if existing == s.key {
+                    // This key's own commit: its key row was not found, which only a damaged index of
+                    // keys does (a key is inserted with its checkpoint and kept after a prune).
+                    return Ok(Applied::Refused(Reply::Outcome(CommitOutcome::AlreadyCommitted { version })));
+                }
                 return Ok(Applied::Refused(Reply::Outcome(CommitOutcome::StepTaken {
                     existing_key: existing,
                     version,
