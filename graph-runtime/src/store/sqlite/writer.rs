@@ -687,6 +687,11 @@ mod tests {
         (Job { op, answer }, rx)
     }
 
+    /// The writer of `store` (opened for writing).
+    fn writer(store: &SqliteStore) -> std::sync::MutexGuard<'_, Writer> {
+        store.inner.writer.as_ref().expect("a writable store").lock().unwrap()
+    }
+
     fn outcome(rx: &mut oneshot::Receiver<Result<Reply, StoreError>>) -> Result<CommitOutcome, String> {
         match rx.try_recv().expect("answered") {
             Ok(Reply::Outcome(o)) => Ok(o),
@@ -708,14 +713,7 @@ mod tests {
         let (stale, mut r_stale) = save("r", 1, 3, 7); // step 1 at a wrong version: VersionConflict
         let (step1, mut r_step1) = save("r", 1, 3, 1); // the same key as `stale`, right version
         let (redo, mut r_redo) = save("r", 0, 2, 1); // `other`'s key again, for step 0: StepTaken
-        store
-            .inner
-            .writer
-            .as_ref()
-            .unwrap()
-            .lock()
-            .unwrap()
-            .commit_group(vec![a, again, other, stale, step1, redo]);
+        writer(&store).commit_group(vec![a, again, other, stale, step1, redo]);
         assert_eq!(outcome(&mut ra), Ok(CommitOutcome::Committed { version: 1 }));
         assert_eq!(outcome(&mut r_again), Ok(CommitOutcome::AlreadyCommitted { version: 1 }));
         let first_key = checkpoint("r", 0, 1).idempotency_key;
@@ -737,11 +735,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(dir.path().join("s.sqlite")).unwrap();
         let (a, mut ra) = save("r", 0, 1, 0);
-        store.inner.writer.as_ref().unwrap().lock().unwrap().commit_group(vec![a]);
+        writer(&store).commit_group(vec![a]);
         assert_eq!(outcome(&mut ra), Ok(CommitOutcome::Committed { version: 1 }));
         let (b, mut rb) = save("r", 0, 2, 1);
         let (c, mut rc) = save("r", 1, 2, 0);
-        store.inner.writer.as_ref().unwrap().lock().unwrap().commit_group(vec![b, c]);
+        writer(&store).commit_group(vec![b, c]);
         assert!(matches!(outcome(&mut rb), Ok(CommitOutcome::StepTaken { .. })));
         assert_eq!(outcome(&mut rc), Ok(CommitOutcome::VersionConflict { current: 1 }));
         assert_eq!((store.transactions(), store.requests()), (1, 3));
@@ -756,12 +754,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(dir.path().join("s.sqlite")).unwrap();
         let kept = |run: &str| {
-            let w = store.inner.writer.as_ref().unwrap().lock().unwrap();
+            let w = writer(&store);
             (w.no_pending.borrow().contains(run), w.known.info(run).is_some())
         };
         let (a, mut ra) = save("done", 0, 1, 0);
         let (b, mut rb) = save("failed", 0, 1, 0);
-        store.inner.writer.as_ref().unwrap().lock().unwrap().commit_group(vec![a, b]);
+        writer(&store).commit_group(vec![a, b]);
         assert_eq!(outcome(&mut ra), Ok(CommitOutcome::Committed { version: 1 }));
         assert_eq!(outcome(&mut rb), Ok(CommitOutcome::Committed { version: 1 }));
         assert_eq!((kept("done"), kept("failed")), ((true, true), (true, true)));
@@ -776,13 +774,13 @@ mod tests {
             pending: None,
             expected_version: 1,
         };
-        store.inner.writer.as_ref().unwrap().lock().unwrap().commit_group(vec![last, Job { op, answer }]);
+        writer(&store).commit_group(vec![last, Job { op, answer }]);
         assert_eq!(outcome(&mut r_last), Ok(CommitOutcome::Committed { version: 2 }));
         assert_eq!(outcome(&mut r_fail), Ok(CommitOutcome::Committed { version: 2 }));
         assert_eq!((kept("done"), kept("failed")), ((false, false), (false, false)));
         // Resumed, the failed run commits again from its stored row.
         let (again, mut r_again) = save("failed", 1, 2, 2);
-        store.inner.writer.as_ref().unwrap().lock().unwrap().commit_group(vec![again]);
+        writer(&store).commit_group(vec![again]);
         assert_eq!(outcome(&mut r_again), Ok(CommitOutcome::Committed { version: 3 }));
         assert_eq!(kept("failed"), (true, true));
     }
@@ -794,7 +792,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(dir.path().join("s.sqlite")).unwrap();
         let (s0, mut rs0) = save("s", 0, 1, 0);
-        store.inner.writer.as_ref().unwrap().lock().unwrap().commit_group(vec![s0]);
+        writer(&store).commit_group(vec![s0]);
         assert_eq!(outcome(&mut rs0), Ok(CommitOutcome::Committed { version: 1 }));
         // A status change first (written, then rolled back with the failing request, then written again).
         // Paused, not ended: the writer keeps the row it wrote, and must forget it with the rollback
@@ -812,7 +810,7 @@ mod tests {
         let (a, mut ra) = save("a", 0, 1, 0);
         let (b, mut rb) = save("b", 0, 1, 0);
         store.fail_point().fail_after(2); // the first save reaching its second write: `a`
-        store.inner.writer.as_ref().unwrap().lock().unwrap().commit_group(vec![status, a, b]);
+        writer(&store).commit_group(vec![status, a, b]);
         assert_eq!(outcome(&mut rs), Ok(CommitOutcome::Committed { version: 2 }));
         assert!(outcome(&mut ra).unwrap_err().contains("injected failure"));
         assert_eq!(outcome(&mut rb), Ok(CommitOutcome::Committed { version: 1 }));
@@ -838,7 +836,7 @@ mod tests {
         let (b, mut rb) = save("b", 0, 1, 0);
         let (c, mut rc) = save("c", 0, 1, 0);
         store.io_fail_point().fail_after(2); // the first save reaching its second write: `a`'s
-        store.inner.writer.as_ref().unwrap().lock().unwrap().commit_group(vec![a, b, c]);
+        writer(&store).commit_group(vec![a, b, c]);
         // `a` with the error that stopped the store, `b` and `c` refused by the stopped store: each
         // names that error as the cause.
         for (run, r) in [("a", outcome(&mut ra)), ("b", outcome(&mut rb)), ("c", outcome(&mut rc))] {
