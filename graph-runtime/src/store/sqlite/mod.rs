@@ -741,6 +741,13 @@ struct Readers {
     open: usize,
 }
 
+/// The stored run row of `run`, its bytes.
+fn run_row(c: &Connection, run: &str) -> rusqlite::Result<Option<Vec<u8>>> {
+    c.prepare_cached("SELECT row FROM runs WHERE run_id = ?1")?
+        .query_row(params![run], |r| r.get(0))
+        .optional()
+}
+
 /// A read-only connection to `path`; `immutable`: SQLite's `immutable=1` (no locks, no log read).
 fn open_reader(path: &Path, immutable: bool) -> rusqlite::Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -1126,13 +1133,7 @@ impl Store for SqliteStore {
 
     async fn run_info(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {
         let run = run_id.to_owned();
-        let row: Option<Vec<u8>> = self
-            .read(move |c| {
-                c.prepare_cached("SELECT row FROM runs WHERE run_id = ?1")?
-                    .query_row(params![run], |r| r.get(0))
-                    .optional()
-            })
-            .await?;
+        let row = self.read(move |c| run_row(c, &run)).await?;
         row.map(|b| decode_run(&b)).transpose()
     }
 
@@ -1155,10 +1156,7 @@ impl Store for SqliteStore {
             .read(move |c| {
                 // One read transaction: the run row and the last checkpoint of the same moment.
                 let tx = c.unchecked_transaction()?;
-                let row = tx
-                    .prepare_cached("SELECT row FROM runs WHERE run_id = ?1")?
-                    .query_row(params![run], |r| r.get(0))
-                    .optional()?;
+                let row = run_row(&tx, &run)?;
                 let last = tx
                     .prepare_cached(
                         "SELECT step, record FROM checkpoints WHERE run_id = ?1 ORDER BY step DESC LIMIT 1",
@@ -1196,10 +1194,7 @@ impl Store for SqliteStore {
         let (row, rows): (Option<Vec<u8>>, Vec<(i64, Vec<u8>)>) = self
             .read(move |c| {
                 let tx = c.unchecked_transaction()?;
-                let row = tx
-                    .prepare_cached("SELECT row FROM runs WHERE run_id = ?1")?
-                    .query_row(params![run], |r| r.get(0))
-                    .optional()?;
+                let row = run_row(&tx, &run)?;
                 let rows = tx
                     .prepare_cached("SELECT step, record FROM checkpoints WHERE run_id = ?1 ORDER BY step")?
                     .query_map(params![run], |r| Ok((r.get(0)?, r.get(1)?)))?
