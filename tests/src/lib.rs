@@ -3,6 +3,7 @@
 //! run's committed history.
 
 pub mod backends;
+pub mod damage;
 pub mod faults;
 pub mod graphs;
 pub mod hooked;

@@ -35,13 +35,13 @@ use std::time::{Duration, Instant};
 
 use graph_runtime::rand_chacha::ChaCha8Rng;
 use graph_runtime::rand_core::{Rng, SeedableRng};
+use graph_tests::damage::{Counts, Tail, pick_damage, scratch, tail, verify};
 use graph_tests::faults::{Reference, parse_acks, reference, run_id, wal_groups, wal_segments};
 
 const RUNS: usize = 4;
 const ITERATIONS: u64 = 30;
 const TRIALS: usize = 320;
-/// A verification that takes longer is a hang.
-const VERIFY_TIMEOUT: Duration = Duration::from_secs(30);
+const VERIFIER: &str = env!("CARGO_BIN_EXE_damage_verify");
 
 /// What a file of a store is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -132,19 +132,6 @@ struct Template {
     files: Vec<(Kind, PathBuf)>,
 }
 
-/// A temporary folder, on `/dev/shm` when there is one: the trials' stores `fdatasync` every commit,
-/// which costs milliseconds on a disk and nothing on a tmpfs (what is tested is what the files hold,
-/// not the device).
-fn scratch() -> tempfile::TempDir {
-    let shm = Path::new("/dev/shm");
-    if shm.is_dir()
-        && let Ok(d) = tempfile::Builder::new().prefix("graph-damage").tempdir_in(shm)
-    {
-        return d;
-    }
-    tempfile::tempdir().unwrap()
-}
-
 fn fault_child(store: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_fault_child"));
     c.arg(store).arg(RUNS.to_string()).arg(ITERATIONS.to_string());
@@ -198,156 +185,13 @@ fn template(
     Some(Template { name, _dir: dir, store, spec: spec_path, acked, files })
 }
 
-/// One damage to one file.
-#[derive(Debug, Clone)]
-enum Damage {
-    /// XOR the bytes at these offsets with non-zero values.
-    Flip(Vec<u64>),
-    /// Zero `len` bytes from `at`.
-    Zero { at: u64, len: u64 },
-    /// Cut the file at `at`.
-    Truncate(u64),
-    /// Write garbage into an empty file.
-    Garbage(u64),
-}
-
-impl Damage {
-    fn apply(&self, path: &Path, rng: &mut ChaCha8Rng) {
-        let mut bytes = std::fs::read(path).unwrap();
-        match self {
-            Damage::Flip(at) => {
-                for &i in at {
-                    bytes[i as usize] ^= (rng.next_u32() % 255 + 1) as u8;
-                }
-            }
-            Damage::Zero { at, len } => bytes[*at as usize..(*at + *len) as usize].fill(0),
-            Damage::Truncate(at) => bytes.truncate(*at as usize),
-            Damage::Garbage(n) => bytes.extend((0..*n).map(|_| rng.next_u32() as u8)),
-        }
-        std::fs::write(path, bytes).unwrap();
-    }
-}
-
-/// An offset in `bytes`: half the time one of its non-zero bytes (segments and spares are mostly
-/// preallocated zeros, where damage changes little), else anywhere.
-fn offset(bytes: &[u8], rng: &mut ChaCha8Rng) -> u64 {
-    let nonzero = bytes.iter().filter(|&&b| b != 0).count();
-    if nonzero > 0 && rng.next_u32().is_multiple_of(2) {
-        let nth = rng.next_u64() as usize % nonzero;
-        bytes.iter().enumerate().filter(|(_, b)| **b != 0).nth(nth).unwrap().0 as u64
-    } else {
-        rng.next_u64() % bytes.len() as u64
-    }
-}
-
-fn pick_damage(bytes: &[u8], which: usize, rng: &mut ChaCha8Rng) -> Damage {
-    let len = bytes.len() as u64;
-    if len == 0 {
-        return Damage::Garbage(1 + rng.next_u64() % 64);
-    }
-    let at = offset(bytes, rng);
-    match which % 3 {
-        0 => {
-            // 1 to 8 bytes within 64 of each other.
-            let n = 1 + rng.next_u64() % 8;
-            let mut flips: Vec<u64> = (0..n).map(|_| (at + rng.next_u64() % 64).min(len - 1)).collect();
-            flips.sort_unstable();
-            flips.dedup();
-            Damage::Flip(flips)
-        }
-        1 => Damage::Zero { at, len: (1 + rng.next_u64() % 4096).min(len - at) },
-        _ => Damage::Truncate(at),
-    }
-}
-
-/// Which commit groups of the log's last segment the damage changed, as indices into the undamaged
-/// file's groups (a group cut off by a truncation counts as changed). Compared byte for byte, so
-/// zeroing bytes that were zero, or flipping only the padding or the unused tail, changes no group.
-fn changed_groups(original: &[u8], damaged: &[u8]) -> (Vec<usize>, usize) {
-    let groups = wal_groups(original);
-    let changed = groups
-        .iter()
-        .enumerate()
-        .filter(|(_, g)| damaged.get(g.0..g.1) != Some(&original[g.0..g.1]))
-        .map(|(i, _)| i)
-        .collect();
-    (changed, groups.len())
-}
-
-/// How a silent loss after damage to the log's last segment relates to the log's tail.
-#[derive(Debug, PartialEq, Eq)]
-enum Tail {
-    /// Only the last group changed: a torn write of the last commit reads the same, so every reader of
-    /// a log must take it for the end (PostgreSQL's and SQLite's WALs do).
-    LastGroup,
-    /// The last group and the ones just before it changed, and nothing after them is intact: the log
-    /// reads as ending, torn, at the first changed group. No checksum can tell that the groups after
-    /// it ever existed. Reported apart, not counted as a store bug (see the module doc).
-    Suffix,
-    /// Anything else: an intact group follows the damage, or the damage is elsewhere.
-    Other,
-}
-
+/// How damage to a file of `kind` relates to the log's tail (only the last segment has one).
 fn tail_damage(kind: Kind, original: &[u8], damaged: &[u8]) -> Tail {
     if kind != Kind::LastSegment {
         return Tail::Other;
     }
-    let (changed, n) = changed_groups(original, damaged);
-    let suffix = !changed.is_empty() && changed.iter().copied().eq(n - changed.len()..n);
-    match (suffix, changed.len()) {
-        (true, 1) => Tail::LastGroup,
-        (true, _) => Tail::Suffix,
-        _ => Tail::Other,
-    }
-}
-
-#[derive(Debug, Default)]
-struct Counts {
-    /// (a)
-    intact: u64,
-    /// (b), by where it was reported.
-    corrupted_at_open: u64,
-    corrupted_at_read: u64,
-    /// (d) confined to the last group.
-    torn_tail_like: u64,
-    /// (d) confined to a suffix of several groups at the end of the log ([`Tail::Suffix`]).
-    tail_erased: Vec<String>,
-    /// (d) otherwise: store bugs.
-    lost: Vec<String>,
-    /// (c)
-    failures: Vec<String>,
-}
-
-/// Runs the verifier on `store`; its verdict line and how long it took.
-fn verify(store: &Path, spec: &Path) -> Result<(String, Duration), String> {
-    let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_damage_verify"))
-        .arg(store)
-        .arg(spec)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        if started.elapsed() > VERIFY_TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!("hang: no verdict after {VERIFY_TIMEOUT:?}"));
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    if !out.status.success() {
-        return Err(format!("the verifier exited with {}: {}{}", out.status, stdout, stderr.trim()));
-    }
-    let line = stdout.lines().next().unwrap_or_default().to_owned();
-    Ok((line, started.elapsed()))
+    let groups: Vec<(usize, usize)> = wal_groups(original).iter().map(|g| (g.0, g.1)).collect();
+    tail(&groups, original, damaged)
 }
 
 /// Whether a `Corrupted` message names what is damaged: the damaged file, or (sled reports damage of
@@ -409,7 +253,7 @@ fn damaged_files_are_reported_or_harmless_never_silently_lost() {
         // (On a copy: verifying resumes the runs.)
         let copy = scratch();
         copy_dir(&t.store, &copy.path().join("store"));
-        let (line, _) = verify(&copy.path().join("store"), &t.spec).unwrap();
+        let (line, _) = verify(VERIFIER, copy.path().join("store").as_os_str(), &t.spec).unwrap();
         assert_eq!(line, "ok", "template `{}` does not verify undamaged", t.name);
     }
 
@@ -435,53 +279,17 @@ fn damaged_files_are_reported_or_harmless_never_silently_lost() {
         damage.apply(&store.join(&rel), &mut rng);
         // Kept for the classification: the verifier may retire or recycle the file.
         let damaged = std::fs::read(store.join(&rel)).unwrap();
-        let what = format!("trial {trial}: {} of `{}`, {:?}", rel.display(), t.name, short(&damage));
+        let what = format!("trial {trial}: {} of `{}`, {:?}", rel.display(), t.name, damage.short());
         let tail = tail_damage(kind, &original, &damaged);
-        let verdict = verify(&store, &t.spec);
+        let verdict = verify(VERIFIER, store.as_os_str(), &t.spec);
         let last_line = match &verdict {
-            Ok((line, _)) => line.clone(),
+            Ok((line, took)) => {
+                slowest = slowest.max(*took);
+                line.clone()
+            }
             Err(e) => e.clone(),
         };
-        let outcome = match verdict {
-            Err(e) => {
-                counts.failures.push(format!("{what}: {e}"));
-                "failure"
-            }
-            Ok((line, took)) => {
-                slowest = slowest.max(took);
-                let (word, rest) = line.split_once(' ').unwrap_or((&line, ""));
-                match word {
-                    "ok" => {
-                        counts.intact += 1;
-                        "intact"
-                    }
-                    "open-corrupted" | "read-corrupted" if names_damage(rest, &store, &rel, kind) => {
-                        if word == "open-corrupted" {
-                            counts.corrupted_at_open += 1;
-                        } else {
-                            counts.corrupted_at_read += 1;
-                        }
-                        "corrupted"
-                    }
-                    "lost" if tail == Tail::LastGroup => {
-                        counts.torn_tail_like += 1;
-                        "torn-tail-like"
-                    }
-                    "lost" if tail == Tail::Suffix => {
-                        counts.tail_erased.push(format!("{what}: {line}"));
-                        "tail-suffix"
-                    }
-                    "lost" => {
-                        counts.lost.push(format!("{what}: {line}"));
-                        "LOST"
-                    }
-                    _ => {
-                        counts.failures.push(format!("{what}: {line}"));
-                        "failure"
-                    }
-                }
-            }
-        };
+        let outcome = counts.record(&what, &verdict, |m| names_damage(m, &store, &rel, kind), tail);
         *by_kind.entry(kind).or_default().entry(outcome).or_default() += 1;
         if verbose {
             println!("{what} → {outcome}: {}", last_line.chars().take(300).collect::<String>());
@@ -493,39 +301,7 @@ fn damaged_files_are_reported_or_harmless_never_silently_lost() {
         templates.len(),
         started.elapsed()
     );
-    println!("  (a) intact, every acknowledged commit verified: {}", counts.intact);
-    println!("  (b) Corrupted at open: {}", counts.corrupted_at_open);
-    println!("  (b) Corrupted at a read: {}", counts.corrupted_at_read);
-    println!(
-        "  (d) torn-tail-like loss (damage confined to the log's last group): {}",
-        counts.torn_tail_like
-    );
-    println!(
-        "  (d) tail-suffix loss (damage over the last few groups, nothing intact after it): {}",
-        counts.tail_erased.len()
-    );
-    println!("  (d) other silent loss (store bugs): {}", counts.lost.len());
-    println!("  (c) failures: {}", counts.failures.len());
-    for (k, m) in &by_kind {
-        println!("  {k:?}: {m:?}");
-    }
-    for l in &counts.tail_erased {
-        println!("  tail-suffix: {l}");
-    }
-    for l in counts.lost.iter().chain(&counts.failures) {
-        println!("  !! {l}");
-    }
-    assert!(counts.lost.is_empty() && counts.failures.is_empty(), "silent losses or failures: see above");
-}
-
-/// A damage for a message (flip offsets, not the random values).
-fn short(d: &Damage) -> String {
-    match d {
-        Damage::Flip(at) => format!("flip {} byte(s) at {at:?}", at.len()),
-        Damage::Zero { at, len } => format!("zero {len} byte(s) at {at}"),
-        Damage::Truncate(at) => format!("truncate at {at}"),
-        Damage::Garbage(n) => format!("{n} bytes of garbage"),
-    }
+    counts.report(&by_kind);
 }
 
 /// The harness's own classification, on a hand-made segment: three groups, then unused zeros.

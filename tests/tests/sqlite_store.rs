@@ -630,53 +630,69 @@ fn commit_pages(wal: &[u8]) -> Vec<usize> {
 }
 
 /// Ten commits in the log of a store, copied while it is open (a crash image: database file, log, the
-/// log's index), one byte flipped in a frame. Inside the log (the third commit's frame): SQLite would
-/// read the log only up to it and drop the seven commits after it without an error, so a `Sync` open
-/// (and a read-only one) is `Corrupted`, naming the log and the byte; an `Async` open, whose contract
-/// allows losing unsynced commits, reads it as SQLite does (two commits). In the last commit: the torn
-/// end of a log, which a crash can leave, read as the end (nine commits). Untouched: all ten.
+/// log's index), then damaged:
+/// - a byte flipped in the third commit's frame: SQLite would read the log only up to it and drop the
+///   seven commits after it without an error, so a `Sync` open (and a read-only one) is `Corrupted`,
+///   naming the log and the byte; an `Async` open, whose contract allows losing unsynced commits, reads
+///   it as SQLite does (two commits);
+/// - a byte flipped in the last commit, or the log cut in the middle of the seventh: the index (`-shm`)
+///   records all ten as committed, so `Corrupted` too. Without the index (removed), the same files read
+///   as a log whose end was torn: nine commits, and six;
+/// - untouched: all ten.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_damaged_frame_inside_the_log_is_corrupted_not_its_end() {
+async fn a_damaged_log_is_corrupted_not_read_as_its_end() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(file(&dir)).unwrap();
     commit_steps(&store, "r", 0..10).await;
-    let image = |name: &str, damaged: Option<usize>| {
+    let image = |name: &str, damage: &dyn Fn(&mut Vec<u8>, &[usize]), index: bool| {
         for suffix in ["", "-wal", "-shm"] {
             let to = dir.path().join(format!("{name}{suffix}"));
             std::fs::copy(dir.path().join(format!("store.sqlite{suffix}")), &to).unwrap();
+        }
+        if !index {
+            std::fs::remove_file(dir.path().join(format!("{name}-shm"))).unwrap();
         }
         let wal = dir.path().join(format!("{name}-wal"));
         let mut bytes = std::fs::read(&wal).unwrap();
         let commits = commit_pages(&bytes);
         assert!(commits.len() >= 10, "{} commit frames", commits.len());
-        if let Some(k) = damaged {
-            bytes[commits[commits.len() - 10 + k] + 100] ^= 0x08;
-            std::fs::write(&wal, bytes).unwrap();
-        }
+        damage(&mut bytes, &commits[commits.len() - 10..]);
+        std::fs::write(&wal, bytes).unwrap();
         (dir.path().join(name), wal)
     };
-    let (sound, _) = image("sound.sqlite", None);
-    let (inside, inside_wal) = image("inside.sqlite", Some(2));
-    let (relaxed, _) = image("relaxed.sqlite", Some(2));
-    let (last, _) = image("last.sqlite", Some(9));
+    let none = |_: &mut Vec<u8>, _: &[usize]| {};
+    let flip = |k: usize| move |b: &mut Vec<u8>, c: &[usize]| b[c[k] + 100] ^= 0x08;
+    let cut = |b: &mut Vec<u8>, c: &[usize]| b.truncate(c[6] + 100);
+    let (sound, _) = image("sound.sqlite", &none, true);
+    let (inside, inside_wal) = image("inside.sqlite", &flip(2), true);
+    let (relaxed, _) = image("relaxed.sqlite", &flip(2), true);
+    let (last, last_wal) = image("last.sqlite", &flip(9), true);
+    let (short, short_wal) = image("short.sqlite", &cut, true);
+    let (torn, _) = image("torn.sqlite", &flip(9), false);
+    let (cut_torn, _) = image("cut-torn.sqlite", &cut, false);
     drop(store);
 
-    for open in [SqliteStore::open(&inside).map(drop), SqliteStore::open_read_only(&inside).map(drop)] {
-        match open {
-            Err(e @ StoreError::Corrupted { .. }) => {
-                let StoreError::Corrupted { file: Some(f), .. } = &e else { unreachable!() };
-                assert_eq!(f, &inside_wal);
-                let m = e.to_string();
-                println!("{m}");
-                assert!(m.contains("damaged at byte") && m.contains("7 whole commit groups"), "{m}");
-            }
-            other => panic!("{other:?}"),
+    let corrupted = |open: Result<(), StoreError>, wal: &std::path::Path, says: &[&str]| match open {
+        Err(e @ StoreError::Corrupted { .. }) => {
+            let StoreError::Corrupted { file: Some(f), .. } = &e else { unreachable!() };
+            assert_eq!(f, wal);
+            let m = e.to_string();
+            println!("{m}");
+            assert!(says.iter().all(|s| m.contains(s)), "{m}");
         }
-    }
+        other => panic!("{other:?}"),
+    };
+    let inside_says = ["damaged at byte", "7 whole commit groups"];
+    corrupted(SqliteStore::open(&inside).map(drop), &inside_wal, &inside_says);
+    corrupted(SqliteStore::open_read_only(&inside).map(drop), &inside_wal, &inside_says);
+    let end_says = ["records", "as committed: the log was cut short or damaged"];
+    corrupted(SqliteStore::open(&last).map(drop), &last_wal, &end_says);
+    corrupted(SqliteStore::open(&short).map(drop), &short_wal, &end_says);
     let steps = |store: SqliteStore| async move { store.history("r").await.unwrap().len() };
     let async_open = SqliteOptions::default().durability(Durability::Async);
     assert_eq!(steps(SqliteStore::open_with(&relaxed, async_open).unwrap()).await, 2);
-    assert_eq!(steps(SqliteStore::open(&last).unwrap()).await, 9);
+    assert_eq!(steps(SqliteStore::open(&torn).unwrap()).await, 9);
+    assert_eq!(steps(SqliteStore::open(&cut_torn).unwrap()).await, 6);
     assert_eq!(steps(SqliteStore::open(&sound).unwrap()).await, 10);
 }
 

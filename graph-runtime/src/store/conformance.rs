@@ -266,6 +266,14 @@ pub async fn restarts_between_operations<B: Backend>(b: &B) {
     assert!(store.list_runs(&RunFilter::all().status(RunStatus::Completed)).await.unwrap().is_empty());
 }
 
+/// The byte ranges of the commit groups SQLite reads from the write-ahead log `bytes` of a SQLite
+/// store (`<file>-wal`), in order, each from the frame after the previous commit frame to the end of its
+/// own commit frame: for damage tests, which compare a damaged log with its original group by group.
+#[cfg(feature = "sqlite")]
+pub fn sqlite_log_groups(bytes: &[u8]) -> Vec<(usize, usize)> {
+    super::sqlite::log_groups(bytes)
+}
+
 /// An effect journal entry of `run` at `step`, call `call`, in `state`.
 pub fn effect(run: &str, step: u64, call: u32, state: EffectState) -> EffectRecord {
     let path = PathId::entry("n").to_string();

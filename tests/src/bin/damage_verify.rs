@@ -2,7 +2,7 @@
 //! was damaged and checks every acknowledged commit, in a process of its own so that a hang or a panic
 //! is seen as such.
 //!
-//! `damage_verify <store dir> <spec file>`. The spec has one line per run, `run <id> <last acknowledged
+//! `damage_verify <store dir | sqlite:<database file>> <spec file>`. The spec has one line per run, `run <id> <last acknowledged
 //! step | none>`, and one per step of the reference history, `ref <id> <step> <idempotency key> <state
 //! hash>` (see [`graph_tests::faults::Reference`]). The first line of stdout that starts with one of
 //! these words is the verdict (exit status 0 for all of them):
@@ -19,6 +19,7 @@
 //!   which a reopened store still holds.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use graph_runtime::store::SledStore;
 use graph_runtime::{Engine, Error, RunStatus, Store, StoreError};
@@ -78,7 +79,7 @@ fn engine_error(run: &str, step: impl std::fmt::Display, e: &Error) -> Verdict {
 }
 
 async fn check_run(
-    store: &SledStore,
+    store: &dyn Store,
     engine: &Engine<Trace>,
     run: &str,
     acked: Option<u64>,
@@ -135,16 +136,28 @@ async fn check_run(
     Ok(())
 }
 
+/// The store `dir` names: a sled folder (with the small log segments of the templates), or
+/// `sqlite:<file>`.
+fn open(dir: &str) -> Result<Arc<dyn Store>, StoreError> {
+    match dir.strip_prefix("sqlite:") {
+        #[cfg(feature = "sqlite")]
+        Some(file) => Ok(Arc::new(graph_runtime::store::SqliteStore::open(file)?)),
+        #[cfg(not(feature = "sqlite"))]
+        Some(_) => panic!("damage_verify: graph-tests was built without `sqlite`"),
+        None => Ok(Arc::new(SledStore::open_with(dir, small_options())?)),
+    }
+}
+
 async fn verify(dir: &str, spec: &Spec) -> Result<(), Verdict> {
-    let store = match SledStore::open_with(dir, small_options()) {
+    let store = match open(dir) {
         Ok(s) => s,
         Err(e @ StoreError::Corrupted { .. }) => return Err(verdict(format_args!("open-corrupted {e}"))),
         Err(e) => return Err(verdict(format_args!("open-error {e}"))),
     };
     let iterations = spec.refs.values().next().expect("a run").last_step() / 3;
-    let engine = Engine::builder(crash_graph(iterations)).store(store.clone()).build();
+    let engine = Engine::builder(crash_graph(iterations)).shared_store(store.clone()).build();
     for (run, acked) in &spec.acked {
-        check_run(&store, &engine, run, *acked, &spec.refs[run]).await?;
+        check_run(&*store, &engine, run, *acked, &spec.refs[run]).await?;
     }
     // The store must also go on working: resume every run, then compare whole histories.
     for (run, reference) in &spec.refs {
@@ -181,7 +194,7 @@ async fn verify(dir: &str, spec: &Spec) -> Result<(), Verdict> {
     // And what the resume wrote (into spares, recycled or not) reads back after a reopen.
     drop(engine);
     drop(store);
-    let store = match SledStore::open_with(dir, small_options()) {
+    let store = match open(dir) {
         Ok(s) => s,
         Err(e) => return Err(verdict(format_args!("resume-error reopen {e}"))),
     };

@@ -29,9 +29,9 @@ const FRAME_HEADER: usize = 24;
 const MAGIC: [u32; 2] = [0x377f_0682, 0x377f_0683];
 
 /// What to do about a damaged log.
-const REMEDY: &str = "the commits after the damage are in the log but SQLite would not read them: restore the \
-     database file and its -wal file from a backup; or copy both aside and open the store once with \
-     `Durability::Async`, which reads the log up to the damage and drops what follows";
+const REMEDY: &str = "opened as it is, the store would lose the commits the log held after that point: restore \
+     the database file and its -wal and -shm files from a backup; or copy them aside and open the store once \
+     with `Durability::Async`, which reads the log as far as SQLite can and drops the rest";
 
 /// Checks the write-ahead log of the database file `path`, if it has one: `Corrupted` when SQLite
 /// would drop whole commit groups after a damaged frame (module docs).
@@ -45,8 +45,14 @@ pub(super) fn check(path: &Path) -> Result<(), StoreError> {
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
     let wal = PathBuf::from(wal);
+    let mut shm = path.as_os_str().to_owned();
+    shm.push("-shm");
+    let shm = PathBuf::from(shm);
     let mut seen = None;
     for _ in 0..4 {
+        // The index before the log: a commit another process makes in between then only adds frames
+        // to the log that the index read does not count.
+        let index = index_header(&shm);
         let bytes = match std::fs::read(&wal) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -58,25 +64,54 @@ pub(super) fn check(path: &Path) -> Result<(), StoreError> {
             seen = None;
             continue;
         }
-        let Some(d) = damage(&bytes) else { return Ok(()) };
+        // What the index records as committed, when it was written for this log.
+        let committed = index.filter(|(salt, _)| bytes.get(16..24) == Some(&salt[..])).map(|(_, m)| m);
+        let Some(d) = damage(&bytes, committed) else { return Ok(()) };
         if seen != Some(d.offset) {
             seen = Some(d.offset);
             continue;
         }
-        return Err(StoreError::corrupted_file(
-            &wal,
-            format!(
-                "the write-ahead log is damaged at byte {} (frame {}), and {} whole commit group{} after it \
+        let detail = match d.groups {
+            0 => format!(
+                "SQLite reads the first {} frames of the write-ahead log (up to byte {}), but the log's index \
+                 records {} frames as committed: the log was cut short or damaged",
+                d.frame,
+                d.offset,
+                committed.unwrap_or_default()
+            ),
+            n => format!(
+                "the write-ahead log is damaged at byte {} (frame {}), and {n} whole commit group{} after it \
                  would be dropped: SQLite reads a log only up to its first damaged frame",
                 d.offset,
                 d.frame + 1,
-                d.groups,
-                if d.groups == 1 { "" } else { "s" }
+                if n == 1 { "" } else { "s" }
             ),
-            REMEDY,
-        ));
+        };
+        return Err(StoreError::corrupted_file(&wal, detail, REMEDY));
     }
     Ok(())
+}
+
+/// The header of the log's index `shm` (SQLite's `WalIndexHdr`, in the machine's byte order, written
+/// twice): the log's salt it was written for and the frames it records as committed (`mxFrame`), when
+/// both copies are equal, initialised and their checksum right. SQLite updates it after a commit's
+/// log sync, so under `synchronous = FULL` every frame it counts was on the device.
+fn index_header(shm: &Path) -> Option<([u8; 8], u32)> {
+    use std::io::Read;
+    let mut h = [0; 96];
+    std::fs::File::open(shm).ok()?.read_exact(&mut h).ok()?;
+    let (hdr, copy) = h.split_at(48);
+    let big_endian = cfg!(target_endian = "big");
+    let word = |at: usize| {
+        let b = [hdr[at], hdr[at + 1], hdr[at + 2], hdr[at + 3]];
+        if big_endian { u32::from_be_bytes(b) } else { u32::from_le_bytes(b) }
+    };
+    if hdr != copy || hdr[12] == 0 || checksum(big_endian, (0, 0), &hdr[..40]) != (word(40), word(44)) {
+        return None;
+    }
+    let mut salt = [0; 8];
+    salt.copy_from_slice(&hdr[32..40]);
+    Some((salt, word(16)))
 }
 
 /// The first bytes of the file `wal` (its header), if it has that many.
@@ -117,46 +152,109 @@ fn be(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
-/// The damage in the log `bytes`, if whole commit groups follow the first frame SQLite would not read.
-fn damage(bytes: &[u8]) -> Option<Damage> {
-    let header = bytes.get(..HEADER)?;
-    let magic = be(header, 0);
-    let big_endian = magic == MAGIC[1];
-    let page = match be(header, 8) {
-        1 => 65_536,
-        p => p as usize,
-    };
-    if !MAGIC.contains(&magic) || !page.is_power_of_two() || !(512..=65_536).contains(&page) {
-        // Not a log SQLite would read at all; nothing of it is checked here.
-        return None;
+/// A log's bytes, parsed as far as checking its frames needs.
+struct Log<'a> {
+    bytes: &'a [u8],
+    big_endian: bool,
+    frame_size: usize,
+    /// Whole frames in the file.
+    frames: usize,
+    header_ok: bool,
+    header_sums: (u32, u32),
+    /// The salt the frames must carry: the header's, or, when the header itself is damaged, the first
+    /// frame's (so that damage there is found too).
+    salt: &'a [u8],
+}
+
+impl<'a> Log<'a> {
+    /// `None` for what SQLite would not read as a log at all (too short, another magic number, a page
+    /// size it does not have).
+    fn parse(bytes: &'a [u8]) -> Option<Self> {
+        let header = bytes.get(..HEADER)?;
+        let magic = be(header, 0);
+        let page = match be(header, 8) {
+            1 => 65_536,
+            p => p as usize,
+        };
+        if !MAGIC.contains(&magic) || !page.is_power_of_two() || !(512..=65_536).contains(&page) {
+            return None;
+        }
+        let big_endian = magic == MAGIC[1];
+        let frame_size = FRAME_HEADER + page;
+        let frames = (bytes.len() - HEADER) / frame_size;
+        let header_sums = (be(header, 24), be(header, 28));
+        let header_ok = checksum(big_endian, (0, 0), &header[..24]) == header_sums;
+        let salt = if header_ok || frames == 0 { &header[16..24] } else { &bytes[HEADER + 8..HEADER + 16] };
+        Some(Log { bytes, big_endian, frame_size, frames, header_ok, header_sums, salt })
     }
-    let frame_size = FRAME_HEADER + page;
-    let frames = (bytes.len() - HEADER) / frame_size;
-    let frame = |j: usize| &bytes[HEADER + j * frame_size..HEADER + (j + 1) * frame_size];
-    let stored = |f: &[u8]| (be(f, 16), be(f, 20));
-    let header_sums = (be(header, 24), be(header, 28));
-    let header_ok = checksum(big_endian, (0, 0), &header[..24]) == header_sums;
-    // The salt the frames must carry: the header's, or, when the header itself is damaged, the first
-    // frame's (so that damage there is found too).
-    let salt = if header_ok || frames == 0 { &header[16..24] } else { &frame(0)[8..16] };
-    // Frame `j` checked on its own: its salt, a page number, and its checksum from the one stored in
-    // the frame before it (the header's for the first).
-    let sound = |j: usize| {
-        let f = frame(j);
-        let before = if j == 0 { header_sums } else { stored(frame(j - 1)) };
-        let sums = checksum(big_endian, checksum(big_endian, before, &f[..8]), &f[FRAME_HEADER..]);
-        &f[8..16] == salt && be(f, 0) != 0 && sums == stored(f)
+
+    fn frame(&self, j: usize) -> &'a [u8] {
+        &self.bytes[self.offset(j)..self.offset(j + 1)]
+    }
+
+    fn offset(&self, j: usize) -> usize {
+        HEADER + j * self.frame_size
+    }
+
+    /// Frame `j` checked on its own: its salt, a page number, and its checksum from the one stored in
+    /// the frame before it (the header's for the first).
+    fn sound(&self, j: usize) -> bool {
+        let f = self.frame(j);
+        let stored = |f: &[u8]| (be(f, 16), be(f, 20));
+        let before = if j == 0 { self.header_sums } else { stored(self.frame(j - 1)) };
+        let sums = checksum(self.big_endian, checksum(self.big_endian, before, &f[..8]), &f[FRAME_HEADER..]);
+        &f[8..16] == self.salt && be(f, 0) != 0 && sums == stored(f)
+    }
+
+    /// Whether frame `j` ends a commit (a database size after it), with the log's salt.
+    fn commit(&self, j: usize) -> bool {
+        let f = self.frame(j);
+        be(f, 4) != 0 && &f[8..16] == self.salt
+    }
+
+    /// Where SQLite stops reading: the first frame that is not sound (each sound frame's stored
+    /// checksum is then the running one SQLite computes), or the first frame when the header is
+    /// damaged; `None` when every frame is sound.
+    fn first_bad(&self) -> Option<usize> {
+        if self.header_ok { (0..self.frames).find(|&j| !self.sound(j)) } else { Some(0) }
+    }
+}
+
+/// The byte ranges of the commit groups SQLite reads from the log `bytes`, in order: each from the
+/// frame after the previous commit frame (or the first) to the end of its own commit frame. For the
+/// damage tests, which compare a damaged log with its original group by group.
+#[cfg_attr(not(feature = "conformance"), allow(dead_code))]
+pub(crate) fn groups(bytes: &[u8]) -> Vec<(usize, usize)> {
+    let Some(log) = Log::parse(bytes) else { return Vec::new() };
+    let end = log.first_bad().unwrap_or(log.frames);
+    let mut out = Vec::new();
+    let mut start = 0;
+    for j in 0..end {
+        if log.commit(j) {
+            out.push((log.offset(start), log.offset(j + 1)));
+            start = j + 1;
+        }
+    }
+    out
+}
+
+/// The damage in the log `bytes`: whole commit groups after the first frame SQLite would not read, or
+/// (`groups` 0) fewer frames SQLite can read than the log's index records as `committed`.
+fn damage(bytes: &[u8], committed: Option<u32>) -> Option<Damage> {
+    let log = Log::parse(bytes)?;
+    // The frames SQLite reads: up to its last commit frame before the first bad one.
+    let readable =
+        (0..log.first_bad().unwrap_or(log.frames)).rev().find(|&j| log.commit(j)).map_or(0, |j| j + 1);
+    let short = committed.is_some_and(|c| c as usize > readable);
+    let Some(first_bad) = log.first_bad() else {
+        return short.then(|| Damage { offset: log.offset(readable), frame: readable, groups: 0 });
     };
-    let commit = |j: usize| be(frame(j), 4) != 0 && &frame(j)[8..16] == salt;
-    // Where SQLite stops: the first frame that is not sound (each sound frame's stored checksum is
-    // then the running one SQLite computes), or the first frame when the header is damaged.
-    let first_bad = if header_ok { (0..frames).find(|&j| !sound(j))? } else { 0 };
     // Whole groups after it: a commit frame, then sound frames up to and with the next commit frame.
     let mut groups = 0;
     let mut open = false; // a commit frame seen after `first_bad`, and every frame since sound
-    for j in first_bad..frames {
-        let ok = j > first_bad && sound(j);
-        if commit(j) {
+    for j in first_bad..log.frames {
+        let ok = j > first_bad && log.sound(j);
+        if log.commit(j) {
             if open && ok {
                 groups += 1;
             }
@@ -165,7 +263,10 @@ fn damage(bytes: &[u8]) -> Option<Damage> {
             open = false;
         }
     }
-    (groups > 0).then_some(Damage { offset: HEADER + first_bad * frame_size, frame: first_bad, groups })
+    if groups > 0 {
+        return Some(Damage { offset: log.offset(first_bad), frame: first_bad, groups });
+    }
+    short.then(|| Damage { offset: log.offset(readable), frame: readable, groups: 0 })
 }
 
 #[cfg(test)]
@@ -212,7 +313,18 @@ mod tests {
 
     #[test]
     fn a_sound_log_has_no_damage() {
-        assert_eq!(damage(&log(10, 3)), None);
+        assert_eq!(damage(&log(10, 3), None), None);
+    }
+
+    /// The groups SQLite reads: up to the first damaged frame.
+    #[test]
+    fn groups_are_read_up_to_the_damage() {
+        let sound = log(4, 2);
+        let ranges: Vec<_> = (0..4).map(|g| (HEADER + 2 * g * FRAME, HEADER + 2 * (g + 1) * FRAME)).collect();
+        assert_eq!(groups(&sound), ranges);
+        let mut bytes = sound.clone();
+        bytes[HEADER + 5 * FRAME + 30] ^= 1; // group 3's second frame
+        assert_eq!(groups(&bytes), ranges[..2]);
     }
 
     /// A byte flipped in the third of ten groups: the seven after it are whole.
@@ -221,11 +333,11 @@ mod tests {
         let mut bytes = log(10, 3);
         let at = HEADER + 7 * FRAME + FRAME_HEADER + 100; // frame 8: the third group's second frame
         bytes[at] ^= 0x10;
-        assert_eq!(damage(&bytes), Some(Damage { offset: HEADER + 7 * FRAME, frame: 7, groups: 7 }));
+        assert_eq!(damage(&bytes, None), Some(Damage { offset: HEADER + 7 * FRAME, frame: 7, groups: 7 }));
         // In the header: every group follows it.
         let mut bytes = log(10, 3);
         bytes[17] ^= 1;
-        assert_eq!(damage(&bytes).map(|d| (d.frame, d.groups)), Some((0, 9)));
+        assert_eq!(damage(&bytes, None).map(|d| (d.frame, d.groups)), Some((0, 9)));
     }
 
     /// Damage in the last group, a last group cut short, and frames a rolled-back transaction left past
@@ -235,13 +347,30 @@ mod tests {
         let sound = log(10, 3);
         let mut bytes = sound.clone();
         bytes[HEADER + 28 * FRAME + 40] ^= 1; // the last group's second frame
-        assert_eq!(damage(&bytes), None);
-        assert_eq!(damage(&sound[..HEADER + 28 * FRAME + 100]), None);
+        assert_eq!(damage(&bytes, None), None);
+        assert_eq!(damage(&sound[..HEADER + 28 * FRAME + 100], None), None);
         // Frames of a transaction that spilled and rolled back, then two commits over its first frames.
         let mut bytes = frames(1, 12, false);
         let two = log(2, 3);
         bytes[..two.len()].copy_from_slice(&two);
-        assert_eq!(damage(&bytes), None);
+        assert_eq!(damage(&bytes, None), None);
+    }
+
+    /// With the index's count of committed frames: a log cut short, or damaged in its last group,
+    /// holds fewer frames SQLite can read than were committed; a torn group the index never counted,
+    /// or an index behind the log, is not damage.
+    #[test]
+    fn the_index_tells_a_cut_or_damaged_end_from_a_torn_one() {
+        let sound = log(10, 3);
+        assert_eq!(damage(&sound, Some(30)), None);
+        assert_eq!(damage(&sound, Some(27)), None, "an index behind the log");
+        let cut = &sound[..HEADER + 20 * FRAME + 7];
+        assert_eq!(damage(cut, Some(30)), Some(Damage { offset: HEADER + 18 * FRAME, frame: 18, groups: 0 }));
+        assert_eq!(damage(cut, None), None, "without the index: the end of the log");
+        let mut last = sound.clone();
+        last[HEADER + 28 * FRAME + 40] ^= 1;
+        assert_eq!(damage(&last, Some(30)).map(|d| (d.frame, d.groups)), Some((27, 0)));
+        assert_eq!(damage(&last, Some(27)), None, "a torn last group the index never counted");
     }
 
     /// Big-endian checksums (magic 0x377f0683), as a big-endian machine writes them.
@@ -260,8 +389,8 @@ mod tests {
             bytes[f + 16..f + 20].copy_from_slice(&sums.0.to_be_bytes());
             bytes[f + 20..f + 24].copy_from_slice(&sums.1.to_be_bytes());
         }
-        assert_eq!(damage(&bytes), None);
+        assert_eq!(damage(&bytes, None), None);
         bytes[HEADER + 2 * FRAME + 60] ^= 4;
-        assert_eq!(damage(&bytes).map(|d| (d.frame, d.groups)), Some((2, 2)));
+        assert_eq!(damage(&bytes, None).map(|d| (d.frame, d.groups)), Some((2, 2)));
     }
 }

@@ -53,6 +53,9 @@ mod log_check;
 mod vfs;
 mod writer;
 
+#[cfg(feature = "conformance")]
+pub(crate) use log_check::groups as log_groups;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, mpsc};
@@ -943,6 +946,15 @@ fn write_open_error(path: &Path) -> Option<std::io::Error> {
 /// damaged or not a database → `Corrupted` naming the file, anything else → `Backend`.
 pub(crate) fn sql_error(path: &Path, what: &str, e: rusqlite::Error) -> StoreError {
     use rusqlite::ErrorCode;
+    // A stored value of another type than the schema gives its column (a NULL or an integer where a
+    // record's bytes are): the file was damaged in a way SQLite's own checks let through.
+    if matches!(e, rusqlite::Error::InvalidColumnType(..) | rusqlite::Error::FromSqlConversionFailure(..)) {
+        return StoreError::corrupted_file(
+            path,
+            format!("{what}: a stored value has the wrong type: {e}"),
+            REMEDY_FILE,
+        );
+    }
     if let rusqlite::Error::SqliteFailure(f, _) = &e {
         match f.code {
             ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => {
