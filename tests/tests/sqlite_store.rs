@@ -231,6 +231,23 @@ async fn two_stores_on_one_file_see_each_others_writes() {
     assert_eq!(a.pending("t").await.unwrap(), None);
 }
 
+/// The store's tables without a schema version (its table's rows gone, as damage leaves it): `Corrupted`,
+/// not a migration that fails on the tables it finds.
+#[tokio::test]
+async fn tables_without_a_schema_version_are_corrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(SqliteStore::open(file(&dir)).unwrap());
+    let raw = rusqlite::Connection::open(file(&dir)).unwrap();
+    raw.execute("DELETE FROM graph_schema_version", []).unwrap();
+    drop(raw);
+    match SqliteStore::open(file(&dir)) {
+        Err(e @ StoreError::Corrupted { .. }) => {
+            assert!(e.to_string().contains("schema version is not"), "{e}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn a_newer_schema_version_is_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -638,6 +655,7 @@ fn commit_pages(wal: &[u8]) -> Vec<usize> {
 /// - a byte flipped in the last commit, or the log cut in the middle of the seventh: the index (`-shm`)
 ///   records all ten as committed, so `Corrupted` too. Without the index (removed), the same files read
 ///   as a log whose end was torn: nine commits, and six;
+/// - the database file cut to nothing, the log whole: `Corrupted` (SQLite would delete the log);
 /// - untouched: all ten.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_log_is_corrupted_not_read_as_its_end() {
@@ -670,6 +688,7 @@ async fn a_damaged_log_is_corrupted_not_read_as_its_end() {
     let (short, short_wal) = image("short.sqlite", &cut, true);
     let (torn, _) = image("torn.sqlite", &flip(9), false);
     let (cut_torn, _) = image("cut-torn.sqlite", &cut, false);
+    let (emptied, _) = image("emptied.sqlite", &none, true);
     drop(store);
 
     let corrupted = |open: Result<(), StoreError>, wal: &std::path::Path, says: &[&str]| match open {
@@ -688,6 +707,14 @@ async fn a_damaged_log_is_corrupted_not_read_as_its_end() {
     let end_says = ["records", "as committed: the log was cut short or damaged"];
     corrupted(SqliteStore::open(&last).map(drop), &last_wal, &end_says);
     corrupted(SqliteStore::open(&short).map(drop), &short_wal, &end_says);
+    // The database file cut to nothing: SQLite would delete the log as a leftover of an empty database.
+    std::fs::write(&emptied, b"").unwrap();
+    match SqliteStore::open(&emptied) {
+        Err(e @ StoreError::Corrupted { .. }) => {
+            assert!(e.to_string().contains("too few for its header"), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
     let steps = |store: SqliteStore| async move { store.history("r").await.unwrap().len() };
     let async_open = SqliteOptions::default().durability(Durability::Async);
     assert_eq!(steps(SqliteStore::open_with(&relaxed, async_open).unwrap()).await, 2);

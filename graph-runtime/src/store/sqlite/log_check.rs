@@ -64,6 +64,19 @@ pub(super) fn check(path: &Path) -> Result<(), StoreError> {
             seen = None;
             continue;
         }
+        // SQLite deletes the log of a database file without pages (a file too short for its header)
+        // as a leftover, whatever commits it holds.
+        let file_len = std::fs::metadata(path).map_or(0, |m| m.len());
+        if file_len < 100 && !groups(&bytes).is_empty() {
+            return Err(StoreError::corrupted_file(
+                path,
+                format!(
+                    "the database file has {file_len} bytes, too few for its header, while its write-ahead log \
+                     holds commits, which SQLite would delete with the log: the file was cut short"
+                ),
+                REMEDY,
+            ));
+        }
         // What the index records as committed, when it was written for this log.
         let committed = index.filter(|(salt, _)| bytes.get(16..24) == Some(&salt[..])).map(|(_, m)| m);
         let Some(d) = damage(&bytes, committed) else { return Ok(()) };
@@ -221,9 +234,8 @@ impl<'a> Log<'a> {
 }
 
 /// The byte ranges of the commit groups SQLite reads from the log `bytes`, in order: each from the
-/// frame after the previous commit frame (or the first) to the end of its own commit frame. For the
-/// damage tests, which compare a damaged log with its original group by group.
-#[cfg_attr(not(feature = "conformance"), allow(dead_code))]
+/// frame after the previous commit frame (or the first) to the end of its own commit frame. (The damage
+/// tests compare a damaged log with its original group by group.)
 pub(crate) fn groups(bytes: &[u8]) -> Vec<(usize, usize)> {
     let Some(log) = Log::parse(bytes) else { return Vec::new() };
     let end = log.first_bad().unwrap_or(log.frames);

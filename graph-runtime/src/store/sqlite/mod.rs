@@ -830,6 +830,21 @@ fn migrate(conn: &Connection, path: &Path) -> Result<(), StoreError> {
             supported: SQLITE_SCHEMA_VERSION,
         });
     }
+    if current == 0 {
+        // No version recorded, yet the store's tables are there: the version table's pages are gone.
+        let tables: i64 = tx
+            .query_row("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'runs'", [], |r| {
+                r.get(0)
+            })
+            .map_err(err)?;
+        if tables > 0 {
+            return Err(StoreError::corrupted_file(
+                path,
+                "the store's tables are there but its schema version is not: the file is damaged",
+                REMEDY_FILE,
+            ));
+        }
+    }
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
