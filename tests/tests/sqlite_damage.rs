@@ -9,7 +9,8 @@
 //! - (a) every acknowledged commit is there, its state rebuilt through the engine with the reference's
 //!   hash, and the runs resume to exactly the reference history;
 //! - (b) a typed `Corrupted` (at open or at a read) whose message names the database (its file or its
-//!   log) or the run and step of a damaged record;
+//!   log) or the run and step of a damaged record, or the engine's `ExecutionCorrupted` naming the run
+//!   whose event log no longer verifies (rows a damaged leaf lost without SQLite noticing);
 //! - (c) anything else — another error, a wrong state, a hang, a panic — is a failure;
 //! - (d) silent loss: an acknowledged step is missing or a run is behind it. Damage confined to the
 //!   log's last commit group reads as a torn write, the end of the log ("torn-tail-like"), and damage
@@ -224,7 +225,11 @@ fn damaged_sqlite_files_are_reported_or_harmless_never_silently_lost() {
         };
         // The database file's path names the log's too (`<file>-wal`).
         let database = dir.path().join(FILE).display().to_string();
-        let names = |m: &str| m.contains(&database) || (m.contains("checkpoint ") && m.contains(" of run `"));
+        let names = |m: &str| {
+            m.contains(&database)
+                || (m.contains("checkpoint ") && m.contains(" of run `"))
+                || m.contains("the event log of run `")
+        };
         let outcome = counts.record(&what, &verdict, names, tail);
         *by_kind.entry(kind).or_default().entry(outcome).or_default() += 1;
         if verbose {

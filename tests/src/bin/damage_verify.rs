@@ -9,7 +9,8 @@
 //!
 //! - `open-corrupted <Display>`: `open` returned `StoreError::Corrupted`;
 //! - `open-error <Display>`: `open` failed otherwise;
-//! - `read-corrupted <run> <step> <Display>`: a read (or, later, the resume) returned `Corrupted`;
+//! - `read-corrupted <run> <step> <Display>`: a read (or, later, the resume) returned `Corrupted`, or
+//!   the engine found the run's event log broken (`ExecutionCorrupted`);
 //! - `read-error <run> <step> <Display>`: a read failed otherwise;
 //! - `lost <run> <what>`: an acknowledged step is missing or the run is behind it (silent loss);
 //! - `mismatch <run> <what>`: the store returned something other than what was committed;
@@ -74,6 +75,8 @@ fn store_error(run: &str, step: impl std::fmt::Display, e: &StoreError) -> Verdi
 fn engine_error(run: &str, step: impl std::fmt::Display, e: &Error) -> Verdict {
     match e {
         Error::Store(e) => store_error(run, step, e),
+        // The run's event log does not verify (an event changed, removed or cut off): damage, typed.
+        Error::ExecutionCorrupted { .. } => verdict(format_args!("read-corrupted {run} {step} {e}")),
         other => verdict(format_args!("read-error {run} {step} {other}")),
     }
 }
@@ -173,8 +176,8 @@ async fn verify(dir: &str, spec: &Spec) -> Result<(), Verdict> {
                     o.steps
                 )));
             }
-            Err(Error::Store(e @ StoreError::Corrupted { .. })) => {
-                return Err(store_error(run, "resume", &e));
+            Err(e @ (Error::Store(StoreError::Corrupted { .. }) | Error::ExecutionCorrupted { .. })) => {
+                return Err(engine_error(run, "resume", &e));
             }
             Err(e) => return Err(verdict(format_args!("resume-error {run} {e}"))),
         }
