@@ -9,8 +9,8 @@
 //!
 //! - `open-corrupted <Display>`: `open` returned `StoreError::Corrupted`;
 //! - `open-error <Display>`: `open` failed otherwise;
-//! - `read-corrupted <run> <step> <Display>`: a read (or, later, the resume) returned `Corrupted`, or
-//!   the engine found the run's event log broken (`ExecutionCorrupted`);
+//! - `read-corrupted <run> <step> <Display>`: a read (or, later, the resume) returned `Corrupted` or
+//!   `CorruptedEvent`, or the engine found the run's event log broken (`ExecutionCorrupted`);
 //! - `read-error <run> <step> <Display>`: a read failed otherwise;
 //! - `lost <run> <what>`: an acknowledged step is missing or the run is behind it (silent loss);
 //! - `mismatch <run> <what>`: the store returned something other than what was committed;
@@ -67,7 +67,9 @@ fn verdict(line: impl std::fmt::Display) -> Verdict {
 fn store_error(run: &str, step: impl std::fmt::Display, e: &StoreError) -> Verdict {
     let text = e.to_string().replace('\n', " ");
     match e {
-        StoreError::Corrupted { .. } => verdict(format_args!("read-corrupted {run} {step} {text}")),
+        StoreError::Corrupted { .. } | StoreError::CorruptedEvent { .. } => {
+            verdict(format_args!("read-corrupted {run} {step} {text}"))
+        }
         _ => verdict(format_args!("read-error {run} {step} {text}")),
     }
 }
