@@ -1008,7 +1008,8 @@ pub(crate) fn sql_error_on(conn: &Connection, path: &Path, what: &str, e: rusqli
             );
             match vfs::os_error(conn) {
                 Some(os) => StoreError::backend(message, os),
-                None => StoreError::backend(message, *f),
+                // SQLite's own text for the code would only repeat "disk I/O error".
+                None => StoreError::backend(message, "the operating system reported no error number"),
             }
         }
         // A file of the database (its log, its index) that SQLite could not open or create: a file
