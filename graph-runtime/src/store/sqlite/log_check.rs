@@ -8,13 +8,19 @@
 //! acknowledged, and must read as the torn end of the log. Inside the log it is not: the groups after
 //! the damage were synced and acknowledged.
 //!
-//! Each frame also stores the checksum up to itself, so a frame can be checked on its own against the
-//! one stored in the frame before it. A whole commit group past the point where SQLite stops — the
-//! frames after a commit frame up to the next commit frame, each checked so, with the log's salt — is a
-//! group SQLite would drop: [`check`] reports it as `Corrupted`, naming the log and the byte where its
-//! damage starts. Only the last group can be torn by a crash (a group is written after the previous
-//! one's sync returned), and frames a rolled-back transaction left past the end carry no commit mark,
-//! so neither is taken for damage.
+//! [`check`] reports as `Corrupted`, naming the log (or the database file) and the byte:
+//!
+//! - **damage inside the log.** Each frame also stores the checksum up to itself, so a frame can be
+//!   checked on its own against the one stored in the frame before it. A whole commit group past the
+//!   point where SQLite stops (the frames after a commit frame up to the next commit frame, each
+//!   checked so, with the log's salt) is a group SQLite would drop;
+//! - **a log cut short or damaged at its end**, when the log's index (`<file>-shm`, whose header SQLite
+//!   writes after each commit's sync) records more committed frames than SQLite can read;
+//! - **a database file too short for its header** beside a log holding commits, which SQLite deletes.
+//!
+//! Not damage: a last group a crash tore before its sync returned (only the last group can be torn,
+//! since a group is written after the previous one's sync returned, and the index never counted it),
+//! and frames a rolled-back transaction left past the end (they carry no commit mark).
 
 use std::path::{Path, PathBuf};
 
@@ -34,7 +40,7 @@ const REMEDY: &str = "opened as it is, the store would lose the commits the log 
      with `Durability::Async`, which reads the log as far as SQLite can and drops the rest";
 
 /// Checks the write-ahead log of the database file `path`, if it has one: `Corrupted` when SQLite
-/// would drop whole commit groups after a damaged frame (module docs).
+/// would drop commits it holds or held (module docs).
 ///
 /// Another process may be writing the store while its log is read: a read that a commit overtook can
 /// see a stale region before fresh groups, and a restarted log mixes two headers' frames. So damage is
