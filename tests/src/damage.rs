@@ -1,14 +1,17 @@
 //! What the damage tests (`faults_damage` on sled, `sqlite_damage` on SQLite) share: the damages a
 //! file meets (byte flips, a zeroed range, a truncation), where they land, a scratch folder, and the
-//! verifier child (`damage_verify`) run with a timeout.
+//! verifier child (`damage_verify`) run with a timeout, the templates' making, the outcomes' counts.
 
+use std::collections::BTreeMap;
 use std::ffi::OsStr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use graph_runtime::rand_chacha::ChaCha8Rng;
 use graph_runtime::rand_core::Rng;
+
+use crate::faults::{Reference, parse_acks, reference, run_id};
 
 /// A verification that takes longer is a hang.
 pub const VERIFY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -174,9 +177,10 @@ pub fn tail(groups: &[(usize, usize)], original: &[u8], damaged: &[u8]) -> Tail 
 }
 
 /// The trials' outcomes: (a) every acknowledged commit verified, (b) a typed `Corrupted` naming the
-/// damage, (c) anything else (a failure), (d) an acknowledged commit silently missing.
-#[derive(Debug, Default)]
-pub struct Counts {
+/// damage, (c) anything else (a failure), (d) an acknowledged commit silently missing; by kind of file
+/// `K` too, and the slowest verification.
+#[derive(Debug)]
+pub struct Counts<K> {
     /// (a)
     pub intact: u64,
     /// (b), reported by the open.
@@ -191,13 +195,58 @@ pub struct Counts {
     pub lost: Vec<String>,
     /// (c)
     pub failures: Vec<String>,
+    /// Each outcome's count, by kind of file damaged.
+    pub by_kind: BTreeMap<K, BTreeMap<&'static str, u64>>,
+    /// The longest a verification took.
+    pub slowest: Duration,
+    /// `GRAPH_FAULT_VERBOSE` is set: every trial is printed.
+    verbose: bool,
 }
 
-impl Counts {
-    /// Counts one trial (`what` describes it) by the verifier's `verdict`; `names_damage` tells whether
-    /// a `Corrupted` message names what was damaged, `tail` how the damage relates to a log's end.
-    /// Returns the outcome's name.
+impl<K: Ord + std::fmt::Debug> Default for Counts<K> {
+    fn default() -> Self {
+        Counts {
+            intact: 0,
+            corrupted_at_open: 0,
+            corrupted_at_read: 0,
+            torn_tail_like: 0,
+            tail_erased: Vec::new(),
+            lost: Vec::new(),
+            failures: Vec::new(),
+            by_kind: BTreeMap::new(),
+            slowest: Duration::ZERO,
+            verbose: std::env::var_os("GRAPH_FAULT_VERBOSE").is_some(),
+        }
+    }
+}
+
+impl<K: Ord + std::fmt::Debug> Counts<K> {
+    /// Counts one trial on a file of `kind` (`what` describes it) by the verifier's `verdict`;
+    /// `names_damage` tells whether a `Corrupted` message names what was damaged, `tail` how the damage
+    /// relates to a log's end. Prints the trial under `GRAPH_FAULT_VERBOSE`.
     pub fn record(
+        &mut self,
+        kind: K,
+        what: &str,
+        verdict: &Result<(String, Duration), String>,
+        names_damage: impl Fn(&str) -> bool,
+        tail: Tail,
+    ) {
+        if let Ok((_, took)) = verdict {
+            self.slowest = self.slowest.max(*took);
+        }
+        let outcome = self.outcome(what, verdict, names_damage, tail);
+        *self.by_kind.entry(kind).or_default().entry(outcome).or_default() += 1;
+        if self.verbose {
+            let line = match verdict {
+                Ok((line, _)) => line,
+                Err(e) => e,
+            };
+            println!("{what} → {outcome}: {}", line.chars().take(300).collect::<String>());
+        }
+    }
+
+    fn outcome(
         &mut self,
         what: &str,
         verdict: &Result<(String, Duration), String>,
@@ -244,12 +293,15 @@ impl Counts {
         }
     }
 
-    /// Prints the counts, the outcomes by kind of file and every loss and failure; panics when there
-    /// was a silent loss that is not at a log's end, or a failure.
-    pub fn report<K: std::fmt::Debug>(
-        &self,
-        by_kind: &std::collections::BTreeMap<K, std::collections::BTreeMap<&str, u64>>,
-    ) {
+    /// Prints the counts of `trials` over `templates` since `started`, the outcomes by kind of file and
+    /// every loss and failure; panics when there was a silent loss that is not at a log's end, or a
+    /// failure.
+    pub fn report(&self, trials: usize, templates: usize, started: Instant) {
+        println!(
+            "{trials} trials over {templates} templates ({:.1?}, slowest verification {:.1?}):",
+            started.elapsed(),
+            self.slowest
+        );
         println!("  (a) intact, every acknowledged commit verified: {}", self.intact);
         println!("  (b) Corrupted at open: {}", self.corrupted_at_open);
         println!("  (b) Corrupted at a read: {}", self.corrupted_at_read);
@@ -263,7 +315,7 @@ impl Counts {
         );
         println!("  (d) other silent loss (store bugs): {}", self.lost.len());
         println!("  (c) failures: {}", self.failures.len());
-        for (k, m) in by_kind {
+        for (k, m) in &self.by_kind {
             println!("  {k:?}: {m:?}");
         }
         for l in &self.tail_erased {
@@ -274,4 +326,108 @@ impl Counts {
         }
         assert!(self.lost.is_empty() && self.failures.is_empty(), "silent losses or failures: see above");
     }
+}
+
+/// The seed of a damage test's randomness: `GRAPH_FAULT_SEED`, or the clock's; printed, so that a run's
+/// damage can be replayed.
+pub fn seed() -> u64 {
+    let seed: u64 = match std::env::var("GRAPH_FAULT_SEED") {
+        Ok(s) => s.parse().expect("GRAPH_FAULT_SEED is a number"),
+        Err(_) => {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+        }
+    };
+    println!("seed {seed} (GRAPH_FAULT_SEED={seed} replays the damage; the templates' kill moments vary)");
+    seed
+}
+
+/// The reference histories of `runs` concurrent runs of `crash_graph(iterations)`, by run id.
+pub fn references(runs: usize, iterations: u64) -> BTreeMap<String, Reference> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let mut m = BTreeMap::new();
+        for id in (0..runs).map(run_id) {
+            let r = reference(&id, iterations).await;
+            m.insert(id, r);
+        }
+        m
+    })
+}
+
+/// What a template's child acknowledged, and the verifier's spec file for it.
+pub struct Made {
+    /// The highest acknowledged step of each run.
+    pub acked: BTreeMap<String, u64>,
+    /// The spec file (`damage_verify`'s second argument), in the template's folder.
+    pub spec: PathBuf,
+}
+
+/// Runs the child `child` (`fault_child`, its stdout piped) to make a template in `dir`: killed after
+/// `kill_after`, or (None) left to finish and close its store, which it must do without a fault. `None`
+/// when it finished before the kill. Writes the verifier's spec (the acknowledged step of each run of
+/// `refs`, then their reference histories) into `dir`.
+pub fn make_template(
+    mut child: Command,
+    name: &str,
+    kill_after: Option<Duration>,
+    refs: &BTreeMap<String, Reference>,
+    dir: &Path,
+) -> Option<Made> {
+    let mut child = child.spawn().unwrap();
+    let killed = match kill_after {
+        Some(d) => {
+            std::thread::sleep(d);
+            let running = child.try_wait().unwrap().is_none();
+            if running {
+                child.kill().unwrap(); // SIGKILL
+            }
+            running
+        }
+        None => false,
+    };
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if kill_after.is_some() && !killed {
+        return None; // it finished before the kill: try another moment
+    }
+    if kill_after.is_none() {
+        assert!(
+            out.status.success() && stdout.contains("no-fault"),
+            "{name}: the clean run failed:\n{stdout}"
+        );
+    }
+    let acked = parse_acks(&stdout);
+    let mut spec = String::new();
+    for (run, r) in refs {
+        let a = acked.get(run).map_or("none".to_owned(), |s| s.to_string());
+        spec.push_str(&format!("run {run} {a}\n"));
+        for (step, (key, hash)) in r.keys.iter().zip(&r.states).enumerate() {
+            spec.push_str(&format!("ref {run} {step} {key} {hash}\n"));
+        }
+    }
+    let spec_path = dir.join("spec");
+    std::fs::write(&spec_path, spec).unwrap();
+    Some(Made { acked, spec: spec_path })
+}
+
+/// Six templates made by `make(name, kill_after)`: one left to close cleanly (timed), then five killed
+/// at moments spread over the time that one took (`make` answers `None` to a kill that missed the runs).
+pub fn templates<T>(
+    mut make: impl FnMut(String, Option<Duration>) -> Option<T>,
+    rng: &mut ChaCha8Rng,
+) -> Vec<T> {
+    let t = Instant::now();
+    let clean = make("clean close".into(), None).expect("the clean template");
+    let whole = t.elapsed();
+    let mut templates = vec![clean];
+    let mut attempts = 0;
+    while templates.len() < 6 {
+        attempts += 1;
+        assert!(attempts < 50, "the kills keep missing the runs");
+        let at = whole.mul_f64(0.1 + 0.8 * (rng.next_u32() % 1000) as f64 / 1000.0);
+        if let Some(t) = make(format!("killed after {at:.0?}"), Some(at)) {
+            templates.push(t);
+        }
+    }
+    templates
 }

@@ -30,10 +30,12 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use graph_runtime::rand_chacha::ChaCha8Rng;
-use graph_runtime::rand_core::{Rng, SeedableRng};
+use graph_runtime::rand_core::SeedableRng;
 use graph_runtime::store::conformance::sqlite_log_groups;
-use graph_tests::damage::{Counts, Tail, pick_damage, scratch, tail, verify};
-use graph_tests::faults::{Reference, parse_acks, reference, run_id};
+use graph_tests::damage::{
+    Counts, Tail, make_template, pick_damage, references, scratch, seed, tail, templates, verify,
+};
+use graph_tests::faults::Reference;
 
 const RUNS: usize = 4;
 const ITERATIONS: u64 = 30;
@@ -93,91 +95,24 @@ fn template(
     refs: &BTreeMap<String, Reference>,
 ) -> Option<Template> {
     let dir = scratch();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fault_child"))
-        .arg(store_arg(dir.path()))
-        .arg(RUNS.to_string())
-        .arg(ITERATIONS.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let killed = match kill_after {
-        Some(d) => {
-            std::thread::sleep(d);
-            let running = child.try_wait().unwrap().is_none();
-            if running {
-                child.kill().unwrap(); // SIGKILL
-            }
-            running
-        }
-        None => false,
-    };
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    if kill_after.is_some() && !killed {
-        return None; // it finished before the kill: try another moment
-    }
-    if kill_after.is_none() {
-        assert!(
-            out.status.success() && stdout.contains("no-fault"),
-            "{name}: the clean run failed:\n{stdout}"
-        );
-    }
-    let acked = parse_acks(&stdout);
-    let mut spec = String::new();
-    for (run, r) in refs {
-        let a = acked.get(run).map_or("none".to_owned(), |s| s.to_string());
-        spec.push_str(&format!("run {run} {a}\n"));
-        for (step, (key, hash)) in r.keys.iter().zip(&r.states).enumerate() {
-            spec.push_str(&format!("ref {run} {step} {key} {hash}\n"));
-        }
-    }
-    let spec_path = dir.path().join("spec");
-    std::fs::write(&spec_path, spec).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fault_child"));
+    child.arg(store_arg(dir.path())).arg(RUNS.to_string()).arg(ITERATIONS.to_string());
+    child.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
+    let made = make_template(child, &name, kill_after, refs, dir.path())?;
     let files = files(dir.path());
     if !files.iter().any(|(k, _)| *k == Kind::Database) {
         return None; // killed before the store created its file
     }
-    Some(Template { name, dir, spec: spec_path, acked, files })
+    Some(Template { name, dir, spec: made.spec, acked: made.acked, files })
 }
 
 #[test]
 fn damaged_sqlite_files_are_reported_or_harmless_never_silently_lost() {
     let started = Instant::now();
-    let seed: u64 = match std::env::var("GRAPH_FAULT_SEED") {
-        Ok(s) => s.parse().expect("GRAPH_FAULT_SEED is a number"),
-        Err(_) => {
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
-        }
-    };
-    println!("seed {seed} (GRAPH_FAULT_SEED={seed} replays the damage; the templates' kill moments vary)");
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let verbose = std::env::var_os("GRAPH_FAULT_VERBOSE").is_some();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let refs: BTreeMap<String, Reference> = rt.block_on(async {
-        let mut m = BTreeMap::new();
-        for id in (0..RUNS).map(run_id) {
-            let r = reference(&id, ITERATIONS).await;
-            m.insert(id, r);
-        }
-        m
-    });
-
+    let mut rng = ChaCha8Rng::seed_from_u64(seed());
+    let refs = references(RUNS, ITERATIONS);
     // How long an undisturbed child takes, to kill the others at moments spread over their runs.
-    let t = Instant::now();
-    let clean = template("clean close".into(), None, &refs).unwrap();
-    let whole = t.elapsed();
-    let mut templates = vec![clean];
-    let mut attempts = 0;
-    while templates.len() < 6 {
-        attempts += 1;
-        assert!(attempts < 50, "the kills keep missing the runs");
-        let at = whole.mul_f64(0.1 + 0.8 * (rng.next_u32() % 1000) as f64 / 1000.0);
-        if let Some(t) = template(format!("killed after {at:.0?}"), Some(at), &refs) {
-            templates.push(t);
-        }
-    }
+    let templates = templates(|name, kill_after| template(name, kill_after, &refs), &mut rng);
     for t in &templates {
         let kinds: Vec<Kind> = t.files.iter().map(|(k, _)| *k).collect();
         let acks: u64 = t.acked.values().map(|s| s + 1).sum();
@@ -195,8 +130,6 @@ fn damaged_sqlite_files_are_reported_or_harmless_never_silently_lost() {
     }
 
     let mut counts = Counts::default();
-    let mut by_kind: BTreeMap<Kind, BTreeMap<&'static str, u64>> = BTreeMap::new();
-    let mut slowest = Duration::ZERO;
     for trial in 0..TRIALS {
         let t = &templates[trial % templates.len()];
         // Every kind of file in turn.
@@ -216,13 +149,6 @@ fn damaged_sqlite_files_are_reported_or_harmless_never_silently_lost() {
             _ => Tail::Other,
         };
         let verdict = verify(VERIFIER, store_arg(dir.path()).as_ref(), &t.spec);
-        let last_line = match &verdict {
-            Ok((line, took)) => {
-                slowest = slowest.max(*took);
-                line.clone()
-            }
-            Err(e) => e.clone(),
-        };
         // The database file's path names the log's too (`<file>-wal`).
         let database = dir.path().join(FILE).display().to_string();
         let names = |m: &str| {
@@ -230,16 +156,7 @@ fn damaged_sqlite_files_are_reported_or_harmless_never_silently_lost() {
                 || (m.contains("checkpoint ") && m.contains(" of run `"))
                 || m.contains("the event log of run `")
         };
-        let outcome = counts.record(&what, &verdict, names, tail);
-        *by_kind.entry(kind).or_default().entry(outcome).or_default() += 1;
-        if verbose {
-            println!("{what} → {outcome}: {}", last_line.chars().take(300).collect::<String>());
-        }
+        counts.record(kind, &what, &verdict, names, tail);
     }
-    println!(
-        "{TRIALS} trials over {} templates ({:.1?}, slowest verification {slowest:.1?}):",
-        templates.len(),
-        started.elapsed()
-    );
-    counts.report(&by_kind);
+    counts.report(TRIALS, templates.len(), started);
 }
