@@ -22,8 +22,9 @@
 //! since a group is written after the previous one's sync returned, and the index never counted it),
 //! and frames a rolled-back transaction left past the end (they carry no commit mark).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use super::beside;
 use crate::error::StoreError;
 
 /// The log's header: magic, format version, page size, checkpoint sequence, two salts, checksum.
@@ -48,12 +49,7 @@ const REMEDY: &str = "opened as it is, the store would lose the commits the log 
 /// read whose header changed meanwhile counts for nothing, and after four reads without an answer the
 /// log is left to SQLite.
 pub(super) fn check(path: &Path) -> Result<(), StoreError> {
-    let mut wal = path.as_os_str().to_owned();
-    wal.push("-wal");
-    let wal = PathBuf::from(wal);
-    let mut shm = path.as_os_str().to_owned();
-    shm.push("-shm");
-    let shm = PathBuf::from(shm);
+    let (wal, shm) = (beside(path, "-wal"), beside(path, "-shm"));
     let mut seen = None;
     for _ in 0..4 {
         // The index before the log: a commit another process makes in between then only adds frames

@@ -789,11 +789,17 @@ fn no_store(path: &Path) -> StoreError {
     )
 }
 
+/// The file SQLite keeps beside the database file `path` under `suffix`: its write-ahead log (`-wal`)
+/// or the log's index (`-shm`).
+pub(super) fn beside(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
 /// Whether the database file `path` has a write-ahead log beside it.
 fn has_log(path: &Path) -> bool {
-    let mut wal = path.as_os_str().to_owned();
-    wal.push("-wal");
-    Path::new(&wal).exists()
+    beside(path, "-wal").exists()
 }
 
 fn writer_gone(path: &Path) -> StoreError {
@@ -869,9 +875,7 @@ fn migrate(conn: &Connection, path: &Path) -> Result<(), StoreError> {
 /// busy timeout) leaves the log as SQLite grows it and the store opens all the same. An I/O error
 /// (a failed write or sync) fails the open, as it would stop an open store ([`Stopped`]).
 fn preallocate_wal(conn: &Connection, path: &Path, page: i64, bytes: u64) -> Result<(), StoreError> {
-    let mut wal = path.as_os_str().to_owned();
-    wal.push("-wal");
-    let have = std::fs::metadata(&wal).map_or(0, |m| m.len());
+    let have = std::fs::metadata(beside(path, "-wal")).map_or(0, |m| m.len());
     if bytes == 0 || have >= bytes {
         return Ok(());
     }
