@@ -467,12 +467,14 @@ impl SqliteStore {
             ));
         }
         log_check::check(&path)?;
+        let options = SqliteOptions::default();
         // First as any reader: the log and its index, created beside the file if missing. On a file
         // system that cannot be written SQLite cannot create them; with no log there, the file holds
         // every commit, and nothing can change it while the file system stays read-only.
         let mut immutable = false;
         let conn = loop {
-            let conn = open_reader(&path, immutable).map_err(|e| cannot_open(&path, e))?;
+            let conn =
+                open_reader(&path, immutable, options.busy_timeout).map_err(|e| cannot_open(&path, e))?;
             match conn.query_row("SELECT MAX(version) FROM graph_schema_version", [], |r| r.get(0)) {
                 Ok(version) => {
                     check_schema_version(&path, version)?;
@@ -495,7 +497,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 path,
-                options: SqliteOptions::default(),
+                options,
                 sender: None,
                 writer: None,
                 immutable,
@@ -728,11 +730,8 @@ impl Inner {
     }
 
     fn open_reader(&self) -> Result<Connection, StoreError> {
-        let conn = open_reader(&self.path, self.immutable)
-            .map_err(|e| sql_error(&self.path, "opening a reader", e))?;
-        conn.busy_timeout(self.options.busy_timeout)
-            .map_err(|e| sql_error(&self.path, "setting the busy timeout", e))?;
-        Ok(conn)
+        open_reader(&self.path, self.immutable, self.options.busy_timeout)
+            .map_err(|e| sql_error(&self.path, "opening a reader", e))
     }
 }
 
@@ -751,28 +750,37 @@ fn run_row(c: &Connection, run: &str) -> rusqlite::Result<Option<Vec<u8>>> {
         .optional()
 }
 
-/// A read-only connection to `path`; `immutable`: SQLite's `immutable=1` (no locks, no log read).
-fn open_reader(path: &Path, immutable: bool) -> rusqlite::Result<Connection> {
+/// A read-only connection to `path` that waits `busy_timeout` for a lock; `immutable`: SQLite's
+/// `immutable=1` (no locks, no log read).
+fn open_reader(path: &Path, immutable: bool, busy_timeout: Duration) -> rusqlite::Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    if !immutable {
-        return Connection::open_with_flags(path, flags);
-    }
-    // A URI: the characters that mean something in one are escaped in the path.
-    let mut uri = String::from("file:");
-    for c in path.to_string_lossy().chars() {
-        match c {
-            '%' | '?' | '#' => uri.push_str(&format!("%{:02X}", c as u32)),
-            c => uri.push(c),
+    let conn = if immutable {
+        // A URI: the characters that mean something in one are escaped in the path.
+        let mut uri = String::from("file:");
+        for c in path.to_string_lossy().chars() {
+            match c {
+                '%' | '?' | '#' => uri.push_str(&format!("%{:02X}", c as u32)),
+                c => uri.push(c),
+            }
         }
-    }
-    uri.push_str("?immutable=1");
-    Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)
+        uri.push_str("?immutable=1");
+        Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)?
+    } else {
+        Connection::open_with_flags(path, flags)?
+    };
+    conn.busy_timeout(busy_timeout)?;
+    Ok(conn)
 }
 
 /// The schema version `version` (`MAX(version)` of its table) of the file `path`, checked: none holds
 /// no store, and a newer one is refused.
 fn check_schema_version(path: &Path, version: Option<i64>) -> Result<(), StoreError> {
     let Some(version) = version else { return Err(no_store(path)) };
+    refuse_newer(version)
+}
+
+/// `UnsupportedSchemaVersion` for a schema version newer than this build's.
+fn refuse_newer(version: i64) -> Result<(), StoreError> {
     if version > i64::from(SQLITE_SCHEMA_VERSION) {
         return Err(StoreError::UnsupportedSchemaVersion {
             found: u32::try_from(version).unwrap_or(u32::MAX),
@@ -830,12 +838,7 @@ fn migrate(conn: &Connection, path: &Path) -> Result<(), StoreError> {
     let current: i64 = tx
         .query_row("SELECT COALESCE(MAX(version), 0) FROM graph_schema_version", [], |r| r.get(0))
         .map_err(err)?;
-    if current > i64::from(SQLITE_SCHEMA_VERSION) {
-        return Err(StoreError::UnsupportedSchemaVersion {
-            found: u32::try_from(current).unwrap_or(u32::MAX),
-            supported: SQLITE_SCHEMA_VERSION,
-        });
-    }
+    refuse_newer(current)?;
     if current == 0 {
         // No version recorded, yet the store's tables are there: the version table's pages are gone.
         let tables: i64 = tx
