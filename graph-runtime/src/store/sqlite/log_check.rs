@@ -256,11 +256,12 @@ pub(crate) fn groups(bytes: &[u8]) -> Vec<(usize, usize)> {
 /// (`groups` 0) fewer frames SQLite can read than the log's index records as `committed`.
 fn damage(bytes: &[u8], committed: Option<u32>) -> Option<Damage> {
     let log = Log::parse(bytes)?;
+    // Checksums every frame up to it: computed once.
+    let first_bad = log.first_bad();
     // The frames SQLite reads: up to its last commit frame before the first bad one.
-    let readable =
-        (0..log.first_bad().unwrap_or(log.frames)).rev().find(|&j| log.commit(j)).map_or(0, |j| j + 1);
+    let readable = (0..first_bad.unwrap_or(log.frames)).rev().find(|&j| log.commit(j)).map_or(0, |j| j + 1);
     let short = committed.is_some_and(|c| c as usize > readable);
-    let Some(first_bad) = log.first_bad() else {
+    let Some(first_bad) = first_bad else {
         return short.then(|| Damage { offset: log.offset(readable), frame: readable, groups: 0 });
     };
     // Whole groups after it: a commit frame, then sound frames up to and with the next commit frame.
