@@ -8,7 +8,8 @@
 //! acknowledged, and must read as the torn end of the log. Inside the log it is not: the groups after
 //! the damage were synced and acknowledged.
 //!
-//! [`check`] reports as `Corrupted`, naming the log (or the database file) and the byte:
+//! [`check`] reads the log once, a frame at a time, and reports as `Corrupted`, naming the log (or the
+//! database file) and the byte:
 //!
 //! - **damage inside the log.** Each frame also stores the checksum up to itself, so a frame can be
 //!   checked on its own against the one stored in the frame before it. A whole commit group past the
@@ -34,6 +35,8 @@ const HEADER: usize = 32;
 const FRAME_HEADER: usize = 24;
 /// The magic numbers: little-endian checksums, big-endian ones.
 const MAGIC: [u32; 2] = [0x377f_0682, 0x377f_0683];
+/// Bytes of the log read at a time: the check holds this much of it, whatever the log's size.
+const READ_BUFFER: usize = 256 * 1024;
 
 /// What to do about a damaged log.
 const REMEDY: &str = "opened as it is, the store would lose the commits the log held after that point: restore \
@@ -41,7 +44,8 @@ const REMEDY: &str = "opened as it is, the store would lose the commits the log 
      with `Durability::Async`, which reads the log as far as SQLite can and drops the rest";
 
 /// Checks the write-ahead log of the database file `path`, if it has one: `Corrupted` when SQLite
-/// would drop commits it holds or held (module docs).
+/// would drop commits it holds or held (module docs). The log is read once from start to end, a frame
+/// at a time (its size does not matter: a log that checkpoints starved can be gigabytes).
 ///
 /// Another process may be writing the store while its log is read: a read that a commit overtook can
 /// see a stale region before fresh groups, and a restarted log mixes two headers' frames. So damage is
@@ -55,21 +59,24 @@ pub(super) fn check(path: &Path) -> Result<(), StoreError> {
         // The index before the log: a commit another process makes in between then only adds frames
         // to the log that the index read does not count.
         let index = index_header(&shm);
-        let bytes = match std::fs::read(&wal) {
-            Ok(b) => b,
+        let file = match std::fs::File::open(&wal) {
+            Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => {
-                return Err(StoreError::backend(format!("reading the write-ahead log {}", wal.display()), e));
-            }
+            Err(e) => return Err(read_error(&wal, e)),
         };
-        if bytes.get(..HEADER) != header(&wal).as_ref().map(|h| &h[..]) {
+        let Some(log) = scan(std::io::BufReader::with_capacity(READ_BUFFER, file), false)
+            .map_err(|e| read_error(&wal, e))?
+        else {
+            return Ok(());
+        };
+        if Some(log.header) != header(&wal) {
             seen = None;
             continue;
         }
         // SQLite deletes the log of a database file without pages (a file too short for its header)
         // as a leftover, whatever commits it holds.
         let file_len = std::fs::metadata(path).map_or(0, |m| m.len());
-        if file_len < 100 && !groups(&bytes).is_empty() {
+        if file_len < 100 && log.readable > 0 {
             return Err(StoreError::corrupted_file(
                 path,
                 format!(
@@ -80,8 +87,8 @@ pub(super) fn check(path: &Path) -> Result<(), StoreError> {
             ));
         }
         // What the index records as committed, when it was written for this log.
-        let committed = index.filter(|(salt, _)| bytes.get(16..24) == Some(&salt[..])).map(|(_, m)| m);
-        let Some(d) = damage(&bytes, committed) else { return Ok(()) };
+        let committed = index.filter(|(salt, _)| log.header[16..24] == salt[..]).map(|(_, m)| m);
+        let Some(d) = log.damage(committed) else { return Ok(()) };
         if seen != Some(d.offset) {
             seen = Some(d.offset);
             continue;
@@ -105,6 +112,10 @@ pub(super) fn check(path: &Path) -> Result<(), StoreError> {
         return Err(StoreError::corrupted_file(&wal, detail, REMEDY));
     }
     Ok(())
+}
+
+fn read_error(wal: &Path, e: std::io::Error) -> StoreError {
+    StoreError::backend(format!("reading the write-ahead log {}", wal.display()), e)
 }
 
 /// The header of the log's index `shm` (SQLite's `WalIndexHdr`, in the machine's byte order, written
@@ -167,121 +178,139 @@ fn be(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
-/// A log's bytes, parsed as far as checking its frames needs.
-struct Log<'a> {
-    bytes: &'a [u8],
-    big_endian: bool,
-    frame_size: usize,
-    /// Whole frames in the file.
-    frames: usize,
-    header_ok: bool,
-    header_sums: (u32, u32),
-    /// The salt the frames must carry: the header's, or, when the header itself is damaged, the first
-    /// frame's (so that damage there is found too).
-    salt: &'a [u8],
+fn offset(frame_size: usize, j: usize) -> usize {
+    HEADER + j * frame_size
 }
 
-impl<'a> Log<'a> {
-    /// `None` for what SQLite would not read as a log at all (too short, another magic number, a page
-    /// size it does not have).
-    fn parse(bytes: &'a [u8]) -> Option<Self> {
-        let header = bytes.get(..HEADER)?;
-        let magic = be(header, 0);
-        let page = match be(header, 8) {
-            1 => 65_536,
-            p => p as usize,
-        };
-        if !MAGIC.contains(&magic) || !page.is_power_of_two() || !(512..=65_536).contains(&page) {
-            return None;
+/// What one pass over a log found.
+#[derive(Debug)]
+struct Scan {
+    header: [u8; HEADER],
+    frame_size: usize,
+    /// Frames SQLite reads: up to and with its last commit frame before the first frame it would not
+    /// read.
+    readable: usize,
+    /// The first frame SQLite would not read (the first one not sound, or the first one when the
+    /// header is damaged); `None` when every frame is sound.
+    first_bad: Option<usize>,
+    /// Whole commit groups after `first_bad`: a commit frame, then sound frames up to and with the next
+    /// commit frame.
+    groups_after: usize,
+    /// The byte ranges of the groups SQLite reads, when asked for.
+    ranges: Vec<(usize, usize)>,
+}
+
+impl Scan {
+    /// The damage: whole commit groups after the first frame SQLite would not read, or (`groups` 0)
+    /// fewer frames SQLite can read than the log's index records as `committed`.
+    fn damage(&self, committed: Option<u32>) -> Option<Damage> {
+        if let Some(first_bad) = self.first_bad.filter(|_| self.groups_after > 0) {
+            let offset = offset(self.frame_size, first_bad);
+            return Some(Damage { offset, frame: first_bad, groups: self.groups_after });
         }
-        let big_endian = magic == MAGIC[1];
-        let frame_size = FRAME_HEADER + page;
-        let frames = (bytes.len() - HEADER) / frame_size;
-        let header_sums = (be(header, 24), be(header, 28));
-        let header_ok = checksum(big_endian, (0, 0), &header[..24]) == header_sums;
-        let salt = if header_ok || frames == 0 { &header[16..24] } else { &bytes[HEADER + 8..HEADER + 16] };
-        Some(Log { bytes, big_endian, frame_size, frames, header_ok, header_sums, salt })
+        let short = committed.is_some_and(|c| c as usize > self.readable);
+        short.then(|| Damage {
+            offset: offset(self.frame_size, self.readable),
+            frame: self.readable,
+            groups: 0,
+        })
     }
+}
 
-    fn frame(&self, j: usize) -> &'a [u8] {
-        &self.bytes[self.offset(j)..self.offset(j + 1)]
+/// Reads a log from `r` to its end, a frame at a time, each frame checked on its own: its salt, a page
+/// number, and its checksum continued from the one stored in the frame before it (the header's for the
+/// first), so that frames after a damaged one are checked too. `None` for what SQLite would not read
+/// as a log at all (too short, another magic number, a page size it does not have). With `ranges`, the
+/// byte range of each group SQLite reads is kept (for the damage tests).
+fn scan(mut r: impl std::io::Read, ranges: bool) -> std::io::Result<Option<Scan>> {
+    let mut header = [0; HEADER];
+    if !read_whole(&mut r, &mut header)? {
+        return Ok(None);
     }
+    let magic = be(&header, 0);
+    let page = match be(&header, 8) {
+        1 => 65_536,
+        p => p as usize,
+    };
+    if !MAGIC.contains(&magic) || !page.is_power_of_two() || !(512..=65_536).contains(&page) {
+        return Ok(None);
+    }
+    let big_endian = magic == MAGIC[1];
+    let header_sums = (be(&header, 24), be(&header, 28));
+    let header_ok = checksum(big_endian, (0, 0), &header[..24]) == header_sums;
+    let frame_size = FRAME_HEADER + page;
+    let mut out =
+        Scan { header, frame_size, readable: 0, first_bad: None, groups_after: 0, ranges: Vec::new() };
+    // The salt the frames must carry: the header's, or, when the header itself is damaged, the first
+    // frame's (so that damage there is found too).
+    let mut salt = [0; 8];
+    salt.copy_from_slice(&header[16..24]);
+    let mut before = header_sums; // the checksum stored in the frame before
+    let mut open = false; // after `first_bad`: a commit frame seen, and every frame since sound
+    let mut f = vec![0; frame_size];
+    let mut j = 0;
+    while read_whole(&mut r, &mut f)? {
+        if j == 0 && !header_ok {
+            salt.copy_from_slice(&f[8..16]);
+        }
+        let stored = (be(&f, 16), be(&f, 20));
+        let salted = f[8..16] == salt;
+        let sound = salted
+            && be(&f, 0) != 0
+            && checksum(big_endian, checksum(big_endian, before, &f[..8]), &f[FRAME_HEADER..]) == stored;
+        let commit = salted && be(&f, 4) != 0;
+        before = stored;
+        match out.first_bad {
+            None if header_ok && sound => {
+                if commit {
+                    if ranges {
+                        out.ranges.push((offset(frame_size, out.readable), offset(frame_size, j + 1)));
+                    }
+                    out.readable = j + 1;
+                }
+            }
+            None => {
+                out.first_bad = Some(j);
+                open = commit;
+            }
+            Some(_) if commit => {
+                if open && sound {
+                    out.groups_after += 1;
+                }
+                open = true;
+            }
+            Some(_) => open &= sound,
+        }
+        j += 1;
+    }
+    Ok(Some(out))
+}
 
-    fn offset(&self, j: usize) -> usize {
-        HEADER + j * self.frame_size
+/// Fills `buf` from `r`: `false` at the end of the input, a part of `buf` read or none.
+fn read_whole(r: &mut impl std::io::Read, buf: &mut [u8]) -> std::io::Result<bool> {
+    let mut at = 0;
+    while at < buf.len() {
+        match r.read(&mut buf[at..]) {
+            Ok(0) => return Ok(false),
+            Ok(n) => at += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
     }
-
-    /// Frame `j` checked on its own: its salt, a page number, and its checksum from the one stored in
-    /// the frame before it (the header's for the first).
-    fn sound(&self, j: usize) -> bool {
-        let f = self.frame(j);
-        let stored = |f: &[u8]| (be(f, 16), be(f, 20));
-        let before = if j == 0 { self.header_sums } else { stored(self.frame(j - 1)) };
-        let sums = checksum(self.big_endian, checksum(self.big_endian, before, &f[..8]), &f[FRAME_HEADER..]);
-        &f[8..16] == self.salt && be(f, 0) != 0 && sums == stored(f)
-    }
-
-    /// Whether frame `j` ends a commit (a database size after it), with the log's salt.
-    fn commit(&self, j: usize) -> bool {
-        let f = self.frame(j);
-        be(f, 4) != 0 && &f[8..16] == self.salt
-    }
-
-    /// Where SQLite stops reading: the first frame that is not sound (each sound frame's stored
-    /// checksum is then the running one SQLite computes), or the first frame when the header is
-    /// damaged; `None` when every frame is sound.
-    fn first_bad(&self) -> Option<usize> {
-        if self.header_ok { (0..self.frames).find(|&j| !self.sound(j)) } else { Some(0) }
-    }
+    Ok(true)
 }
 
 /// The byte ranges of the commit groups SQLite reads from the log `bytes`, in order: each from the
 /// frame after the previous commit frame (or the first) to the end of its own commit frame. (The damage
 /// tests compare a damaged log with its original group by group.)
 pub(crate) fn groups(bytes: &[u8]) -> Vec<(usize, usize)> {
-    let Some(log) = Log::parse(bytes) else { return Vec::new() };
-    let end = log.first_bad().unwrap_or(log.frames);
-    let mut out = Vec::new();
-    let mut start = 0;
-    for j in 0..end {
-        if log.commit(j) {
-            out.push((log.offset(start), log.offset(j + 1)));
-            start = j + 1;
-        }
-    }
-    out
+    scan(bytes, true).ok().flatten().map(|s| s.ranges).unwrap_or_default()
 }
 
-/// The damage in the log `bytes`: whole commit groups after the first frame SQLite would not read, or
-/// (`groups` 0) fewer frames SQLite can read than the log's index records as `committed`.
+/// The damage in the log `bytes` (see [`Scan::damage`]).
+#[cfg(test)]
 fn damage(bytes: &[u8], committed: Option<u32>) -> Option<Damage> {
-    let log = Log::parse(bytes)?;
-    // Checksums every frame up to it: computed once.
-    let first_bad = log.first_bad();
-    // The frames SQLite reads: up to its last commit frame before the first bad one.
-    let readable = (0..first_bad.unwrap_or(log.frames)).rev().find(|&j| log.commit(j)).map_or(0, |j| j + 1);
-    let short = committed.is_some_and(|c| c as usize > readable);
-    let Some(first_bad) = first_bad else {
-        return short.then(|| Damage { offset: log.offset(readable), frame: readable, groups: 0 });
-    };
-    // Whole groups after it: a commit frame, then sound frames up to and with the next commit frame.
-    let mut groups = 0;
-    let mut open = false; // a commit frame seen after `first_bad`, and every frame since sound
-    for j in first_bad..log.frames {
-        let ok = j > first_bad && log.sound(j);
-        if log.commit(j) {
-            if open && ok {
-                groups += 1;
-            }
-            open = true;
-        } else if !ok {
-            open = false;
-        }
-    }
-    if groups > 0 {
-        return Some(Damage { offset: log.offset(first_bad), frame: first_bad, groups });
-    }
-    short.then(|| Damage { offset: log.offset(readable), frame: readable, groups: 0 })
+    scan(bytes, false).ok().flatten()?.damage(committed)
 }
 
 #[cfg(test)]
@@ -386,6 +415,32 @@ mod tests {
         last[HEADER + 28 * FRAME + 40] ^= 1;
         assert_eq!(damage(&last, Some(30)).map(|d| (d.frame, d.groups)), Some((27, 0)));
         assert_eq!(damage(&last, Some(27)), None, "a torn last group the index never counted");
+    }
+
+    /// A reader that hands out the log a few bytes at a time (as a pipe or a network file system may):
+    /// the same answers as from the whole log at once.
+    #[test]
+    fn a_log_read_in_pieces_gives_the_same_answers() {
+        struct Trickle<'a>(&'a [u8], usize);
+        impl std::io::Read for Trickle<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                self.1 = self.1 % 7 + 1;
+                let n = self.1.min(buf.len()).min(self.0.len());
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let mut bytes = log(10, 3);
+        bytes[HEADER + 7 * FRAME + FRAME_HEADER + 100] ^= 0x10;
+        for b in [&log(10, 3)[..], &bytes[..], &bytes[..HEADER + 20 * FRAME + 7]] {
+            let whole = scan(b, true).unwrap().unwrap();
+            let pieces = scan(Trickle(b, 0), true).unwrap().unwrap();
+            assert_eq!(pieces.ranges, whole.ranges);
+            assert_eq!(pieces.damage(Some(30)), whole.damage(Some(30)));
+            assert_eq!((pieces.readable, pieces.first_bad), (whole.readable, whole.first_bad));
+        }
+        assert_eq!(scan(Trickle(&bytes, 0), false).unwrap().unwrap().damage(None).map(|d| d.groups), Some(7));
     }
 
     /// Big-endian checksums (magic 0x377f0683), as a big-endian machine writes them.
