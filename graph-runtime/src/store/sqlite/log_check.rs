@@ -303,6 +303,7 @@ fn read_whole(r: &mut impl std::io::Read, buf: &mut [u8]) -> std::io::Result<boo
 /// The byte ranges of the commit groups SQLite reads from the log `bytes`, in order: each from the
 /// frame after the previous commit frame (or the first) to the end of its own commit frame. (The damage
 /// tests compare a damaged log with its original group by group.)
+#[cfg(any(test, feature = "conformance"))]
 pub(crate) fn groups(bytes: &[u8]) -> Vec<(usize, usize)> {
     scan(bytes, true).ok().flatten().map(|s| s.ranges).unwrap_or_default()
 }
