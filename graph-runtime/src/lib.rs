@@ -66,8 +66,8 @@ pub use scheduler::{
 };
 pub use state::{ConflictPolicy, Delta, Reducer};
 pub use store::{
-    Checkpoint, CommitOutcome, Interrupt, InterruptKind, MemoryStore, PauseReason, Resolution, RunStatus,
-    Store,
+    Checkpoint, CommitOutcome, Integrity, Interrupt, InterruptKind, MemoryStore, PauseReason, Resolution,
+    RunStatus, Store,
 };
 pub use stream::{NodeOutcome, Overflow, RunStream, StreamEvent, StreamModes, StreamOptions};
 

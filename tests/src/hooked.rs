@@ -7,7 +7,8 @@ use async_trait::async_trait;
 use graph_runtime::events::Event;
 use graph_runtime::node::BoxFuture;
 use graph_runtime::store::{
-    Checkpoint, CheckpointMeta, EffectOutcome, EffectRecord, EffectState, OutboxRow, RunFilter, RunInfo,
+    Checkpoint, CheckpointMeta, EffectOutcome, EffectRecord, EffectState, Integrity, OutboxRow, RunFilter,
+    RunInfo,
 };
 use graph_runtime::{CommitOutcome, RunStatus, Store, StoreError};
 
@@ -122,6 +123,10 @@ impl<St: Store, H: Hooks> Store for Hooked<St, H> {
     }
     async fn ack_outbox(&self, keys: &[String]) -> Result<usize, StoreError> {
         self.saw(self.inner.ack_outbox(keys).await)
+    }
+
+    async fn check_integrity(&self) -> Result<Integrity, StoreError> {
+        self.saw(self.inner.check_integrity().await)
     }
 }
 

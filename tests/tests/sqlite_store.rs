@@ -811,3 +811,83 @@ async fn damage_in_an_index_is_corrupted_or_harmless() {
     let wrong: Vec<_> = tally.keys().filter(|(_, a)| matches!(a, Answer::Wrong(_))).collect();
     assert!(wrong.is_empty(), "{wrong:#?}");
 }
+
+/// Removes from the index b-tree leaf that is the root of `index` in the database file `bytes` the
+/// entry whose cell holds `pattern`, as damage that drops an entry cleanly would: its cell pointer
+/// gone, the cell count one less, its bytes counted as fragments (so the page stays consistent in
+/// itself). Returns the leaf's page number.
+fn drop_index_entry(bytes: &mut [u8], raw: &rusqlite::Connection, index: &str, pattern: &[u8]) -> u32 {
+    let page: usize = raw.query_row("PRAGMA page_size", [], |r| r.get::<_, i64>(0)).unwrap() as usize;
+    let root: u32 =
+        raw.query_row("SELECT rootpage FROM sqlite_master WHERE name = ?1", [index], |r| r.get(0)).unwrap();
+    let start = (root as usize - 1) * page;
+    assert_eq!(bytes[start], 0x0a, "{index}: its root is a leaf of an index b-tree");
+    let be16 = |b: &[u8], at: usize| usize::from(u16::from_be_bytes([b[at], b[at + 1]]));
+    let cells = be16(bytes, start + 3);
+    let holds = |b: &[u8], i: usize| {
+        let cell = start + be16(b, start + 8 + 2 * i);
+        let size = 1 + usize::from(b[cell]); // a one-byte payload size: a small entry
+        b[cell..cell + size].windows(pattern.len()).any(|w| w == pattern)
+    };
+    let found: Vec<usize> = (0..cells).filter(|&i| holds(bytes, i)).collect();
+    assert_eq!(found.len(), 1, "{index}: one entry holds {pattern:?}");
+    let i = found[0];
+    let size = 1 + usize::from(bytes[start + be16(bytes, start + 8 + 2 * i)]);
+    let pointers = start + 8;
+    bytes.copy_within(pointers + 2 * (i + 1)..pointers + 2 * cells, pointers + 2 * i);
+    bytes[pointers + 2 * (cells - 1)..pointers + 2 * cells].fill(0);
+    bytes[start + 3..start + 5].copy_from_slice(&u16::try_from(cells - 1).unwrap().to_be_bytes());
+    bytes[start + 7] += u8::try_from(size).unwrap();
+    root
+}
+
+/// An index entry that damage removed cleanly hides a middle checkpoint from `history` (a gap) or a
+/// run from `list_runs` by status, and no read notices: the run row and the last checkpoint agree.
+/// `check_integrity` (`PRAGMA integrity_check`) reads every index against its table and reports it as
+/// `Corrupted` naming the file; on the undamaged file it is `Sound`.
+#[tokio::test]
+async fn an_index_entry_removed_is_found_by_the_integrity_check() {
+    use graph_runtime::store::{Integrity, RunFilter};
+    let dir = tempfile::tempdir().unwrap();
+    let path = file(&dir);
+    let store = SqliteStore::open(&path).unwrap();
+    for run in ["ra", "rb", "rc"] {
+        commit_steps(&store, run, 0..20).await;
+    }
+    assert_eq!(store.check_integrity().await.unwrap(), Integrity::Sound { check: "PRAGMA integrity_check" });
+    drop(store);
+    let pristine = std::fs::read(&path).unwrap();
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    let damaged = |index: &str, pattern: &[u8]| {
+        let mut bytes = pristine.clone();
+        drop_index_entry(&mut bytes, &raw, index, pattern);
+        let copy = dir.path().join(format!("{index}.sqlite"));
+        std::fs::write(&copy, &bytes).unwrap();
+        copy
+    };
+    let corrupted = |r: Result<Integrity, StoreError>, copy: &std::path::Path, index: &str| match r {
+        Err(StoreError::Corrupted { file: Some(f), detail, .. }) => {
+            assert_eq!(f, copy);
+            assert!(detail.contains("PRAGMA integrity_check") && detail.contains(index), "{detail}");
+            println!("{index}: {detail}");
+        }
+        other => panic!("{index}: {other:?}"),
+    };
+
+    // Step 7 of run `rb` (its index cell's body: "rb", then the step as one byte).
+    let copy = damaged("checkpoints_by_step", b"rb\x07");
+    let store = SqliteStore::open_read_only(&copy).unwrap();
+    let steps: Vec<u64> = store.history("rb").await.unwrap().iter().map(|m| m.step).collect();
+    assert_eq!(steps, (0..20).filter(|&s| s != 7).collect::<Vec<_>>(), "history misses step 7, no error");
+    assert_eq!(store.latest("rb").await.unwrap().map(|c| c.step), Some(19));
+    corrupted(store.check_integrity().await, &copy, "checkpoints_by_step");
+
+    // Run `rb` under its status (the cell's body: "running", then "rb").
+    let copy = damaged("runs_by_status", b"runningrb");
+    let store = SqliteStore::open(&copy).unwrap();
+    let running = store.list_runs(&RunFilter::all().status(RunStatus::Running)).await.unwrap();
+    let names: Vec<_> = running.iter().map(|r| r.run_id.as_str()).collect();
+    assert_eq!(names, ["ra", "rc"], "list_runs by status misses rb, no error");
+    assert_eq!(store.list_runs(&RunFilter::all()).await.unwrap().len(), 3);
+    corrupted(store.check_integrity().await, &copy, "runs_by_status");
+}

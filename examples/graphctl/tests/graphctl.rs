@@ -309,6 +309,7 @@ fn verify_checks_one_run_or_all_of_them() {
     assert!(all.ends_with("4 runs: 4 verify, 0 do not\n"), "{all}");
     let all = json(&f.store(), &["verify", "--all"]);
     assert_eq!((all["verified"].clone(), all["broken"].clone()), (json!(4), json!(0)));
+    assert!(all["store"].is_null(), "a sled store has no whole-store check: {all}");
 }
 
 /// The key of [`keyed_store`]'s log.
@@ -568,6 +569,34 @@ fn graphctl_opens_sqlite_files() {
     let store = SqliteStore::open(&file).unwrap();
     let path = file.display().to_string();
     graphctl_reads_runs_written_to(&[&format!("sqlite://{path}"), &path], std::sync::Arc::new(store));
+    // `verify --all` runs the store's `PRAGMA integrity_check` first.
+    let all = json(&file, &["verify", "--all"]);
+    assert_eq!(all["store"], json!({ "ok": true, "check": "PRAGMA integrity_check" }), "{all}");
+    assert!(
+        graphctl(&file, &["verify", "--all"]).ok().stdout.ends_with("store: PRAGMA integrity_check: ok\n")
+    );
+    // An index whose entries no longer agree with its table (its definition changed under it): every
+    // run still verifies, the file does not, exit 5.
+    rusqlite::Connection::open(&file)
+        .unwrap()
+        .execute_batch(
+            "PRAGMA writable_schema = ON;
+             UPDATE sqlite_master SET sql = 'CREATE INDEX runs_by_status ON runs (run_id, status)'
+             WHERE name = 'runs_by_status';",
+        )
+        .unwrap();
+    let ran = graphctl(&file, &["verify", "--all"]);
+    assert_eq!(ran.code, 5, "{ran:?}");
+    assert!(ran.stdout.contains("1 run: 1 verifies, 0 do not\n"), "{ran:?}");
+    assert!(
+        ran.stdout.contains("store: stored data is damaged in")
+            && ran.stdout.contains("PRAGMA integrity_check found the file inconsistent")
+            && ran.stdout.contains("runs_by_status"),
+        "{ran:?}"
+    );
+    let ran = graphctl(&file, &["--json", "verify", "--all"]);
+    let all: Value = serde_json::from_str(&ran.stdout).unwrap();
+    assert_eq!((ran.code, all["store"]["ok"].clone()), (5, json!(false)), "{all}");
 }
 
 /// A SQLite store on a file system mounted read-only (as ext4 is after an error with

@@ -19,7 +19,7 @@ use crate::graph::GraphShape;
 use crate::keys::{hex, sha256_parts};
 use crate::scheduler::{run_history, verify_run};
 use crate::store::record::StateRepr;
-use crate::store::{PauseReason, RunFilter, RunInfo, RunStatus, Store};
+use crate::store::{Integrity, PauseReason, RunFilter, RunInfo, RunStatus, Store};
 
 /// An open store and what the command line asked for.
 pub(crate) struct Session<'a> {
@@ -402,10 +402,25 @@ impl Session<'_> {
     }
 
     async fn verify_all(&self, key: Option<ChainKey>) -> Outcome {
+        // The store's whole-store check first (SQLite: `PRAGMA integrity_check`): a damaged index can
+        // hide a run from the list below, which only this finds.
+        let (mut exit, file_check) = match self.store.check_integrity().await {
+            Ok(Integrity::Sound { check }) => {
+                (Exit::Ok, Some((format!("store: {check}: ok\n"), json!({ "ok": true, "check": check }))))
+            }
+            Ok(Integrity::NotChecked) => (Exit::Ok, None),
+            Err(e) => {
+                let f = Failure::from(e);
+                (
+                    f.exit,
+                    Some((format!("store: {}\n", f.message), json!({ "ok": false, "error": f.message }))),
+                )
+            }
+        };
         let runs = self.store.list_runs(&RunFilter::all()).await?;
         let bar = progress(runs.len(), "verifying");
         let mut table = Table::new(&["RUN", "RESULT", "EVENTS", "MATCHED"]);
-        let (mut list, mut broken_runs, mut exit) = (Vec::new(), 0, Exit::Ok);
+        let (mut list, mut broken_runs) = (Vec::new(), 0);
         for info in &runs {
             bar.set_message(info.run_id.clone());
             let run = &info.run_id;
@@ -454,7 +469,11 @@ impl Session<'_> {
                 item["error"].as_str().unwrap_or("?")
             ));
         }
-        let j = json!({ "runs": list, "verified": runs.len() - broken_runs, "broken": broken_runs });
+        let mut j = json!({ "runs": list, "verified": runs.len() - broken_runs, "broken": broken_runs });
+        if let Some((line, check)) = file_check {
+            text.push_str(&line);
+            j["store"] = check;
+        }
         Ok(Output { text, json: j, exit })
     }
 

@@ -452,6 +452,36 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// Backend failures.
     async fn ack_outbox(&self, keys: &[String]) -> Result<usize, StoreError>;
+
+    /// Reads the whole store to check what its reads cannot: that its structures agree with each
+    /// other (for the SQLite store, `PRAGMA integrity_check`: every index entry against its table, so an
+    /// entry damage removed, which would hide a checkpoint from [`Store::history`] or a run from
+    /// [`Store::list_runs`] without an error, is found). It takes as long as reading every page, so
+    /// it is for an operator's check (`graphctl verify --all`), not for each open.
+    ///
+    /// The default, for stores that check what they read as they read it and have no whole-store check
+    /// (the memory, sled, PostgreSQL and MySQL stores): [`Integrity::NotChecked`].
+    ///
+    /// # Errors
+    ///
+    /// `Corrupted` naming what is damaged; backend failures.
+    async fn check_integrity(&self) -> Result<Integrity, StoreError> {
+        Ok(Integrity::NotChecked)
+    }
+}
+
+/// What [`Store::check_integrity`] found (damage is an error, `StoreError::Corrupted`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Integrity {
+    /// The check read the whole store and found nothing wrong; `check` names it (e.g. "PRAGMA
+    /// integrity_check").
+    Sound {
+        /// The check that ran.
+        check: &'static str,
+    },
+    /// The store has no whole-store check.
+    NotChecked,
 }
 
 /// Test hook shared by the backends (feature `test-hooks`): makes the next commit fail after its `n`-th

@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 
 use super::{
-    Checkpoint, CheckpointMeta, CommitOutcome, EffectOutcome, EffectRecord, EffectState, OutboxRow,
-    RunFilter, RunInfo, RunStatus, Store,
+    Checkpoint, CheckpointMeta, CommitOutcome, EffectOutcome, EffectRecord, EffectState, Integrity,
+    OutboxRow, RunFilter, RunInfo, RunStatus, Store,
 };
 use crate::error::StoreError;
 use crate::events::Event;
@@ -220,6 +220,10 @@ impl Store for RetryStore {
 
     async fn ack_outbox(&self, keys: &[String]) -> Result<usize, StoreError> {
         self.retry("ack_outbox", |_| self.inner.ack_outbox(keys)).await
+    }
+
+    async fn check_integrity(&self) -> Result<Integrity, StoreError> {
+        self.retry("check_integrity", |_| self.inner.check_integrity()).await
     }
 }
 

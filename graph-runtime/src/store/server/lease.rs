@@ -42,8 +42,8 @@ use async_trait::async_trait;
 use crate::error::StoreError;
 use crate::events::Event;
 use crate::store::{
-    Checkpoint, CheckpointMeta, CommitOutcome, EffectOutcome, EffectRecord, EffectState, OutboxRow,
-    RunFilter, RunInfo, RunStatus, Store,
+    Checkpoint, CheckpointMeta, CommitOutcome, EffectOutcome, EffectRecord, EffectState, Integrity,
+    OutboxRow, RunFilter, RunInfo, RunStatus, Store,
 };
 
 /// A run held by a worker: who holds it and with which fencing token.
@@ -255,6 +255,10 @@ impl<L: LeaseStore> Store for LeasedStore<L> {
 
     async fn ack_outbox(&self, keys: &[String]) -> Result<usize, StoreError> {
         self.inner.ack_outbox(keys).await
+    }
+
+    async fn check_integrity(&self) -> Result<Integrity, StoreError> {
+        self.inner.check_integrity().await
     }
 }
 

@@ -70,7 +70,7 @@ use super::journal::{decode_effect, decode_outbox};
 use super::record::{decode, decode_run};
 use super::{
     Checkpoint, CheckpointMeta, CommitOutcome, Durability, EffectOutcome, EffectRecord, EffectState,
-    FailPoint, OutboxRow, RunFilter, RunInfo, RunStatus, Store,
+    FailPoint, Integrity, OutboxRow, RunFilter, RunInfo, RunStatus, Store,
 };
 use crate::error::StoreError;
 use crate::events::Event;
@@ -1325,5 +1325,26 @@ impl Store for SqliteStore {
             return Ok(0);
         }
         self.count(Op::Ack { keys: keys.to_vec() }).await
+    }
+
+    /// `PRAGMA integrity_check` on a reader: every page, every b-tree's order, every index entry
+    /// against its table row. Its first ten findings are the `Corrupted` error's detail.
+    async fn check_integrity(&self) -> Result<Integrity, StoreError> {
+        const CHECK: &str = "PRAGMA integrity_check";
+        let found: Vec<String> = self
+            .read(|c| {
+                let mut st = c.prepare("PRAGMA integrity_check(10)")?;
+                let rows = st.query_map([], |r| r.get(0))?;
+                rows.collect()
+            })
+            .await?;
+        if found.len() == 1 && found[0] == "ok" {
+            return Ok(Integrity::Sound { check: CHECK });
+        }
+        Err(StoreError::corrupted_file(
+            &self.inner.path,
+            format!("{CHECK} found the file inconsistent: {}", found.join("; ")),
+            REMEDY_FILE,
+        ))
     }
 }
