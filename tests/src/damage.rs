@@ -187,6 +187,9 @@ pub struct Counts<K> {
     pub corrupted_at_open: u64,
     /// (b), reported by a read.
     pub corrupted_at_read: u64,
+    /// (b), missed by the reads (a silent loss or a wrong answer) and reported by the store's
+    /// whole-store check (`Store::check_integrity`).
+    pub corrupted_by_integrity_check: u64,
     /// (d) confined to the last group of a log.
     pub torn_tail_like: u64,
     /// (d) confined to a suffix of several groups at the end of a log ([`Tail::Suffix`]).
@@ -209,6 +212,7 @@ impl<K: Ord + std::fmt::Debug> Default for Counts<K> {
             intact: 0,
             corrupted_at_open: 0,
             corrupted_at_read: 0,
+            corrupted_by_integrity_check: 0,
             torn_tail_like: 0,
             tail_erased: Vec::new(),
             lost: Vec::new(),
@@ -274,6 +278,10 @@ impl<K: Ord + std::fmt::Debug> Counts<K> {
                 }
                 "corrupted"
             }
+            "integrity-corrupted" if names_damage(rest) => {
+                self.corrupted_by_integrity_check += 1;
+                "integrity-check"
+            }
             "lost" if tail == Tail::LastGroup => {
                 self.torn_tail_like += 1;
                 "torn-tail-like"
@@ -305,6 +313,10 @@ impl<K: Ord + std::fmt::Debug> Counts<K> {
         println!("  (a) intact, every acknowledged commit verified: {}", self.intact);
         println!("  (b) Corrupted at open: {}", self.corrupted_at_open);
         println!("  (b) Corrupted at a read: {}", self.corrupted_at_read);
+        println!(
+            "  (b) Corrupted by the integrity check, the reads missed it: {}",
+            self.corrupted_by_integrity_check
+        );
         println!(
             "  (d) torn-tail-like loss (damage confined to the log's last group): {}",
             self.torn_tail_like

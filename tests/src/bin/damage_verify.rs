@@ -12,9 +12,13 @@
 //! - `read-corrupted <run> <step> <Display>`: a read (or, later, the resume) returned `Corrupted` or
 //!   `CorruptedEvent`, or the engine found the run's event log broken (`ExecutionCorrupted`);
 //! - `read-error <run> <step> <Display>`: a read failed otherwise;
-//! - `lost <run> <what>`: an acknowledged step is missing or the run is behind it (silent loss);
+//! - `lost <run> <what>`: an acknowledged step is missing, the run is behind it or is not listed (silent
+//!   loss);
 //! - `mismatch <run> <what>`: the store returned something other than what was committed;
 //! - `resume-error <run> <Display>`: the checks passed but resuming failed otherwise;
+//! - `integrity-corrupted <Display> (the reads: <lost or mismatch line>)`: the reads ended with `lost`
+//!   or `mismatch`, and the store's whole-store check (`Store::check_integrity`) then returned
+//!   `Corrupted`: damage the reads missed and an operator's check finds;
 //! - `ok`: every acknowledged step (and every later one present) rebuilt through the engine with the
 //!   reference's state hash, then every run resumed to completion with exactly the reference history,
 //!   which a reopened store still holds.
@@ -22,7 +26,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use graph_runtime::store::SledStore;
+use graph_runtime::store::{RunFilter, SledStore};
 use graph_runtime::{Engine, Error, RunStatus, Store, StoreError};
 use graph_tests::faults::{Reference, say, small_options};
 use graph_tests::{Trace, crash_graph, state_hash};
@@ -56,12 +60,11 @@ fn read_spec(path: &str) -> Spec {
     spec
 }
 
-/// How a check ended, when not with success: the verdict line, already printed.
-struct Verdict;
+/// How a check ended, when not with success: the verdict line (printed by `main`).
+struct Verdict(String);
 
 fn verdict(line: impl std::fmt::Display) -> Verdict {
-    say(line);
-    Verdict
+    Verdict(line.to_string())
 }
 
 fn store_error(run: &str, step: impl std::fmt::Display, e: &StoreError) -> Verdict {
@@ -97,6 +100,14 @@ async fn check_run(
             None => Ok(()),
         };
     };
+    // Listed, by status too (a damaged index can hide a run from either list).
+    for filter in [RunFilter::all(), RunFilter::all().status(info.status.clone())] {
+        let listed = store.list_runs(&filter).await.map_err(|e| store_error(run, "list", &e))?;
+        if !listed.iter().any(|r| r.run_id == run) {
+            let word = if acked.is_some() { "lost" } else { "mismatch" };
+            return Err(verdict(format_args!("{word} {run} is not listed by {filter:?}")));
+        }
+    }
     let latest = info.latest_step;
     if let Some(a) = acked
         && latest < a
@@ -221,7 +232,23 @@ async fn main() {
         std::process::exit(2);
     };
     let spec = read_spec(spec);
-    if verify(dir, &spec).await.is_ok() {
-        say("ok");
+    match verify(dir, &spec).await {
+        Ok(()) => say("ok"),
+        // What the reads missed: the store's whole-store check (SQLite's `PRAGMA integrity_check`; the
+        // sled store has none) may find it, as an operator's `graphctl verify --all` would.
+        Err(Verdict(line)) if line.starts_with("lost ") || line.starts_with("mismatch ") => {
+            let checked = match open(dir) {
+                Ok(store) => store.check_integrity().await,
+                Err(e) => Err(e),
+            };
+            match checked {
+                Err(e @ StoreError::Corrupted { .. }) => {
+                    let text = e.to_string().replace('\n', " ");
+                    say(format_args!("integrity-corrupted {text} (the reads: {line})"));
+                }
+                _ => say(line),
+            }
+        }
+        Err(Verdict(line)) => say(line),
     }
 }
