@@ -854,7 +854,10 @@ async fn an_index_entry_removed_is_found_by_the_integrity_check() {
     for run in ["ra", "rb", "rc"] {
         commit_steps(&store, run, 0..20).await;
     }
-    assert_eq!(store.check_integrity().await.unwrap(), Integrity::Sound { check: "PRAGMA integrity_check" });
+    assert_eq!(
+        store.check_integrity().await.unwrap(),
+        Integrity::Sound { check: "PRAGMA integrity_check".into() }
+    );
     drop(store);
     let pristine = std::fs::read(&path).unwrap();
     let raw = rusqlite::Connection::open(&path).unwrap();

@@ -404,17 +404,19 @@ impl Session<'_> {
     async fn verify_all(&self, key: Option<ChainKey>) -> Outcome {
         // The store's whole-store check first (SQLite: `PRAGMA integrity_check`): a damaged index can
         // hide a run from the list below, which only this finds.
-        let (mut exit, file_check) = match self.store.check_integrity().await {
-            Ok(Integrity::Sound { check }) => {
-                (Exit::Ok, Some((format!("store: {check}: ok\n"), json!({ "ok": true, "check": check }))))
+        let (mut exit, line, check) = match self.store.check_integrity().await {
+            Ok(Integrity::Sound { check }) => (
+                Exit::Ok,
+                format!("store: {check}: ok\n"),
+                json!({ "checked": true, "ok": true, "check": check }),
+            ),
+            Ok(Integrity::NotChecked { why }) => {
+                (Exit::Ok, format!("store: not checked: {why}\n"), json!({ "checked": false, "why": why }))
             }
-            Ok(Integrity::NotChecked) => (Exit::Ok, None),
             Err(e) => {
                 let f = Failure::from(e);
-                (
-                    f.exit,
-                    Some((format!("store: {}\n", f.message), json!({ "ok": false, "error": f.message }))),
-                )
+                let j = json!({ "checked": true, "ok": false, "error": f.message });
+                (f.exit, format!("store: {}\n", f.message), j)
             }
         };
         let runs = self.store.list_runs(&RunFilter::all()).await?;
@@ -469,11 +471,8 @@ impl Session<'_> {
                 item["error"].as_str().unwrap_or("?")
             ));
         }
-        let mut j = json!({ "runs": list, "verified": runs.len() - broken_runs, "broken": broken_runs });
-        if let Some((line, check)) = file_check {
-            text.push_str(&line);
-            j["store"] = check;
-        }
+        text.push_str(&line);
+        let j = json!({ "runs": list, "verified": runs.len() - broken_runs, "broken": broken_runs, "store": check });
         Ok(Output { text, json: j, exit })
     }
 

@@ -459,14 +459,18 @@ pub trait Store: Send + Sync + 'static {
     /// [`Store::list_runs`] without an error, is found). It takes as long as reading every page, so
     /// it is for an operator's check (`graphctl verify --all`), not for each open.
     ///
-    /// The default, for stores that check what they read as they read it and have no whole-store check
-    /// (the memory, sled, PostgreSQL and MySQL stores): [`Integrity::NotChecked`].
+    /// The PostgreSQL store runs amcheck's `bt_index_check` (with `heapallindexed`) on each of its
+    /// indexes when the extension is installed in its database; the MySQL store runs `CHECK TABLE` on
+    /// its tables. The default, for stores that check what they read as they read it and have no
+    /// whole-store check (the memory and sled stores): [`Integrity::NotChecked`].
     ///
     /// # Errors
     ///
     /// `Corrupted` naming what is damaged; backend failures.
     async fn check_integrity(&self) -> Result<Integrity, StoreError> {
-        Ok(Integrity::NotChecked)
+        Ok(Integrity::NotChecked {
+            why: "this store has no whole-store check; it checks each record as it reads it",
+        })
     }
 }
 
@@ -474,14 +478,17 @@ pub trait Store: Send + Sync + 'static {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Integrity {
-    /// The check read the whole store and found nothing wrong; `check` names it (e.g. "PRAGMA
-    /// integrity_check").
+    /// The check read the whole store and found nothing wrong; `check` names it and what it covered
+    /// (e.g. "PRAGMA integrity_check", "CHECK TABLE on 9 tables").
     Sound {
         /// The check that ran.
-        check: &'static str,
+        check: String,
     },
-    /// The store has no whole-store check.
-    NotChecked,
+    /// The store has no whole-store check, or cannot run it here.
+    NotChecked {
+        /// Why, and what would make it run.
+        why: &'static str,
+    },
 }
 
 /// Test hook shared by the backends (feature `test-hooks`): makes the next commit fail after its `n`-th

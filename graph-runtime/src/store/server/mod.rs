@@ -1040,6 +1040,10 @@ macro_rules! sql_store {
                 }
                 self.with_conflicts("acknowledging outbox rows", || self.try_ack(keys)).await
             }
+
+            async fn check_integrity(&self) -> Result<$crate::store::Integrity, StoreError> {
+                self.integrity().await
+            }
         }
     };
 }

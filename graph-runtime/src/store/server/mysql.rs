@@ -133,6 +133,38 @@ impl MySqlStore {
         Ok(store)
     }
 
+    /// [`Store::check_integrity`](crate::Store::check_integrity): `CHECK TABLE` on the store's tables
+    /// (InnoDB reads each index and compares its entries with the table's).
+    async fn integrity(&self) -> Result<crate::store::Integrity, StoreError> {
+        let what = "checking the tables";
+        let rows = self.rows(what, || sqlx::query(sql::CHECK_TABLES)).await?;
+        let mut found = Vec::new();
+        for r in &rows {
+            // Table, Op, Msg_type, Msg_text: a table is sound when its last row is `status` `OK`.
+            let text = |i: usize| -> Result<String, StoreError> {
+                let b: Vec<u8> = r.try_get(i).map_err(read_error(what))?;
+                Ok(String::from_utf8_lossy(&b).into_owned())
+            };
+            let (table, kind, message) = (text(0)?, text(2)?, text(3)?);
+            if !(kind.eq_ignore_ascii_case("status") && message == "OK") {
+                found.push(format!("{table}: {kind}: {message}"));
+            }
+        }
+        if found.is_empty() {
+            let tables = rows.len();
+            return Ok(crate::store::Integrity::Sound { check: format!("CHECK TABLE on {tables} tables") });
+        }
+        Err(StoreError::Corrupted {
+            run: None,
+            step: None,
+            file: None,
+            detail: format!("CHECK TABLE found: {}", found.join("; ")),
+            remedy: "rebuild the table it names (`ALTER TABLE … FORCE`: InnoDB rebuilds its indexes from the \
+                     rows) and look at the server's storage; if rows are damaged, restore the database \
+                     from a backup",
+        })
+    }
+
     /// Applies the migrations newer than the database's schema, one process at a time (`GET_LOCK` on a
     /// name of the database, held on one connection). MySQL commits DDL implicitly: every statement of
     /// a migration is idempotent, and its version row is written last.
@@ -576,6 +608,8 @@ mod sql {
     pub(super) const STEPS: &str = "SELECT step FROM graph_checkpoints WHERE run_id = ? ORDER BY step";
     pub(super) const PRUNE: &str = "DELETE FROM graph_checkpoints WHERE run_id = ? AND step < ?";
     pub(super) const RUNS: &str = "SELECT row_bytes FROM graph_runs ORDER BY run_id LIMIT ?";
+    pub(super) const CHECK_TABLES: &str = "CHECK TABLE graph_runs, graph_checkpoints, graph_keys, graph_events, \
+        graph_pending, graph_effects, graph_outbox, graph_leases, graph_lease_claims";
     pub(super) const RUNS_BY_STATUS: &str =
         "SELECT row_bytes FROM graph_runs WHERE status = ? ORDER BY run_id LIMIT ?";
     pub(super) const LOCK_EFFECT: &str = "SELECT record FROM graph_effects WHERE effect_key = ? FOR UPDATE";

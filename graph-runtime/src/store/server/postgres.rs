@@ -132,6 +132,39 @@ impl PostgresStore {
         Ok(store)
     }
 
+    /// [`Store::check_integrity`](crate::Store::check_integrity): amcheck's `bt_index_check` with
+    /// `heapallindexed` (every table row has its index entry, every page of the index in order) on each
+    /// B-tree index of the store's tables, when the extension is installed in this database (the store
+    /// never installs one: `CREATE EXTENSION amcheck` needs a superuser).
+    async fn integrity(&self) -> Result<crate::store::Integrity, StoreError> {
+        use crate::store::Integrity;
+        let what = "checking the indexes with amcheck";
+        if self.row(what, || sqlx::query(sql::AMCHECK)).await?.is_none() {
+            return Ok(Integrity::NotChecked {
+                why: "the amcheck extension is not installed in this database (`CREATE EXTENSION amcheck`, as a \
+                      superuser, lets this check run)",
+            });
+        }
+        match self.once_more(what, || sqlx::query(sql::CHECK_INDEXES).fetch_all(&self.pool)).await {
+            Ok(rows) => Ok(Integrity::Sound {
+                check: format!("amcheck bt_index_check (heapallindexed) on {} indexes", rows.len()),
+            }),
+            // Class XX: "data corrupted" (XX001), "index corrupted" (XX002), which amcheck raises.
+            Err(e) if e.as_database_error().and_then(|d| d.code()).is_some_and(|c| c.starts_with("XX")) => {
+                Err(StoreError::Corrupted {
+                    run: None,
+                    step: None,
+                    file: None,
+                    detail: format!("amcheck found an index inconsistent with its table: {e}"),
+                    remedy: "rebuild the index it names (`REINDEX INDEX CONCURRENTLY …`: the tables hold \
+                             the data) and look at the server's storage; if a table is damaged, restore \
+                             the database from a backup",
+                })
+            }
+            Err(e) => Err(self.error(classify(&e), what, e)),
+        }
+    }
+
     /// Applies the migrations newer than the database's schema, one process at a time (an advisory
     /// lock held on one connection), each in a transaction with its version row.
     async fn migrate(&self) -> Result<(), StoreError> {
@@ -329,6 +362,12 @@ mod sql {
     pub(super) const STEPS: &str = "SELECT step FROM graph_checkpoints WHERE run_id = $1 ORDER BY step";
     pub(super) const PRUNE: &str = "DELETE FROM graph_checkpoints WHERE run_id = $1 AND step < $2";
     pub(super) const RUNS: &str = "SELECT row_bytes FROM graph_runs ORDER BY run_id LIMIT $1";
+    pub(super) const AMCHECK: &str = "SELECT 1 FROM pg_extension WHERE extname = 'amcheck'";
+    /// Every B-tree index of the store's tables that the search path finds.
+    pub(super) const CHECK_INDEXES: &str = "SELECT bt_index_check(c.oid, true) FROM pg_index i \
+        JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_class t ON t.oid = i.indrelid \
+        JOIN pg_am a ON a.oid = c.relam \
+        WHERE a.amname = 'btree' AND t.relname LIKE 'graph\\_%' AND pg_table_is_visible(t.oid) ORDER BY c.relname";
     pub(super) const RUNS_BY_STATUS: &str =
         "SELECT row_bytes FROM graph_runs WHERE status = $1 ORDER BY run_id LIMIT $2";
     pub(super) const LOCK_EFFECT: &str = "SELECT record FROM graph_effects WHERE effect_key = $1 FOR UPDATE";

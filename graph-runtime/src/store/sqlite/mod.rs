@@ -1339,7 +1339,7 @@ impl Store for SqliteStore {
             })
             .await?;
         if found.len() == 1 && found[0] == "ok" {
-            return Ok(Integrity::Sound { check: CHECK });
+            return Ok(Integrity::Sound { check: CHECK.to_owned() });
         }
         Err(StoreError::corrupted_file(
             &self.inner.path,
