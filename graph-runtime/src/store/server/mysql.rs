@@ -140,18 +140,19 @@ impl MySqlStore {
         let rows = self.rows(what, || sqlx::query(sql::CHECK_TABLES)).await?;
         let mut found = Vec::new();
         for r in &rows {
-            // Table, Op, Msg_type, Msg_text: a table is sound when its last row is `status` `OK`.
+            // Table, Op, Msg_type, Msg_text: one `status` row a table (`OK` when sound), after any
+            // `error`, `warning` or `note` rows. Damage: an `error` row, or a status other than `OK`.
             let text = |i: usize| -> Result<String, StoreError> {
                 let b: Vec<u8> = r.try_get(i).map_err(read_error(what))?;
                 Ok(String::from_utf8_lossy(&b).into_owned())
             };
-            let (table, kind, message) = (text(0)?, text(2)?, text(3)?);
-            if !(kind.eq_ignore_ascii_case("status") && message == "OK") {
+            let (table, kind, message) = (text(0)?, text(2)?.to_ascii_lowercase(), text(3)?);
+            if kind == "error" || (kind == "status" && message != "OK") {
                 found.push(format!("{table}: {kind}: {message}"));
             }
         }
         if found.is_empty() {
-            let tables = rows.len();
+            let tables = sql::CHECK_TABLES.matches("graph_").count();
             return Ok(crate::store::Integrity::Sound { check: format!("CHECK TABLE on {tables} tables") });
         }
         Err(StoreError::Corrupted {
