@@ -223,6 +223,7 @@ graph_tests::for_backends! {
         an_interrupted_migration_runs_again,
         runs_without_their_graph_are_sorted_by_the_first_claim,
         a_lost_lease_stops_before_an_effect_call,
+        a_lost_last_checkpoint_is_corrupted_not_an_older_latest,
     ];
     #[cfg(feature = "postgres")]
     postgres => Postgres::new(),
@@ -1206,4 +1207,34 @@ async fn mysql_integrity_check_checks_every_table() {
     assert_eq!(tables, 9);
     let check = format!("CHECK TABLE on {tables} tables");
     assert_eq!(store.check_integrity().await.unwrap(), Integrity::Sound { check });
+}
+
+/// The last checkpoint row of a run lost (as damage that loses a table's page or an index entry would
+/// lose it; here deleted by hand) while its run row says that step was committed: `latest` and
+/// `history` answer `Corrupted` naming the run and the step, not the step before as if it were the
+/// last. Another run reads as before.
+async fn a_lost_last_checkpoint_is_corrupted_not_an_older_latest<B: Server>(b: &B) {
+    use graph_runtime::store::conformance::commit_steps;
+    let store = b.open().await;
+    commit_steps(&store, "lost", 0..5).await;
+    commit_steps(&store, "kept", 0..5).await;
+    B::execute(&store, "DELETE FROM graph_checkpoints WHERE run_id = 'lost' AND step = 4").await;
+    let corrupted = |e: StoreError| match e {
+        StoreError::Corrupted { run: Some(run), step: Some(4), detail, .. } if run == "lost" => {
+            assert!(
+                detail.contains("the run's row is at step 4 but the table of its checkpoints ends at step 3"),
+                "{detail}"
+            );
+        }
+        other => panic!("{other:?}"),
+    };
+    corrupted(store.latest("lost").await.map(|c| c.map(|c| c.step)).unwrap_err());
+    corrupted(store.history("lost").await.map(|h| h.len()).unwrap_err());
+    assert_eq!(store.latest("kept").await.unwrap().map(|c| c.step), Some(4));
+    assert_eq!(
+        store.history("kept").await.unwrap().iter().map(|m| m.step).collect::<Vec<_>>(),
+        [0, 1, 2, 3, 4]
+    );
+    assert_eq!(store.latest("none").await.unwrap(), None);
+    assert!(store.history("none").await.unwrap().is_empty());
 }

@@ -491,6 +491,43 @@ pub enum Integrity {
     },
 }
 
+/// What a store's reads of a run's checkpoints went through, for [`behind_run_row`]'s message: "the
+/// index of its checkpoints", and what it means when that ends before the run row ("the index is
+/// damaged"); the damaged file, if the store has one; what to do.
+pub(crate) struct ReadThrough {
+    pub(crate) what: &'static str,
+    pub(crate) lost: &'static str,
+    pub(crate) file: Option<std::path::PathBuf>,
+    pub(crate) remedy: &'static str,
+}
+
+/// `Corrupted` for `run_id` when its run row says it committed step `latest` but the last checkpoint
+/// of the run a read found is `last`, an earlier one or none. A sound store never shows that: the run
+/// row is written in the commit of its checkpoint, and a prune keeps the latest. Without a run row
+/// there is nothing to compare.
+pub(crate) fn behind_run_row(
+    run_id: &str,
+    latest: Option<u64>,
+    last: Option<u64>,
+    through: ReadThrough,
+) -> Result<(), StoreError> {
+    let Some(latest) = latest else { return Ok(()) };
+    if last.is_some_and(|last| last >= latest) {
+        return Ok(());
+    }
+    let ReadThrough { what, lost, file, remedy } = through;
+    Err(StoreError::Corrupted {
+        run: Some(run_id.to_owned()),
+        step: Some(latest),
+        file,
+        detail: format!(
+            "the run's row is at step {latest} but {what} ends at {}: {lost}",
+            last.map_or("none".to_owned(), |s| format!("step {s}"))
+        ),
+        remedy,
+    })
+}
+
 /// Test hook shared by the backends (feature `test-hooks`): makes the next commit fail after its `n`-th
 /// write, inside the transaction, so the conformance suite can check that nothing of it becomes visible.
 #[cfg(feature = "test-hooks")]

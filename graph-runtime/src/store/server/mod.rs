@@ -494,6 +494,37 @@ macro_rules! sql_store {
             move |e| store_error(classify(&e), what, e)
         }
 
+        /// The rows of `sql::LATEST` / `sql::HISTORY`: the run row's latest step (`None`: no run row), and
+        /// the checkpoints (step, record) in step order.
+        fn with_run_row(
+            rows: &[<$db as sqlx::Database>::Row],
+            what: &str,
+        ) -> Result<(Option<u64>, Vec<(u64, Vec<u8>)>), StoreError> {
+            let mut latest = None;
+            let mut checkpoints = Vec::with_capacity(rows.len());
+            for r in rows {
+                latest = r.try_get::<Option<i64>, _>(0).map_err(read_error(what))?.map(from_db_int);
+                let step: Option<i64> = r.try_get(1).map_err(read_error(what))?;
+                let record: Option<Vec<u8>> = r.try_get(2).map_err(read_error(what))?;
+                if let (Some(step), Some(record)) = (step, record) {
+                    checkpoints.push((from_db_int(step), record));
+                }
+            }
+            Ok((latest, checkpoints))
+        }
+
+        /// How the server stores read a run's checkpoints, for `behind_run_row`: rows of a table and
+        /// the entries of its primary key's index, either of which damage can lose.
+        fn through() -> $crate::store::ReadThrough {
+            $crate::store::ReadThrough {
+                what: "the table of its checkpoints",
+                lost: "checkpoint rows, or their index entries, were lost",
+                file: None,
+                remedy: "the database is damaged: restore it from a backup (amcheck or CHECK TABLE, run by \
+                         `graphctl verify --all`, tells an index to rebuild from rows that are lost)",
+            }
+        }
+
         /// A query of the backend, as `sqlx::query` builds it.
         type Query<'a> = sqlx::query::Query<'a, $db, <$db as sqlx::Database>::Arguments>;
 
@@ -939,15 +970,11 @@ macro_rules! sql_store {
 
             async fn latest(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError> {
                 let what = "reading the latest checkpoint";
-                let row = self.row(what, || sqlx::query(sql::LATEST).bind(run_id)).await?;
-                match row {
-                    Some(r) => {
-                        let step: i64 = r.try_get(0).map_err(read_error(what))?;
-                        let bytes: Vec<u8> = r.try_get(1).map_err(read_error(what))?;
-                        Ok(Some(decode(run_id, from_db_int(step), &bytes)?))
-                    }
-                    None => Ok(None),
-                }
+                let rows = self.rows(what, || sqlx::query(sql::LATEST).bind(run_id)).await?;
+                let (latest, last) = with_run_row(&rows, what)?;
+                let last = last.into_iter().next_back();
+                $crate::store::behind_run_row(run_id, latest, last.as_ref().map(|(s, _)| *s), through())?;
+                last.map(|(step, bytes)| decode(run_id, step, &bytes)).transpose()
             }
 
             async fn checkpoints(&self, run_id: &str, from: u64, to: u64) -> Result<Vec<Checkpoint>, StoreError> {
@@ -968,7 +995,11 @@ macro_rules! sql_store {
             }
 
             async fn history(&self, run_id: &str) -> Result<Vec<CheckpointMeta>, StoreError> {
-                Ok(self.checkpoints(run_id, 0, i64::MAX as u64).await?.iter().map(Checkpoint::meta).collect())
+                let what = "reading the checkpoints";
+                let rows = self.rows(what, || sqlx::query(sql::HISTORY).bind(run_id)).await?;
+                let (latest, all) = with_run_row(&rows, what)?;
+                $crate::store::behind_run_row(run_id, latest, all.last().map(|(s, _)| *s), through())?;
+                all.iter().map(|(step, bytes)| Ok(decode(run_id, *step, bytes)?.meta())).collect()
             }
 
             async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunInfo>, StoreError> {

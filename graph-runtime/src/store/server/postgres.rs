@@ -355,8 +355,15 @@ mod sql {
          has_pending = $5 WHERE run_id = $6";
     pub(super) const EVENTS: &str =
         "SELECT seq, bytes FROM graph_events WHERE run_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3";
-    pub(super) const LATEST: &str =
-        "SELECT step, record FROM graph_checkpoints WHERE run_id = $1 ORDER BY step DESC LIMIT 1";
+    /// One row always: the run row's latest step and the last checkpoint, each NULL when absent, of one
+    /// snapshot (one statement).
+    pub(super) const LATEST: &str = "SELECT r.latest_step, c.step, c.record FROM (SELECT $1::text AS id) p \
+         LEFT JOIN graph_runs r ON r.run_id = p.id LEFT JOIN graph_checkpoints c ON c.run_id = p.id \
+         AND c.step = (SELECT MAX(step) FROM graph_checkpoints m WHERE m.run_id = p.id)";
+    /// The run row's latest step beside each checkpoint (one row with NULLs when there is none).
+    pub(super) const HISTORY: &str = "SELECT r.latest_step, c.step, c.record FROM (SELECT $1::text AS id) p \
+         LEFT JOIN graph_runs r ON r.run_id = p.id LEFT JOIN graph_checkpoints c ON c.run_id = p.id \
+         ORDER BY c.step";
     pub(super) const CHECKPOINTS: &str = "SELECT step, record FROM graph_checkpoints \
          WHERE run_id = $1 AND step >= $2 AND step <= $3 ORDER BY step";
     pub(super) const STEPS: &str = "SELECT step FROM graph_checkpoints WHERE run_id = $1 ORDER BY step";

@@ -610,21 +610,14 @@ impl SqliteStore {
     /// index leaf can drop entries without SQLite noticing, and a run would then read as behind the
     /// step it committed (measured: docs/stores.md, "A damaged index").
     fn check_index(&self, run_id: &str, row: Option<&[u8]>, last: Option<u64>) -> Result<(), StoreError> {
-        let Some(row) = row else { return Ok(()) };
-        let latest = decode_run(row)?.latest_step;
-        if last.is_some_and(|last| last >= latest) {
-            return Ok(());
-        }
-        Err(StoreError::Corrupted {
-            run: Some(run_id.to_owned()),
-            step: Some(latest),
+        let latest = row.map(decode_run).transpose()?.map(|info| info.latest_step);
+        let through = super::ReadThrough {
+            what: "the index of its checkpoints",
+            lost: "the index is damaged",
             file: Some(self.inner.path.clone()),
-            detail: format!(
-                "the run's row is at step {latest} but the index of its checkpoints ends at {}: the index is damaged",
-                last.map_or("none".to_owned(), |s| format!("step {s}"))
-            ),
             remedy: REMEDY_FILE,
-        })
+        };
+        super::behind_run_row(run_id, latest, last, through)
     }
 
     /// Commits `op`, inline or through the writer thread, and waits for its answer (after its group
