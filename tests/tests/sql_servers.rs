@@ -1172,6 +1172,34 @@ async fn postgres_integrity_check_runs_amcheck_once_installed() {
     assert!(indexes >= 13, "{indexes}");
     let check = format!("amcheck bt_index_check (heapallindexed) on {indexes} indexes");
     assert_eq!(store.check_integrity().await.unwrap(), Integrity::Sound { check });
+    // A role that may read the store but not run amcheck's functions (revoked from PUBLIC): not
+    // checked, saying what to grant. Roles are the server's, not the database's: a name of its own,
+    // dropped at the end.
+    let role = format!("graph_plain_{}", std::process::id());
+    let admin = |sql: String| {
+        let pool = store.pool().clone();
+        async move { sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&pool).await.unwrap() }
+    };
+    admin(format!("CREATE ROLE {role} LOGIN")).await;
+    admin(format!("GRANT USAGE, CREATE ON SCHEMA public TO {role}")).await;
+    admin(format!("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")).await;
+    // Nothing that can panic until the role is dropped.
+    let answer = match b.connect_as(&role).await {
+        Ok(plain) => {
+            let answer = plain.check_integrity().await;
+            plain.close().await;
+            answer
+        }
+        Err(e) => Err(e),
+    };
+    admin(format!("DROP OWNED BY {role}")).await;
+    admin(format!("DROP ROLE {role}")).await;
+    match answer.unwrap() {
+        Integrity::NotChecked { why } => {
+            assert!(why.contains("GRANT EXECUTE ON FUNCTION bt_index_check"), "{why}")
+        }
+        other => panic!("as {role}: {other:?}"),
+    }
     // An index whose entries no longer agree with its table: its declared columns swapped in the
     // catalog under its entries (as a superuser; the database is the test's own).
     <Postgres as Server>::execute(

@@ -149,6 +149,13 @@ impl PostgresStore {
             Ok(rows) => Ok(Integrity::Sound {
                 check: format!("amcheck bt_index_check (heapallindexed) on {} indexes", rows.len()),
             }),
+            // amcheck's functions are revoked from PUBLIC when it is installed.
+            Err(e) if e.as_database_error().and_then(|d| d.code()).is_some_and(|c| c == "42501") => {
+                Ok(Integrity::NotChecked {
+                    why: "the store's database role may not run amcheck's functions (a superuser can `GRANT \
+                          EXECUTE ON FUNCTION bt_index_check(regclass, boolean) TO` it)",
+                })
+            }
             // Class XX: "data corrupted" (XX001), "index corrupted" (XX002), which amcheck raises.
             Err(e) if e.as_database_error().and_then(|d| d.code()).is_some_and(|c| c.starts_with("XX")) => {
                 Err(StoreError::Corrupted {
