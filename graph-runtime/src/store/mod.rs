@@ -495,6 +495,7 @@ pub enum Integrity {
 /// What a store's reads of a run's checkpoints went through, for [`behind_run_row`]'s message: "the
 /// index of its checkpoints", and what it means when that ends before the run row ("the index is
 /// damaged"); the damaged file, if the store has one; what to do.
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 pub(crate) struct ReadThrough {
     pub(crate) what: &'static str,
     pub(crate) lost: &'static str,
@@ -506,6 +507,7 @@ pub(crate) struct ReadThrough {
 /// of the run a read found is `last`, an earlier one or none. A sound store never shows that: the run
 /// row is written in the commit of its checkpoint, and a prune keeps the latest. Without a run row
 /// there is nothing to compare.
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 pub(crate) fn behind_run_row(
     run_id: &str,
     latest: Option<u64>,
