@@ -98,6 +98,10 @@ pub(crate) enum Command {
         /// The key of a keyed log (HMAC-SHA256): the file's bytes, exactly.
         #[arg(long, value_name = "FILE")]
         key_file: Option<PathBuf>,
+        /// With `--all`: skip the store's whole-store check (`Store::check_integrity`, which reads
+        /// every page of a SQLite file or every index of a server's tables).
+        #[arg(long)]
+        no_store_check: bool,
     },
     /// A run's effect journal.
     Effects {
