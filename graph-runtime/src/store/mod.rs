@@ -461,9 +461,9 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// The PostgreSQL store runs amcheck's `bt_index_check` (with `heapallindexed`) on each of its
     /// indexes when the extension is installed in its database and its role may run it (else
-    /// `NotChecked`, saying what to do); the MySQL store runs `CHECK TABLE` on
-    /// its tables. The default, for stores that check what they read as they read it and have no
-    /// whole-store check (the memory and sled stores): [`Integrity::NotChecked`].
+    /// `NotChecked`, saying what to do); the MySQL store runs `CHECK TABLE` on its tables. The default,
+    /// for stores that check what they read as they read it and have no whole-store check (the memory
+    /// and sled stores): [`Integrity::NotChecked`].
     ///
     /// # Errors
     ///

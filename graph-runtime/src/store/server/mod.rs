@@ -520,8 +520,8 @@ macro_rules! sql_store {
                 what: "the table of its checkpoints",
                 lost: "checkpoint rows, or their index entries, were lost",
                 file: None,
-                remedy: "the database is damaged: restore it from a backup (amcheck or CHECK TABLE, run by \
-                         `graphctl verify --all`, tells an index to rebuild from rows that are lost)",
+                remedy: "the database is damaged: restore it from a backup; `graphctl verify --all` (amcheck, \
+                         CHECK TABLE) tells whether only an index is, which REINDEX or a table rebuild repairs",
             }
         }
 
