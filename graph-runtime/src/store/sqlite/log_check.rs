@@ -41,7 +41,9 @@ const READ_BUFFER: usize = 256 * 1024;
 /// What to do about a damaged log.
 const REMEDY: &str = "opened as it is, the store would lose the commits the log held after that point: restore \
      the database file and its -wal and -shm files from a backup; or copy them aside and open the store once \
-     with `Durability::Async`, which reads the log as far as SQLite can and drops the rest";
+     with `Durability::Async`, which reads the log as far as SQLite can and drops the rest. A store last \
+     written with `Durability::Async` can show this after a power loss without any damage (its commits were \
+     not synced, and the device may have kept a later one and not an earlier one): open it with `Async`";
 
 /// Checks the write-ahead log of the database file `path`, if it has one: `Corrupted` when SQLite
 /// would drop commits it holds or held (module docs). The log is read once from start to end, a frame
