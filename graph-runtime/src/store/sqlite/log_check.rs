@@ -288,18 +288,13 @@ fn scan(mut r: impl std::io::Read, ranges: bool) -> std::io::Result<Option<Scan>
     Ok(Some(out))
 }
 
-/// Fills `buf` from `r`: `false` at the end of the input, a part of `buf` read or none.
+/// Fills `buf` from `r` (`read_exact`): `false` when the input ends first, a part of `buf` read or none.
 fn read_whole(r: &mut impl std::io::Read, buf: &mut [u8]) -> std::io::Result<bool> {
-    let mut at = 0;
-    while at < buf.len() {
-        match r.read(&mut buf[at..]) {
-            Ok(0) => return Ok(false),
-            Ok(n) => at += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
+    match r.read_exact(buf) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
+        Err(e) => Err(e),
     }
-    Ok(true)
 }
 
 /// The byte ranges of the commit groups SQLite reads from the log `bytes`, in order: each from the
