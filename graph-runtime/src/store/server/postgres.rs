@@ -145,30 +145,31 @@ impl PostgresStore {
                       superuser, lets this check run)",
             });
         }
-        match self.once_more(what, || sqlx::query(sql::CHECK_INDEXES).fetch_all(&self.pool)).await {
-            Ok(rows) => Ok(Integrity::Sound {
-                check: format!("amcheck bt_index_check (heapallindexed) on {} indexes", rows.len()),
-            }),
+        let e = match self.once_more(what, || sqlx::query(sql::CHECK_INDEXES).fetch_all(&self.pool)).await {
+            Ok(rows) => {
+                let check = format!("amcheck bt_index_check (heapallindexed) on {} indexes", rows.len());
+                return Ok(Integrity::Sound { check });
+            }
+            Err(e) => e,
+        };
+        let code = e.as_database_error().and_then(|d| d.code()).unwrap_or_default();
+        match &*code {
             // amcheck's functions are revoked from PUBLIC when it is installed.
-            Err(e) if e.as_database_error().and_then(|d| d.code()).is_some_and(|c| c == "42501") => {
-                Ok(Integrity::NotChecked {
-                    why: "the store's database role may not run amcheck's functions (a superuser can `GRANT \
-                          EXECUTE ON FUNCTION bt_index_check(regclass, boolean) TO` it)",
-                })
-            }
+            "42501" => Ok(Integrity::NotChecked {
+                why: "the store's database role may not run amcheck's functions (a superuser can `GRANT \
+                      EXECUTE ON FUNCTION bt_index_check(regclass, boolean) TO` it)",
+            }),
             // Class XX: "data corrupted" (XX001), "index corrupted" (XX002), which amcheck raises.
-            Err(e) if e.as_database_error().and_then(|d| d.code()).is_some_and(|c| c.starts_with("XX")) => {
-                Err(StoreError::Corrupted {
-                    run: None,
-                    step: None,
-                    file: None,
-                    detail: format!("amcheck found an index inconsistent with its table: {e}"),
-                    remedy: "rebuild the index it names (`REINDEX INDEX CONCURRENTLY …`: the tables hold \
-                             the data) and look at the server's storage; if a table is damaged, restore \
-                             the database from a backup",
-                })
-            }
-            Err(e) => Err(self.error(classify(&e), what, e)),
+            c if c.starts_with("XX") => Err(StoreError::Corrupted {
+                run: None,
+                step: None,
+                file: None,
+                detail: format!("amcheck found an index inconsistent with its table: {e}"),
+                remedy: "rebuild the index it names (`REINDEX INDEX CONCURRENTLY …`: the tables hold \
+                         the data) and look at the server's storage; if a table is damaged, restore \
+                         the database from a backup",
+            }),
+            _ => Err(self.error(classify(&e), what, e)),
         }
     }
 
