@@ -187,8 +187,11 @@ pub struct Counts<K> {
     pub corrupted_at_open: u64,
     /// (b), reported by a read.
     pub corrupted_at_read: u64,
-    /// (b), missed by the reads (a silent loss or a wrong answer) and reported by the store's
-    /// whole-store check (`Store::check_integrity`).
+    /// (b), missed by the reads (a silent loss or a wrong answer) and reported by the engine's `verify`
+    /// of a run (its event log against its checkpoints).
+    pub corrupted_by_verify: u64,
+    /// (b), missed by the reads and by `verify`, and reported by the store's whole-store check
+    /// (`Store::check_integrity`).
     pub corrupted_by_integrity_check: u64,
     /// (d) confined to the last group of a log.
     pub torn_tail_like: u64,
@@ -212,6 +215,7 @@ impl<K: Ord + std::fmt::Debug> Default for Counts<K> {
             intact: 0,
             corrupted_at_open: 0,
             corrupted_at_read: 0,
+            corrupted_by_verify: 0,
             corrupted_by_integrity_check: 0,
             torn_tail_like: 0,
             tail_erased: Vec::new(),
@@ -278,6 +282,10 @@ impl<K: Ord + std::fmt::Debug> Counts<K> {
                 }
                 "corrupted"
             }
+            "verify-corrupted" if names_damage(rest) => {
+                self.corrupted_by_verify += 1;
+                "verify"
+            }
             "integrity-corrupted" if names_damage(rest) => {
                 self.corrupted_by_integrity_check += 1;
                 "integrity-check"
@@ -313,8 +321,9 @@ impl<K: Ord + std::fmt::Debug> Counts<K> {
         println!("  (a) intact, every acknowledged commit verified: {}", self.intact);
         println!("  (b) Corrupted at open: {}", self.corrupted_at_open);
         println!("  (b) Corrupted at a read: {}", self.corrupted_at_read);
+        println!("  (b) Corrupted by the engine's verify, the reads missed it: {}", self.corrupted_by_verify);
         println!(
-            "  (b) Corrupted by the integrity check, the reads missed it: {}",
+            "  (b) Corrupted by the integrity check, the reads and verify missed it: {}",
             self.corrupted_by_integrity_check
         );
         println!(

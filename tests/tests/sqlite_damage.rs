@@ -11,9 +11,10 @@
 //! - (b) a typed `Corrupted` (at open or at a read) whose message names the database (its file or its
 //!   log) or the run and step of a damaged record, or the engine's `ExecutionCorrupted` naming the run
 //!   whose event log no longer verifies (rows a damaged leaf lost without SQLite noticing); or, when
-//!   the reads missed the damage (a loss or a wrong answer, below), `Corrupted` from the store's
-//!   whole-store check (`Store::check_integrity`, `PRAGMA integrity_check`) run after them, counted
-//!   apart: what an operator's `graphctl verify --all` finds and the reads do not;
+//!   the reads missed the damage (a loss or a wrong answer, below), what an operator's `graphctl verify
+//!   --all` finds run after them, each counted apart: the engine's `verify` of each run (its event log
+//!   against its stored checkpoints) reporting `Corrupted` or `ExecutionCorrupted`, else `Corrupted`
+//!   from the store's whole-store check (`Store::check_integrity`, `PRAGMA integrity_check`);
 //! - (c) anything else — another error, a wrong state, a hang, a panic — is a failure;
 //! - (d) silent loss: an acknowledged step is missing, a run is behind it, or a run is not listed by
 //!   `list_runs` (all runs, or those of its status). Damage confined to the

@@ -15,6 +15,7 @@ graph_tests::for_backends! {
         a_run_survives_reopening_the_store_and_equals_the_memory_run,
         steps_are_stored_as_deltas_with_periodic_snapshots,
         flipped_bytes_are_corrupted_and_a_newer_format_is_unsupported,
+        a_lost_checkpoint_that_no_read_notices_fails_verification,
     ];
     sled => Sled::new(),
     #[cfg(feature = "postgres")]
@@ -29,6 +30,7 @@ graph_tests::for_backends! {
         a_run_survives_reopening_the_store_and_equals_the_memory_run,
         steps_are_stored_as_deltas_with_periodic_snapshots,
         flipped_bytes_are_corrupted_and_a_newer_format_is_unsupported,
+        a_lost_checkpoint_that_no_read_notices_fails_verification,
     ];
     sqlite => graph_tests::backends::Sqlite::new(),
 }
@@ -133,6 +135,37 @@ async fn flipped_bytes_are_corrupted_and_a_newer_format_is_unsupported<B: RawAcc
 
     B::put_raw_checkpoint(&store, "x", 5, &good).await.unwrap();
     assert!(engine.resume("x").await.unwrap().is_completed());
+}
+
+/// A checkpoint lost from the middle of a run's history (its row, or the index entry that finds it)
+/// reads as a shorter history: the run row and the last checkpoint still agree, so no read notices.
+/// `verify` does: the event log records the step's commit, and pruning never removes a checkpoint after
+/// the oldest one stored. Pruned steps, whose commits the log also records, verify as before.
+async fn a_lost_checkpoint_that_no_read_notices_fails_verification<B: RawAccess>(b: &B) {
+    let store = b.open().await;
+    let engine = Engine::builder(counter(60)).store(store.clone()).build();
+    for run in ["lost", "kept"] {
+        engine.run(run, Trace::default()).await.unwrap();
+    }
+    assert_eq!(engine.verify("lost").await.unwrap().checkpoints_matched, 61);
+    let pruned = store.prune("lost", 20).await.unwrap();
+    assert!(pruned > 0, "the prune removed the oldest checkpoints");
+    let oldest = store.history("lost").await.unwrap()[0].step;
+    assert_eq!(engine.verify("lost").await.unwrap().checkpoints_matched, 61 - pruned as u64);
+
+    for step in [oldest + 1, 59] {
+        B::remove_checkpoint(&store, "lost", step).await.unwrap();
+        let steps: Vec<u64> = store.history("lost").await.unwrap().iter().map(|m| m.step).collect();
+        assert!(!steps.contains(&step) && steps.contains(&60), "{steps:?}: no read error, step {step} gone");
+        match engine.verify("lost").await {
+            Err(Error::Store(StoreError::Corrupted { run: Some(run), step: Some(s), detail, .. })) => {
+                assert_eq!((run.as_str(), s), ("lost", oldest + 1), "the first lost step is named");
+                assert!(detail.contains(&format!("records the commit of step {s}")), "{detail}");
+            }
+            other => panic!("step {step} lost: {other:?}"),
+        }
+    }
+    engine.verify("kept").await.unwrap();
 }
 
 fn sha2_of(a: &[u8], b: &[u8]) -> [u8; 32] {

@@ -608,6 +608,16 @@ fn graphctl_opens_sqlite_files() {
     let skipped = graphctl(&file, &["verify", "--all", "--no-store-check"]).ok().stdout;
     assert!(skipped.ends_with("store: not checked: skipped (--no-store-check)\n"), "{skipped}");
     graphctl(&file, &["verify", "order-1", "--no-store-check"]).fails(2, "--no-store-check goes with --all");
+    // A checkpoint lost from the middle of the run's history: no read notices (the run row and the last
+    // checkpoint agree), the event log does: exit 5, naming the step.
+    let raw = rusqlite::Connection::open(&file).unwrap();
+    let steps: i64 =
+        raw.query_row("SELECT COUNT(*) FROM checkpoints WHERE run_id = 'order-1'", [], |r| r.get(0)).unwrap();
+    assert!(steps >= 3, "{steps} checkpoints: step 1 is between two others");
+    raw.execute("DELETE FROM checkpoints WHERE run_id = 'order-1' AND step = 1", []).unwrap();
+    drop(raw);
+    graphctl(&file, &["history", "order-1"]).ok();
+    graphctl(&file, &["verify", "order-1"]).fails(5, "the event log records the commit of step 1");
 }
 
 /// A SQLite store on a file system mounted read-only (as ext4 is after an error with

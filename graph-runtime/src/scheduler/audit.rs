@@ -136,14 +136,17 @@ impl<S: Reducer> Engine<S> {
     }
 
     /// Verifies a run's whole event log: every event's hash from genesis (with the engine's key in keyed
-    /// mode), no gap, no reordering, the run row's head at its end, and every stored checkpoint against
-    /// the event that recorded its commit. Reads the log page by page.
+    /// mode), no gap, no reordering, the run row's head at its end, every stored checkpoint against
+    /// the event that recorded its commit, and every commit the log records against the stored
+    /// checkpoints: one the log records at or after the oldest stored checkpoint must still be there
+    /// (pruning removes only the oldest and keeps the latest). Reads the log page by page.
     ///
     /// # Errors
     ///
     /// [`Error::ExecutionCorrupted`] naming the first event that does not verify (or the first missing
-    /// one); `UnsupportedSchemaVersion` for an event of an unknown format (an edited version number reads
-    /// as one); [`Error::RunNotFound`]; store errors.
+    /// one); [`StoreError::Corrupted`] naming the first step whose commit the log records but whose
+    /// checkpoint is gone (its row or its index entry lost); `UnsupportedSchemaVersion` for an event of
+    /// an unknown format (an edited version number reads as one); [`Error::RunNotFound`]; store errors.
     pub async fn verify(&self, run_id: &str) -> Result<ChainReport> {
         verify_run(&*self.inner.store, run_id, self.inner.chain_key.as_ref()).await
     }
@@ -346,8 +349,9 @@ pub async fn verify_run(store: &dyn Store, run_id: &str, key: Option<&ChainKey>)
         }
     }
     events::check_head(run_id, None, prev.as_ref(), info.event_head.as_ref())?;
+    let history = store.history(run_id).await?;
     let mut matched = 0;
-    for meta in store.history(run_id).await? {
+    for meta in &history {
         if let Some((seq, hash)) = recorded.get(&meta.step) {
             if *hash != meta.state_hash {
                 return Err(Error::ExecutionCorrupted { run: run_id.to_owned(), seq: *seq });
@@ -355,7 +359,36 @@ pub async fn verify_run(store: &dyn Store, run_id: &str, key: Option<&ChainKey>)
             matched += 1;
         }
     }
+    lost_checkpoint(run_id, &recorded, &history)?;
     Ok(ChainReport { run_id: run_id.to_owned(), events: count, head: prev, checkpoints_matched: matched })
+}
+
+/// `Corrupted` for the first commit the log records (`recorded`, by step) whose checkpoint `history`
+/// lacks though it holds an older one. Only `prune` deletes checkpoints, and only the oldest, always
+/// keeping the latest: a recorded step at or after the oldest stored one (any recorded step, when none
+/// is stored) was lost, as a damaged index loses an entry without any read noticing (docs/stores.md,
+/// "Not caught by the reads").
+fn lost_checkpoint(
+    run_id: &str,
+    recorded: &BTreeMap<u64, (u64, String)>,
+    history: &[crate::store::CheckpointMeta],
+) -> Result<()> {
+    let oldest = history.first().map(|m| m.step);
+    let stored: std::collections::BTreeSet<u64> = history.iter().map(|m| m.step).collect();
+    let Some((step, (seq, _))) = recorded.range(oldest.unwrap_or(0)..).find(|(s, _)| !stored.contains(s))
+    else {
+        return Ok(());
+    };
+    let holds = match oldest {
+        Some(o) => format!("holds its checkpoints from step {o} on but not this one"),
+        None => "holds none of its checkpoints".to_owned(),
+    };
+    let detail = format!(
+        "the event log records the commit of step {step} (event {seq}), and the store {holds}: pruning \
+         removes only the oldest checkpoints and keeps the latest, so this one was lost (its row, or its \
+         index entry)"
+    );
+    Err(StoreError::corrupted_record(run_id, *step, detail).into())
 }
 
 /// [`Engine::history`] on any store, without a graph.

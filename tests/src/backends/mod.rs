@@ -113,6 +113,13 @@ pub trait RawAccess: conformance::Backend {
         step: u64,
         bytes: &[u8],
     ) -> impl std::future::Future<Output = Result<(), StoreError>> + Send;
+    /// Deletes a checkpoint as damage that loses it would: the run row and the event log still name
+    /// its commit.
+    fn remove_checkpoint(
+        store: &Self::Store,
+        run: &str,
+        step: u64,
+    ) -> impl std::future::Future<Output = Result<(), StoreError>> + Send;
 }
 
 /// The in-memory model store.
@@ -181,6 +188,9 @@ impl RawAccess for Sled {
         bytes: &[u8],
     ) -> Result<(), StoreError> {
         store.put_raw_checkpoint(run, step, bytes)
+    }
+    async fn remove_checkpoint(store: &SledStore, run: &str, step: u64) -> Result<(), StoreError> {
+        store.remove_from_index(run, step)
     }
 }
 

@@ -174,6 +174,13 @@ macro_rules! server_backend {
             ) -> Result<(), graph_runtime::StoreError> {
                 store.put_raw_checkpoint(run, step, bytes).await
             }
+            async fn remove_checkpoint(
+                store: &$store,
+                run: &str,
+                step: u64,
+            ) -> Result<(), graph_runtime::StoreError> {
+                store.remove_raw_checkpoint(run, step).await
+            }
         }
     };
 }

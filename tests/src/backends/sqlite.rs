@@ -61,4 +61,7 @@ impl RawAccess for Sqlite {
     ) -> Result<(), StoreError> {
         store.put_raw_checkpoint(run, step, bytes).await
     }
+    async fn remove_checkpoint(store: &SqliteStore, run: &str, step: u64) -> Result<(), StoreError> {
+        store.remove_raw_checkpoint(run, step).await
+    }
 }

@@ -16,9 +16,13 @@
 //!   loss);
 //! - `mismatch <run> <what>`: the store returned something other than what was committed;
 //! - `resume-error <run> <Display>`: the checks passed but resuming failed otherwise;
-//! - `integrity-corrupted <Display> (the reads: <lost or mismatch line>)`: the reads ended with `lost`
-//!   or `mismatch`, and the store's whole-store check (`Store::check_integrity`) then returned
-//!   `Corrupted`: damage the reads missed and an operator's check finds;
+//! - `verify-corrupted <Display> (the reads: <lost or mismatch line>)`: the reads ended with `lost` or
+//!   `mismatch`, and the engine's `verify` of a run (`verify_run`: its event log against its stored
+//!   checkpoints) then returned `Corrupted` or `ExecutionCorrupted`: damage the reads missed and an
+//!   operator's `graphctl verify` finds;
+//! - `integrity-corrupted <Display> (the reads: <lost or mismatch line>)`: as `verify-corrupted`, but
+//!   every run verified and the store's whole-store check (`Store::check_integrity`) returned
+//!   `Corrupted`;
 //! - `ok`: every acknowledged step (and every later one present) rebuilt through the engine with the
 //!   reference's state hash, then every run resumed to completion with exactly the reference history,
 //!   which a reopened store still holds.
@@ -26,6 +30,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use graph_runtime::scheduler::verify_run;
 use graph_runtime::store::{RunFilter, SledStore};
 use graph_runtime::{Engine, Error, RunStatus, Store, StoreError};
 use graph_tests::faults::{Reference, say, small_options};
@@ -224,6 +229,23 @@ async fn verify(dir: &str, spec: &Spec) -> Result<(), Verdict> {
     Ok(())
 }
 
+/// `graphctl verify --all`'s checks on the store `dir`: the first run whose `verify_run` reports damage
+/// (`verify-corrupted`), else the whole-store check's `Corrupted` (`integrity-corrupted`), else `None`.
+async fn operators_check(dir: &str, spec: &Spec) -> Option<(&'static str, String)> {
+    let store = open(dir).ok()?;
+    for run in spec.acked.keys() {
+        if let Err(e @ (Error::Store(StoreError::Corrupted { .. }) | Error::ExecutionCorrupted { .. })) =
+            verify_run(&*store, run, None).await
+        {
+            return Some(("verify-corrupted", e.to_string()));
+        }
+    }
+    match store.check_integrity().await {
+        Err(e @ StoreError::Corrupted { .. }) => Some(("integrity-corrupted", e.to_string())),
+        _ => None,
+    }
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -234,19 +256,16 @@ async fn main() {
     let spec = read_spec(spec);
     match verify(dir, &spec).await {
         Ok(()) => say("ok"),
-        // What the reads missed: the store's whole-store check (SQLite's `PRAGMA integrity_check`; the
-        // sled store has none) may find it, as an operator's `graphctl verify --all` would.
+        // What the reads missed, an operator's `graphctl verify --all` may find: each run's event log
+        // against its checkpoints, then the store's whole-store check (SQLite's `PRAGMA
+        // integrity_check`; the sled store has none).
         Err(Verdict(line)) if line.starts_with("lost ") || line.starts_with("mismatch ") => {
-            let checked = match open(dir) {
-                Ok(store) => store.check_integrity().await,
-                Err(e) => Err(e),
-            };
-            match checked {
-                Err(e @ StoreError::Corrupted { .. }) => {
-                    let text = e.to_string().replace('\n', " ");
-                    say(format_args!("integrity-corrupted {text} (the reads: {line})"));
+            match operators_check(dir, &spec).await {
+                Some((word, e)) => {
+                    let text = e.replace('\n', " ");
+                    say(format_args!("{word} {text} (the reads: {line})"));
                 }
-                _ => say(line),
+                None => say(line),
             }
         }
         Err(Verdict(line)) => say(line),

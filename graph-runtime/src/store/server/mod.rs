@@ -877,6 +877,23 @@ macro_rules! sql_store {
                 Ok(())
             }
 
+            /// Test hook (feature `test-hooks`): deletes a checkpoint's row, as damage that loses it
+            /// would (the run row and the event log keep naming its commit).
+            ///
+            /// # Errors
+            ///
+            /// Backend failures.
+            #[cfg(feature = "test-hooks")]
+            pub async fn remove_raw_checkpoint(&self, run_id: &str, step: u64) -> Result<(), StoreError> {
+                sqlx::query(sql::REMOVE_CHECKPOINT)
+                    .bind(run_id)
+                    .bind(db_int(step))
+                    .execute(&self.pool)
+                    .await
+                    .map_err(|e| self.error(classify(&e), "removing a checkpoint", e))?;
+                Ok(())
+            }
+
             /// Test hook (feature `test-hooks`): the next commit fails after its `n`-th write (1 = the
             /// idempotency key, 2 = the checkpoint with its outbox rows and events, 3 = the run row),
             /// and its transaction rolls back.

@@ -586,6 +586,8 @@ mod sql {
     #[cfg(feature = "test-hooks")]
     pub(super) const OVERWRITE_CHECKPOINT: &str =
         "UPDATE graph_checkpoints SET record = ? WHERE run_id = ? AND step = ?";
+    #[cfg(feature = "test-hooks")]
+    pub(super) const REMOVE_CHECKPOINT: &str = "DELETE FROM graph_checkpoints WHERE run_id = ? AND step = ?";
     pub(super) const INSERT_CHECKPOINT: &str =
         "INSERT INTO graph_checkpoints (run_id, step, idem_key, record) VALUES (?, ?, ?, ?)";
     pub(super) const EVENTS_UPSERT: &str = " ON DUPLICATE KEY UPDATE bytes = VALUES(bytes)";

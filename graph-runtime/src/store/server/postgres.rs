@@ -353,6 +353,9 @@ mod sql {
     #[cfg(feature = "test-hooks")]
     pub(super) const OVERWRITE_CHECKPOINT: &str =
         "UPDATE graph_checkpoints SET record = $1 WHERE run_id = $2 AND step = $3";
+    #[cfg(feature = "test-hooks")]
+    pub(super) const REMOVE_CHECKPOINT: &str =
+        "DELETE FROM graph_checkpoints WHERE run_id = $1 AND step = $2";
     pub(super) const INSERT_CHECKPOINT: &str =
         "INSERT INTO graph_checkpoints (run_id, step, idem_key, record) VALUES ($1, $2, $3, $4)";
     pub(super) const EVENTS_UPSERT: &str = " ON CONFLICT (run_id, seq) DO UPDATE SET bytes = EXCLUDED.bytes";

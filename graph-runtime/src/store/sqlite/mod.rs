@@ -584,7 +584,19 @@ impl SqliteStore {
     /// Backend failures.
     #[cfg(feature = "test-hooks")]
     pub async fn put_raw_checkpoint(&self, run_id: &str, step: u64, bytes: &[u8]) -> Result<(), StoreError> {
-        let op = Op::PutRaw { run_id: run_id.to_owned(), step, bytes: bytes.to_vec() };
+        let op = Op::PutRaw { run_id: run_id.to_owned(), step, bytes: Some(bytes.to_vec()) };
+        self.request(op).await.map(drop)
+    }
+
+    /// Test hook (feature `test-hooks`): deletes a checkpoint's row, as damage that loses it would
+    /// (the run row and the event log keep naming its commit).
+    ///
+    /// # Errors
+    ///
+    /// Backend failures.
+    #[cfg(feature = "test-hooks")]
+    pub async fn remove_raw_checkpoint(&self, run_id: &str, step: u64) -> Result<(), StoreError> {
+        let op = Op::PutRaw { run_id: run_id.to_owned(), step, bytes: None };
         self.request(op).await.map(drop)
     }
 

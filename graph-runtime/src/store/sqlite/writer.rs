@@ -83,9 +83,9 @@ pub(super) enum Op {
     Ack { keys: Vec<String> },
     /// `Store::put_effect`.
     Effect { record: Box<EffectRecord>, expected: Option<EffectState> },
-    /// Test hook: overwrite a checkpoint's bytes.
+    /// Test hook: overwrite a checkpoint's bytes (`Some`), or delete its row (`None`).
     #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
-    PutRaw { run_id: String, step: u64, bytes: Vec<u8> },
+    PutRaw { run_id: String, step: u64, bytes: Option<Vec<u8>> },
     /// The writer connection's `journal_mode` and `synchronous`, and its log's syncs.
     Pragmas,
 }
@@ -348,10 +348,18 @@ impl Writer {
             }
             Op::Effect { record, expected } => self.effect(record, expected.as_ref()),
             Op::PutRaw { run_id, step, bytes } => {
-                self.conn
-                    .prepare_cached("UPDATE checkpoints SET record = ?3 WHERE run_id = ?1 AND step = ?2")
-                    .and_then(|mut s| s.execute(params![run_id, int(*step).unwrap_or(i64::MAX), bytes]))
-                    .map_err(self.err("overwriting a checkpoint"))?;
+                let step = int(*step).unwrap_or(i64::MAX);
+                match bytes {
+                    Some(bytes) => self
+                        .conn
+                        .prepare_cached("UPDATE checkpoints SET record = ?3 WHERE run_id = ?1 AND step = ?2")
+                        .and_then(|mut s| s.execute(params![run_id, step, bytes])),
+                    None => self
+                        .conn
+                        .prepare_cached("DELETE FROM checkpoints WHERE run_id = ?1 AND step = ?2")
+                        .and_then(|mut s| s.execute(params![run_id, step])),
+                }
+                .map_err(self.err("overwriting a checkpoint"))?;
                 Ok(Applied::Keep(Reply::Done))
             }
             Op::Pragmas => self.pragmas().map(Applied::Keep),
