@@ -608,8 +608,60 @@ fn graphctl_opens_sqlite_files() {
     let skipped = graphctl(&file, &["verify", "--all", "--no-store-check"]).ok().stdout;
     assert!(skipped.ends_with("store: not checked: skipped (--no-store-check)\n"), "{skipped}");
     graphctl(&file, &["verify", "order-1", "--no-store-check"]).fails(2, "--no-store-check goes with --all");
-    // A checkpoint lost from the middle of the run's history: no read notices (the run row and the last
-    // checkpoint agree), the event log does: exit 5, naming the step.
+}
+
+/// What no read of a SQLite store notices and `verify` does: a run left out of its status's list (an
+/// index entry lost), and a checkpoint lost from the middle of a run's history. Each exits 5 naming
+/// the run, with the whole-store check skipped (`--no-store-check`) as well as with it.
+#[cfg(feature = "sqlite")]
+#[test]
+fn graphctl_verify_finds_what_no_read_notices() {
+    use graph_runtime::store::SqliteStore;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("runs.sqlite");
+    let store = SqliteStore::open(&file).unwrap();
+    block_on(async {
+        let orders = Engine::builder(checkout::graph()).store(store.clone()).build();
+        let ledger = dir.path().join("ledger.txt");
+        for id in ["order-1", "order-2"] {
+            assert!(orders.run(id, order(id, 3000, &ledger)).await.unwrap().is_completed());
+        }
+    });
+    drop(store);
+    graphctl(&file, &["verify", "--all"]).ok();
+    let listed =
+        |file: &Path| json(file, &["runs", "--status", "completed"])["runs"].as_array().unwrap().len();
+    assert_eq!(listed(&file), 2);
+
+    // The index of runs by status rebuilt without `order-2`'s entry (defined as partial for the
+    // rebuild, then as it was): the runs table still holds the run, completed.
+    let sql =
+        |statements: &str| rusqlite::Connection::open(&file).unwrap().execute_batch(statements).unwrap();
+    let define = |index: &str| {
+        sql(&format!(
+            "PRAGMA writable_schema = ON; UPDATE sqlite_master SET sql = '{index}' WHERE name = 'runs_by_status';"
+        ))
+    };
+    let original: String = rusqlite::Connection::open(&file)
+        .unwrap()
+        .query_row("SELECT sql FROM sqlite_master WHERE name = 'runs_by_status'", [], |r| r.get(0))
+        .unwrap();
+    define(&format!("{original} WHERE run_id <> ''order-2''"));
+    sql("REINDEX runs_by_status");
+    define(&original);
+    assert_eq!(listed(&file), 1, "`runs --status completed` leaves `order-2` out, without an error");
+    for args in [&["verify", "--all", "--no-store-check"][..], &["verify", "--all"]] {
+        let ran = graphctl(&file, args);
+        assert_eq!(ran.code, 5, "{ran:?}");
+        assert!(ran.stdout.contains("2 runs: 1 verifies, 1 does not\n"), "{ran:?}");
+        assert!(
+            ran.stdout.contains("order-2: stored data is damaged: run `order-2`: the store lists it among all runs, with status `completed`, but not among the runs of that status"),
+            "{ran:?}"
+        );
+    }
+
+    // A checkpoint lost from the middle of `order-1`'s history: no read notices (the run row and the
+    // last checkpoint agree), the event log does.
     let raw = rusqlite::Connection::open(&file).unwrap();
     let steps: i64 =
         raw.query_row("SELECT COUNT(*) FROM checkpoints WHERE run_id = 'order-1'", [], |r| r.get(0)).unwrap();
@@ -618,6 +670,9 @@ fn graphctl_opens_sqlite_files() {
     drop(raw);
     graphctl(&file, &["history", "order-1"]).ok();
     graphctl(&file, &["verify", "order-1"]).fails(5, "the event log records the commit of step 1");
+    let ran = graphctl(&file, &["verify", "--all", "--no-store-check"]);
+    assert_eq!(ran.code, 5, "{ran:?}");
+    assert!(ran.stdout.contains("2 runs: 0 verify, 2 do not\n"), "{ran:?}");
 }
 
 /// A SQLite store on a file system mounted read-only (as ext4 is after an error with

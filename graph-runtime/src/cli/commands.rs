@@ -434,10 +434,19 @@ impl Session<'_> {
         let bar = progress(runs.len(), "verifying");
         let mut table = Table::new(&["RUN", "RESULT", "EVENTS", "MATCHED"]);
         let (mut list, mut broken_runs) = (Vec::new(), 0);
+        let mut by_status = ByStatus::default();
         for info in &runs {
             bar.set_message(info.run_id.clone());
             let run = &info.run_id;
-            match verify_run(&*self.store, run, key.as_ref()).await {
+            let verified = match verify_run(&*self.store, run, key.as_ref()).await {
+                Ok(r) => match by_status.unlisted(&*self.store, info).await {
+                    Ok(None) => Ok(r),
+                    Ok(Some(status)) => Err(Error::Store(unlisted(run, status))),
+                    Err(e) => Err(e.into()),
+                },
+                Err(e) => Err(e),
+            };
+            match verified {
                 Ok(r) => {
                     table.row(vec![
                         run.clone(),
@@ -653,6 +662,57 @@ fn graph_name(e: &Event) -> Option<String> {
 }
 
 /// A verification error, with a hint when no key was given: a keyed log never verifies without its key.
+/// The runs `list_runs` gives under each status, read once a status (`verify --all`).
+#[derive(Default)]
+struct ByStatus(std::collections::HashMap<&'static str, std::collections::HashSet<String>>);
+
+impl ByStatus {
+    /// The status whose list leaves out `info`'s run (listed among all runs), when it does: an entry of
+    /// the store's index of runs by status is lost, and `runs --status` would not show the run. A run
+    /// that changed status meanwhile is never reported: a run missing from its status's list is read
+    /// again, the list too, and it counts only when the run's row had the same version before and
+    /// after the new list (every status change moves it).
+    async fn unlisted(
+        &mut self,
+        store: &dyn Store,
+        info: &RunInfo,
+    ) -> Result<Option<&'static str>, crate::StoreError> {
+        let name = render::status_name(&info.status);
+        if !self.0.contains_key(name) {
+            let listed = store.list_runs(&RunFilter::all().status(info.status.clone())).await?;
+            self.0.insert(name, listed.into_iter().map(|r| r.run_id).collect());
+        }
+        if self.0[name].contains(&info.run_id) {
+            return Ok(None);
+        }
+        let Some(before) = store.run_info(&info.run_id).await? else { return Ok(None) };
+        let listed = store.list_runs(&RunFilter::all().status(before.status.clone())).await?;
+        let found = listed.iter().any(|r| r.run_id == info.run_id);
+        let after = store.run_info(&info.run_id).await?;
+        self.0.insert(render::status_name(&before.status), listed.into_iter().map(|r| r.run_id).collect());
+        let unchanged = after.is_some_and(|a| a.version == before.version);
+        Ok((!found && unchanged).then_some(render::status_name(&before.status)))
+    }
+}
+
+/// The damage [`ByStatus::unlisted`] finds, as the store's `Corrupted`.
+fn unlisted(run: &str, status: &str) -> crate::StoreError {
+    crate::StoreError::Corrupted {
+        run: Some(run.to_owned()),
+        step: None,
+        file: None,
+        detail: format!(
+            "the store lists it among all runs, with status `{status}`, but not among the runs of that status \
+             (`graphctl runs --status {status}` leaves it out): an entry of the store's index of runs by \
+             status is lost"
+        ),
+        remedy: "rebuilding the index restores the entry (SQLite: `REINDEX runs_by_status`; PostgreSQL: \
+                 `REINDEX INDEX CONCURRENTLY graph_runs_status`; MySQL: `ALTER TABLE graph_runs FORCE`), and \
+                 the store's whole-store check (`verify --all` without `--no-store-check`) tells whether \
+                 more is damaged",
+    }
+}
+
 fn broken(e: Error, keyless: bool) -> Failure {
     let keyed_hint = keyless && matches!(e, Error::ExecutionCorrupted { .. });
     let mut f = Failure::from(e);
