@@ -661,7 +661,6 @@ fn graph_name(e: &Event) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// A verification error, with a hint when no key was given: a keyed log never verifies without its key.
 /// The runs `list_runs` gives under each status, read once a status (`verify --all`).
 #[derive(Default)]
 struct ByStatus(std::collections::HashMap<&'static str, std::collections::HashSet<String>>);
@@ -713,6 +712,7 @@ fn unlisted(run: &str, status: &str) -> crate::StoreError {
     }
 }
 
+/// A verification error, with a hint when no key was given: a keyed log never verifies without its key.
 fn broken(e: Error, keyless: bool) -> Failure {
     let keyed_hint = keyless && matches!(e, Error::ExecutionCorrupted { .. });
     let mut f = Failure::from(e);
