@@ -229,7 +229,8 @@ async fn verify(dir: &str, spec: &Spec) -> Result<(), Verdict> {
     Ok(())
 }
 
-/// `graphctl verify --all`'s checks on the store `dir`: the first run whose `verify_run` reports damage
+/// Two of `graphctl verify --all`'s checks on the store `dir` (its third, each run against its status's
+/// list, is one of the reads above): the first run whose `verify_run` reports damage
 /// (`verify-corrupted`), else the whole-store check's `Corrupted` (`integrity-corrupted`), else `None`.
 async fn operators_check(dir: &str, spec: &Spec) -> Option<(&'static str, String)> {
     let store = open(dir).ok()?;
