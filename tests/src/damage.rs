@@ -290,6 +290,15 @@ impl<K: Ord + std::fmt::Debug> Counts<K> {
                 self.corrupted_by_integrity_check += 1;
                 "integrity-check"
             }
+            // An operator's check that does not name the damage leaves the reads' own verdict to be
+            // counted as it was: the check may only add a finding, never turn a torn tail into a failure.
+            "verify-corrupted" | "integrity-corrupted"
+                if rest.ends_with(')') && rest.contains("(the reads: ") =>
+            {
+                let (_, reads) = rest.rsplit_once("(the reads: ").expect("checked");
+                let reads = Ok((reads[..reads.len() - 1].to_owned(), Duration::ZERO));
+                self.outcome(what, &reads, names_damage, tail)
+            }
             "lost" if tail == Tail::LastGroup => {
                 self.torn_tail_like += 1;
                 "torn-tail-like"

@@ -278,3 +278,23 @@ fn the_tail_classification_follows_the_groups() {
     bad_header[g2 + 21] ^= 1;
     assert_eq!(wal_groups(&bad_header).len(), 2, "a group failing its header checksum ends the log");
 }
+
+/// What the verifier runs after reads that ended in a loss (the engine's `verify`, the store's
+/// whole-store check) only adds findings: a finding that names the damage is counted as such, one that
+/// does not leaves the reads' own verdict to be counted as it was (here a loss confined to the log's
+/// last group, a torn tail, not a failure).
+#[test]
+fn an_operators_check_only_adds_findings() {
+    let reads = "lost r0 steps [9] are missing (history [0, 1, 2, 3, 4, 5, 6, 7, 8])";
+    let line =
+        format!("verify-corrupted the event log of run `r0` is broken at event 12 (the reads: {reads})");
+    let verdict = Ok((line, Duration::ZERO));
+    let mut counts: Counts<u8> = Counts::default();
+    counts.record(0, "unnamed", &verdict, |_| false, Tail::LastGroup);
+    assert_eq!((counts.torn_tail_like, counts.corrupted_by_verify), (1, 0));
+    counts.record(0, "named", &verdict, |_| true, Tail::LastGroup);
+    assert_eq!((counts.torn_tail_like, counts.corrupted_by_verify), (1, 1));
+    counts.record(0, "unnamed, not at the end", &verdict, |_| false, Tail::Other);
+    assert_eq!(counts.lost.len(), 1, "a loss elsewhere is still a loss");
+    assert!(counts.failures.is_empty(), "{:?}", counts.failures);
+}
