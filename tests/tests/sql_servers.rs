@@ -972,6 +972,11 @@ where
         "fp",
         "the row is unchanged"
     );
+    // A list that meets the damaged row names its run.
+    match store.list_runs(&graph_runtime::store::RunFilter::all()).await {
+        Err(StoreError::Corrupted { run: Some(run), .. }) => assert_eq!(run, "p9"),
+        other => panic!("{other:?}"),
+    }
 }
 
 /// A worker whose lease was taken over makes no non-idempotent call: the journal write that comes

@@ -717,6 +717,29 @@ pub fn decode_run(bytes: &[u8]) -> Result<RunInfo, StoreError> {
     serde_json::from_slice(body).map_err(|e| corrupted(format!("a run row does not decode: {e}")))
 }
 
+/// [`decode_run`] of the row of `run_id`, read from `file` when the store keeps its rows in one:
+/// damage names both (a list of runs meets rows of runs nobody asked for by name).
+///
+/// # Errors
+///
+/// As [`decode_run`].
+pub fn decode_run_of(
+    run_id: &str,
+    file: Option<&std::path::Path>,
+    bytes: &[u8],
+) -> Result<RunInfo, StoreError> {
+    decode_run(bytes).map_err(|e| match e {
+        StoreError::Corrupted { step, detail, remedy, .. } => StoreError::Corrupted {
+            run: Some(run_id.to_owned()),
+            step,
+            file: file.map(std::path::Path::to_path_buf),
+            detail,
+            remedy,
+        },
+        other => other,
+    })
+}
+
 /// An envelope of the current version around `body` (for the other records of the store).
 pub(crate) fn seal(magic: &[u8; 4], body: &[u8]) -> Vec<u8> {
     seal_version(magic, SCHEMA_VERSION, body)

@@ -471,7 +471,7 @@ macro_rules! sql_store {
         use $crate::events::Event;
         use $crate::store::journal::{decode_effect, decode_outbox, encode_effect};
         use $crate::store::memory::effect_cas;
-        use $crate::store::record::{decode, decode_run, encode, encode_run};
+        use $crate::store::record::{decode, decode_run_of, encode, encode_run};
         use $crate::store::server::{
             Abort, CONFLICT_RETRIES, Class, conflict_pause, db_int, from_db_int, status_name,
             store_error,
@@ -680,7 +680,7 @@ macro_rules! sql_store {
                 self.wrote(1)?;
                 let (row, has_pending) = match row {
                     Some(r) => (
-                        Some(decode_run(&r.try_get::<Vec<u8>, _>(0).map_err(abort)?)?),
+                        Some(decode_run_of(run, None, &r.try_get::<Vec<u8>, _>(0).map_err(abort)?)?),
                         r.try_get::<bool, _>(1).map_err(abort)?,
                     ),
                     None => (None, false),
@@ -747,7 +747,7 @@ macro_rules! sql_store {
                     tx.rollback().await.map_err(abort)?;
                     return Ok(CommitOutcome::Fenced);
                 }
-                let mut info = decode_run(&row.try_get::<Vec<u8>, _>(0).map_err(abort)?)?;
+                let mut info = decode_run_of(run_id, None, &row.try_get::<Vec<u8>, _>(0).map_err(abort)?)?;
                 let has_pending = pending.is_some() || row.try_get::<bool, _>(1).map_err(abort)?;
                 if info.version != expected_version {
                     tx.rollback().await.map_err(abort)?;
@@ -971,7 +971,7 @@ macro_rules! sql_store {
                 let what = "reading a run";
                 let row = self.row(what, || sqlx::query(sql::RUN).bind(run_id)).await?;
                 match row {
-                    Some(r) => Ok(Some(decode_run(&r.try_get::<Vec<u8>, _>(0).map_err(read_error(what))?)?)),
+                    Some(r) => Ok(Some(decode_run_of(run_id, None, &r.try_get::<Vec<u8>, _>(0).map_err(read_error(what))?)?)),
                     None => Ok(None),
                 }
             }
@@ -1026,7 +1026,12 @@ macro_rules! sql_store {
                     Some(s) => self.rows(what, || sqlx::query(sql::RUNS_BY_STATUS).bind(status_name(s)).bind(limit)).await?,
                     None => self.rows(what, || sqlx::query(sql::RUNS).bind(limit)).await?,
                 };
-                rows.iter().map(|r| decode_run(&r.try_get::<Vec<u8>, _>(0).map_err(read_error(what))?)).collect()
+                rows.iter()
+                    .map(|r| {
+                        let run_id: String = r.try_get(1).map_err(read_error(what))?;
+                        decode_run_of(&run_id, None, &r.try_get::<Vec<u8>, _>(0).map_err(read_error(what))?)
+                    })
+                    .collect()
             }
 
             async fn prune(&self, run_id: &str, keep: usize) -> Result<usize, StoreError> {

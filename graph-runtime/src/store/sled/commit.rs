@@ -29,7 +29,7 @@ use crate::events::{Encoded, Event};
 use crate::store::commit_log::{CommitLog, Manifest};
 use crate::store::journal::{decode_effect, encode_effect, encode_outbox};
 use crate::store::memory::effect_cas;
-use crate::store::record::{decode, decode_run, encode, encode_run};
+use crate::store::record::{decode, encode, encode_run};
 use crate::store::{
     Checkpoint, CommitOutcome, EffectOutcome, EffectRecord, EffectState, OutboxRow, RunInfo, RunStatus,
 };
@@ -316,7 +316,7 @@ impl Overlay<'_> {
     }
 
     fn row(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {
-        self.get(TreeId::Runs, run_id.as_bytes())?.map(|b| decode_run(&b)).transpose()
+        self.get(TreeId::Runs, run_id.as_bytes())?.map(|b| self.inner.decode_run(run_id, &b)).transpose()
     }
 
     /// The store contract's checks, in order, then the three writes (each followed by the fail point).

@@ -50,7 +50,7 @@ use tokio::sync::oneshot;
 
 use super::commit_log::{self, CommitLog, LogError, LogOptions, Manifest, Record};
 use super::journal::{decode_effect, decode_outbox};
-use super::record::{decode, decode_run};
+use super::record::{decode, decode_run_of};
 use super::{
     Checkpoint, CheckpointMeta, CommitOutcome, EffectOutcome, EffectRecord, EffectState, FailPoint,
     OutboxRow, RunFilter, RunInfo, RunStatus, Store,
@@ -404,7 +404,7 @@ impl Inner {
     /// reads that [`Inner::check_index`] checks.
     fn latest_step(&self, run_id: &str) -> Result<Option<u64>, StoreError> {
         let row = self.read(|| self.runs.get(run_id.as_bytes()))?;
-        Ok(row.map(|b| decode_run(&b)).transpose()?.map(|info| info.latest_step))
+        Ok(row.map(|b| self.decode_run(run_id, &b)).transpose()?.map(|info| info.latest_step))
     }
 
     /// Checks what the index returned for a run against the run's own row, read before: its last
@@ -507,6 +507,11 @@ impl Inner {
     }
 
     /// A read of sled: fail-stopped stores refuse it, sled errors fail-stop the store, panics are caught.
+    /// The row of `run_id`: damage names the run and sled's folder.
+    fn decode_run(&self, run_id: &str, bytes: &[u8]) -> Result<RunInfo, StoreError> {
+        decode_run_of(run_id, Some(&self.path.join("db")), bytes)
+    }
+
     fn read<T>(&self, f: impl FnOnce() -> sled::Result<T>) -> Result<T, StoreError> {
         self.check()?;
         guard(&self.path, f)?.map_err(|e| self.fail_stop(format!("reading sled: {}", sled_cause(&e))))
@@ -851,7 +856,7 @@ impl Store for SledStore {
 
     async fn run_info(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {
         match self.inner.read(|| self.inner.runs.get(run_id.as_bytes()))? {
-            Some(b) => Ok(Some(decode_run(&b)?)),
+            Some(b) => Ok(Some(self.inner.decode_run(run_id, &b)?)),
             None => Ok(None),
         }
     }
@@ -895,10 +900,10 @@ impl Store for SledStore {
     }
 
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunInfo>, StoreError> {
-        let rows = self.inner.read(|| self.inner.runs.iter().values().collect::<sled::Result<Vec<_>>>())?;
+        let rows = self.inner.read(|| self.inner.runs.iter().collect::<sled::Result<Vec<_>>>())?;
         let mut out = Vec::new();
-        for v in rows {
-            let info = decode_run(&v)?;
+        for (k, v) in rows {
+            let info = self.inner.decode_run(&String::from_utf8_lossy(&k), &v)?;
             if filter.matches(&info) {
                 out.push(info);
                 if filter.limit.is_some_and(|n| out.len() >= n) {

@@ -67,7 +67,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::oneshot;
 
 use super::journal::{decode_effect, decode_outbox};
-use super::record::{decode, decode_run};
+use super::record::{decode, decode_run_of};
 use super::{
     Checkpoint, CheckpointMeta, CommitOutcome, Durability, EffectOutcome, EffectRecord, EffectState,
     FailPoint, Integrity, OutboxRow, RunFilter, RunInfo, RunStatus, Store,
@@ -622,7 +622,8 @@ impl SqliteStore {
     /// index leaf can drop entries without SQLite noticing, and a run would then read as behind the
     /// step it committed (measured: docs/stores.md, "A damaged index").
     fn check_index(&self, run_id: &str, row: Option<&[u8]>, last: Option<u64>) -> Result<(), StoreError> {
-        let latest = row.map(decode_run).transpose()?.map(|info| info.latest_step);
+        let file = Some(self.inner.path.as_path());
+        let latest = row.map(|b| decode_run_of(run_id, file, b)).transpose()?.map(|info| info.latest_step);
         let through = super::ReadThrough {
             what: "the index of its checkpoints",
             lost: "the index is damaged",
@@ -1174,7 +1175,7 @@ impl Store for SqliteStore {
     async fn run_info(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {
         let run = run_id.to_owned();
         let row = self.read(move |c| run_row(c, &run)).await?;
-        row.map(|b| decode_run(&b)).transpose()
+        row.map(|b| decode_run_of(run_id, Some(&self.inner.path), &b)).transpose()
     }
 
     async fn load_checkpoint(&self, run_id: &str, step: u64) -> Result<Option<Checkpoint>, StoreError> {
@@ -1249,21 +1250,23 @@ impl Store for SqliteStore {
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunInfo>, StoreError> {
         let limit = filter.limit.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
         let status = filter.status.as_ref().map(status_name);
-        let rows: Vec<Vec<u8>> = self
+        let rows: Vec<(String, Vec<u8>)> = self
             .read(move |c| match status {
                 Some(s) => c
-                    .prepare_cached("SELECT row FROM runs WHERE status = ?1 ORDER BY run_id LIMIT ?2")?
-                    .query_map(params![s, limit], |r| r.get(0))?
+                    .prepare_cached(
+                        "SELECT run_id, row FROM runs WHERE status = ?1 ORDER BY run_id LIMIT ?2",
+                    )?
+                    .query_map(params![s, limit], |r| Ok((r.get(0)?, r.get(1)?)))?
                     .collect(),
                 None => c
-                    .prepare_cached("SELECT row FROM runs ORDER BY run_id LIMIT ?1")?
-                    .query_map(params![limit], |r| r.get(0))?
+                    .prepare_cached("SELECT run_id, row FROM runs ORDER BY run_id LIMIT ?1")?
+                    .query_map(params![limit], |r| Ok((r.get(0)?, r.get(1)?)))?
                     .collect(),
             })
             .await?;
         let mut out = Vec::with_capacity(rows.len());
-        for b in rows {
-            let info = decode_run(&b)?;
+        for (run_id, b) in rows {
+            let info = decode_run_of(&run_id, Some(&self.inner.path), &b)?;
             if filter.matches(&info) {
                 out.push(info);
             }

@@ -33,7 +33,7 @@ use crate::events::{Encoded, Event};
 use crate::store::journal::{decode_effect, encode_effect, encode_outbox};
 use crate::store::known::KnownRows;
 use crate::store::memory::effect_cas;
-use crate::store::record::{decode, decode_run, encode, encode_run};
+use crate::store::record::{decode, decode_run_of, encode, encode_run};
 use crate::store::{
     Checkpoint, CommitOutcome, EffectOutcome, EffectRecord, EffectState, FailPoint, RunInfo, RunStatus,
 };
@@ -376,7 +376,7 @@ impl Writer {
             .prepare_cached("SELECT row FROM runs WHERE run_id = ?1")
             .and_then(|mut s| s.query_row(params![run_id], |r| r.get(0)).optional())
             .map_err(self.err("reading a run row"))?;
-        bytes.map(|b| decode_run(&b)).transpose()
+        bytes.map(|b| decode_run_of(run_id, Some(&self.path), &b)).transpose()
     }
 
     /// Writes the run row `info` over a row whose status is `before` (read in this transaction; `None`:

@@ -56,7 +56,7 @@ use super::PostgresStore;
 use crate::error::StoreError;
 use crate::events::{ChainHead, Event};
 use crate::store::known::{Known, KnownRows};
-use crate::store::record::{decode_run, encode, encode_run};
+use crate::store::record::{decode_run_of, encode, encode_run};
 use crate::store::server::{Abort, Lease, Shortcut, db_int, status_name};
 use crate::store::{Checkpoint, CommitOutcome, RunInfo, RunStatus};
 
@@ -390,7 +390,7 @@ impl PostgresStore {
                 accepted.push(None);
                 continue;
             };
-            let row = bytes.map(|b| decode_run(&b)).transpose()?;
+            let row = bytes.map(|b| decode_run_of(&r.run_id, None, &b)).transpose()?;
             let version = row.as_ref().map_or(0, |row| row.version);
             // A fenced commit whose lease is not the run's live lease goes alone, where its own
             // transaction finds the same and answers `Fenced`.
