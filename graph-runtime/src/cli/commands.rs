@@ -438,14 +438,14 @@ impl Session<'_> {
         for info in &runs {
             bar.set_message(info.run_id.clone());
             let run = &info.run_id;
-            let verified = match verify_run(&*self.store, run, key.as_ref()).await {
-                Ok(r) => match by_status.unlisted(&*self.store, info).await {
-                    Ok(None) => Ok(r),
-                    Ok(Some(status)) => Err(Error::Store(unlisted(run, status))),
-                    Err(e) => Err(e.into()),
-                },
-                Err(e) => Err(e),
-            };
+            let verified: crate::error::Result<_> = async {
+                let report = verify_run(&*self.store, run, key.as_ref()).await?;
+                match by_status.unlisted(&*self.store, info).await? {
+                    Some(status) => Err(unlisted(run, status).into()),
+                    None => Ok(report),
+                }
+            }
+            .await;
             match verified {
                 Ok(r) => {
                     table.row(vec![
@@ -678,19 +678,29 @@ impl ByStatus {
     ) -> Result<Option<&'static str>, crate::StoreError> {
         let name = render::status_name(&info.status);
         if !self.0.contains_key(name) {
-            let listed = store.list_runs(&RunFilter::all().status(info.status.clone())).await?;
-            self.0.insert(name, listed.into_iter().map(|r| r.run_id).collect());
+            self.list(store, &info.status).await?;
         }
         if self.0[name].contains(&info.run_id) {
             return Ok(None);
         }
         let Some(before) = store.run_info(&info.run_id).await? else { return Ok(None) };
-        let listed = store.list_runs(&RunFilter::all().status(before.status.clone())).await?;
-        let found = listed.iter().any(|r| r.run_id == info.run_id);
+        let name = self.list(store, &before.status).await?;
+        let found = self.0[name].contains(&info.run_id);
         let after = store.run_info(&info.run_id).await?;
-        self.0.insert(render::status_name(&before.status), listed.into_iter().map(|r| r.run_id).collect());
         let unchanged = after.is_some_and(|a| a.version == before.version);
-        Ok((!found && unchanged).then_some(render::status_name(&before.status)))
+        Ok((!found && unchanged).then_some(name))
+    }
+
+    /// Reads (again) the runs listed under `status`; returns its name.
+    async fn list(
+        &mut self,
+        store: &dyn Store,
+        status: &RunStatus,
+    ) -> Result<&'static str, crate::StoreError> {
+        let listed = store.list_runs(&RunFilter::all().status(status.clone())).await?;
+        let name = render::status_name(status);
+        self.0.insert(name, listed.into_iter().map(|r| r.run_id).collect());
+        Ok(name)
     }
 }
 

@@ -364,7 +364,7 @@ pub async fn verify_run(store: &dyn Store, run_id: &str, key: Option<&ChainKey>)
 }
 
 /// `Corrupted` for the first commit the log records (`recorded`, by step) whose checkpoint `history`
-/// lacks though it holds an older one. Only `prune` deletes checkpoints, and only the oldest, always
+/// (in step order) lacks though it holds an older one. Only `prune` deletes checkpoints, and only the oldest, always
 /// keeping the latest: a recorded step at or after the oldest stored one (any recorded step, when none
 /// is stored) was lost, as a damaged index loses an entry without any read noticing (docs/stores.md,
 /// "Not caught by the reads").
@@ -374,9 +374,8 @@ fn lost_checkpoint(
     history: &[crate::store::CheckpointMeta],
 ) -> Result<()> {
     let oldest = history.first().map(|m| m.step);
-    let stored: std::collections::BTreeSet<u64> = history.iter().map(|m| m.step).collect();
-    let Some((step, (seq, _))) = recorded.range(oldest.unwrap_or(0)..).find(|(s, _)| !stored.contains(s))
-    else {
+    let stored = |step: &u64| history.binary_search_by_key(step, |m| m.step).is_ok();
+    let Some((step, (seq, _))) = recorded.range(oldest.unwrap_or(0)..).find(|(s, _)| !stored(s)) else {
         return Ok(());
     };
     let holds = match oldest {

@@ -728,7 +728,13 @@ pub fn decode_run_of(
     file: Option<&std::path::Path>,
     bytes: &[u8],
 ) -> Result<RunInfo, StoreError> {
-    decode_run(bytes).map_err(|e| match e {
+    decode_run(bytes).map_err(|e| of_run(e, run_id, file))
+}
+
+/// `e` naming `run_id` and `file` when it is `Corrupted` ([`decode_run_of`], for callers that would
+/// rather build `file` only on an error).
+pub(crate) fn of_run(e: StoreError, run_id: &str, file: Option<&std::path::Path>) -> StoreError {
+    match e {
         StoreError::Corrupted { step, detail, remedy, .. } => StoreError::Corrupted {
             run: Some(run_id.to_owned()),
             step,
@@ -737,7 +743,7 @@ pub fn decode_run_of(
             remedy,
         },
         other => other,
-    })
+    }
 }
 
 /// An envelope of the current version around `body` (for the other records of the store).

@@ -50,7 +50,7 @@ use tokio::sync::oneshot;
 
 use super::commit_log::{self, CommitLog, LogError, LogOptions, Manifest, Record};
 use super::journal::{decode_effect, decode_outbox};
-use super::record::{decode, decode_run_of};
+use super::record::{decode, decode_run, of_run};
 use super::{
     Checkpoint, CheckpointMeta, CommitOutcome, EffectOutcome, EffectRecord, EffectState, FailPoint,
     OutboxRow, RunFilter, RunInfo, RunStatus, Store,
@@ -507,9 +507,10 @@ impl Inner {
     }
 
     /// A read of sled: fail-stopped stores refuse it, sled errors fail-stop the store, panics are caught.
-    /// The row of `run_id`: damage names the run and sled's folder.
+    /// The row of `run_id`: damage names the run and sled's folder (a path built only then: every
+    /// commit reads its run's row).
     fn decode_run(&self, run_id: &str, bytes: &[u8]) -> Result<RunInfo, StoreError> {
-        decode_run_of(run_id, Some(&self.path.join("db")), bytes)
+        decode_run(bytes).map_err(|e| of_run(e, run_id, Some(&self.path.join("db"))))
     }
 
     fn read<T>(&self, f: impl FnOnce() -> sled::Result<T>) -> Result<T, StoreError> {

@@ -359,7 +359,7 @@ impl Writer {
                         .prepare_cached("DELETE FROM checkpoints WHERE run_id = ?1 AND step = ?2")
                         .and_then(|mut s| s.execute(params![run_id, step])),
                 }
-                .map_err(self.err("overwriting a checkpoint"))?;
+                .map_err(self.err("overwriting or removing a checkpoint"))?;
                 Ok(Applied::Keep(Reply::Done))
             }
             Op::Pragmas => self.pragmas().map(Applied::Keep),
