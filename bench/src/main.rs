@@ -219,6 +219,50 @@ fn median(v: &[f64]) -> f64 {
     if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 }
 }
 
+/// Each thread of this process: its name and its time on a CPU so far, in nanoseconds (the first field of
+/// `/proc/self/task/<tid>/schedstat`). Empty where `/proc` has no such files (not Linux).
+fn thread_cpu() -> Vec<(u64, String, u64)> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return Vec::new() };
+    let mut out = Vec::new();
+    for task in tasks.flatten() {
+        let Some(tid) = task.file_name().to_str().and_then(|t| t.parse().ok()) else { continue };
+        let (Ok(comm), Ok(stat)) = (
+            std::fs::read_to_string(task.path().join("comm")),
+            std::fs::read_to_string(task.path().join("schedstat")),
+        ) else {
+            continue; // the thread ended between the listing and the reads
+        };
+        let ns = stat.split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or(0);
+        out.push((tid, comm.trim_end().to_string(), ns));
+    }
+    out
+}
+
+/// CPU seconds between two [`thread_cpu`] readings: all threads', and by thread name.
+struct CpuUsed {
+    all: f64,
+    by_name: Vec<(String, f64)>,
+}
+
+impl CpuUsed {
+    /// The seconds of the threads whose name is `name`.
+    fn named(&self, name: &str) -> f64 {
+        self.by_name.iter().filter(|(n, _)| n == name).map(|(_, s)| s).sum()
+    }
+}
+
+/// A thread that ended between the readings is not counted; one that began counts from zero.
+fn cpu_since(before: &[(u64, String, u64)], after: &[(u64, String, u64)]) -> CpuUsed {
+    let by_name: Vec<(String, f64)> = after
+        .iter()
+        .map(|(tid, name, ns)| {
+            let was = before.iter().find(|(t, ..)| t == tid).map_or(0, |(.., n)| *n);
+            (name.clone(), ns.saturating_sub(was) as f64 / 1e9)
+        })
+        .collect();
+    CpuUsed { all: by_name.iter().map(|(_, s)| s).sum(), by_name }
+}
+
 fn fresh_dir(a: &Args) -> tempfile::TempDir {
     tempfile::tempdir_in(&a.dir).expect("a temp dir in --dir")
 }
@@ -478,6 +522,7 @@ async fn durable_sqlite_workload(a: &Args, n: u64) {
 async fn concurrent_sqlite_workload(a: &Args, steps: u64) {
     for runs in [1usize, 8, 64, 256] {
         let mut all = Vec::new();
+        let (mut cpu_all, mut writer_all) = (Vec::new(), Vec::new());
         let mut transactions = 0;
         for rep in 0..a.repeat.min(3) {
             let dir = fresh_dir(a);
@@ -486,6 +531,7 @@ async fn concurrent_sqlite_workload(a: &Args, steps: u64) {
                 .store(store.clone())
                 .options(EngineOptions::default().max_steps(steps + 1))
                 .build();
+            let before = thread_cpu();
             let t = Instant::now();
             let tasks: Vec<_> = (0..runs)
                 .map(|r| {
@@ -499,14 +545,28 @@ async fn concurrent_sqlite_workload(a: &Args, steps: u64) {
                 task.await.unwrap();
             }
             all.push(t.elapsed().as_secs_f64());
+            let cpu = cpu_since(&before, &thread_cpu());
+            cpu_all.push(cpu.all);
+            writer_all.push(cpu.named("graph-sqlite-wr"));
             transactions = store.transactions();
         }
         let commits = runs as u64 * (steps + 1);
         let m = median(&all);
+        // The process's CPU a commit (all its threads, on a CPU, in user space or the kernel), and the
+        // rate at which that much CPU a commit would keep every core busy: no schedule of this process's
+        // work can commit faster. Kernel threads (writeback, interrupts) are not counted, so the ceiling is
+        // if anything high.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // `None` where /proc gave no readings.
+        let per_commit = |s: &[f64]| Some(median(s) * 1e6 / commits as f64).filter(|us| *us > 0.0);
+        let (cpu_us, writer_us) = (per_commit(&cpu_all), per_commit(&writer_all));
         emit(json!({"workload": "concurrent", "mode": "sqlite-sync", "n": runs, "steps_per_run": steps,
             "repeat": all.len(), "seconds_median": m, "seconds_all": all,
             "commits_per_s": commits as f64 / m, "transactions_last_repeat": transactions,
-            "note": "aggregate durable commits of all runs, SqliteStore, group commit"}));
+            "cpu_us_per_commit": cpu_us, "writer_cpu_us_per_commit": writer_us, "cores": cores,
+            "cpu_ceiling_commits_per_s": cpu_us.map(|us| cores as f64 * 1e6 / us),
+            "note": "aggregate durable commits of all runs, SqliteStore, group commit; cpu: the process's \
+                     threads' time on a CPU (/proc schedstat) a commit, and the writer thread's"}));
     }
 }
 
