@@ -250,7 +250,15 @@ impl<K: Ord + std::fmt::Debug> Counts<K> {
                 Ok((line, _)) => line,
                 Err(e) => e,
             };
-            println!("{what} → {outcome}: {}", line.chars().take(300).collect::<String>());
+            // A long verdict keeps its start (the error) and its end (what the reads found).
+            let chars: Vec<char> = line.chars().collect();
+            let shown = if chars.len() > 600 {
+                let (head, tail) = (&chars[..300], &chars[chars.len() - 300..]);
+                format!("{} … {}", head.iter().collect::<String>(), tail.iter().collect::<String>())
+            } else {
+                line.clone()
+            };
+            println!("{what} → {outcome}: {shown}");
         }
     }
 
