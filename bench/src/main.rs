@@ -547,6 +547,7 @@ async fn concurrent_sqlite_workload(a: &Args, steps: u64) {
             all.push(t.elapsed().as_secs_f64());
             let cpu = cpu_since(&before, &thread_cpu());
             cpu_all.push(cpu.all);
+            // `graph-sqlite-writer` as /proc shows it: a thread's name cut to 15 bytes.
             writer_all.push(cpu.named("graph-sqlite-wr"));
             transactions = store.transactions();
         }
