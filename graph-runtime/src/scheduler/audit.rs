@@ -364,10 +364,10 @@ pub async fn verify_run(store: &dyn Store, run_id: &str, key: Option<&ChainKey>)
 }
 
 /// `Corrupted` for the first commit the log records (`recorded`, by step) whose checkpoint `history`
-/// (in step order) lacks though it holds an older one. Only `prune` deletes checkpoints, and only the oldest, always
-/// keeping the latest: a recorded step at or after the oldest stored one (any recorded step, when none
-/// is stored) was lost, as a damaged index loses an entry without any read noticing (docs/stores.md,
-/// "Not caught by the reads").
+/// (in step order) lacks though it holds an older one. Only `prune` deletes checkpoints, and only the
+/// oldest, always keeping the latest: a recorded step at or after the oldest stored one (any recorded
+/// step, when none is stored) was lost, as a damaged index loses an entry without any read noticing
+/// (docs/stores.md, "Not caught by the reads").
 fn lost_checkpoint(
     run_id: &str,
     recorded: &BTreeMap<u64, (u64, String)>,

@@ -186,7 +186,7 @@ impl SledStore {
         let lock = lock(&path)?;
         let wal_dir = path.join("wal");
         let manifest = Manifest::load(&wal_dir).map_err(log_error)?.unwrap_or_default();
-        let db = Quiet::new(open_sled(&path.join("db"))?);
+        let db = Quiet::new(open_sled(&sled_folder(&path))?);
         let tree = |name: &str| {
             guard(&path, || db.open_tree(name))?
                 .map(Quiet::new)
@@ -323,7 +323,7 @@ impl Inner {
             && records.first().is_none_or(|r| r.seq > applied.saturating_add(1))
         {
             return Err(StoreError::corrupted_file(
-                self.path.join("db"),
+                sled_folder(&self.path),
                 format!(
                     "the index came back holding commit group {applied}, but had durably held group {}; \
                      groups {}..={} are lost and the commit log no longer holds them",
@@ -431,7 +431,7 @@ impl Inner {
         Err(StoreError::Corrupted {
             run: Some(run_id.to_owned()),
             step: Some(latest),
-            file: Some(self.path.join("db")),
+            file: Some(sled_folder(&self.path)),
             detail,
             remedy: REMEDY_INDEX,
         })
@@ -458,7 +458,7 @@ impl Inner {
             None => Ok(0),
             Some(b) => b.as_ref().try_into().map(u64::from_be_bytes).map_err(|_| {
                 StoreError::corrupted_file(
-                    self.path.join("db"),
+                    sled_folder(&self.path),
                     "the applied commit group is damaged",
                     REMEDY_FILE,
                 )
@@ -506,13 +506,13 @@ impl Inner {
         StoreError::FailStopped { path: self.path.clone(), cause }
     }
 
-    /// A read of sled: fail-stopped stores refuse it, sled errors fail-stop the store, panics are caught.
     /// The row of `run_id`: damage names the run and sled's folder (a path built only then: every
     /// commit reads its run's row).
     fn decode_run(&self, run_id: &str, bytes: &[u8]) -> Result<RunInfo, StoreError> {
-        decode_run(bytes).map_err(|e| of_run(e, run_id, Some(&self.path.join("db"))))
+        decode_run(bytes).map_err(|e| of_run(e, run_id, Some(&sled_folder(&self.path))))
     }
 
+    /// A read of sled: fail-stopped stores refuse it, sled errors fail-stop the store, panics are caught.
     fn read<T>(&self, f: impl FnOnce() -> sled::Result<T>) -> Result<T, StoreError> {
         self.check()?;
         guard(&self.path, f)?.map_err(|e| self.fail_stop(format!("reading sled: {}", sled_cause(&e))))
@@ -576,6 +576,11 @@ impl<T> Drop for Quiet<T> {
     }
 }
 
+/// sled's own folder inside the store's folder `path` (`<store>/db`): what damage reported by sled names.
+fn sled_folder(path: &Path) -> PathBuf {
+    path.join("db")
+}
+
 /// Runs a sled call, turning a panic (sled's reaction to some damaged files) into `Corrupted`.
 fn guard<T>(path: &Path, f: impl FnOnce() -> T) -> Result<T, StoreError> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|panic| {
@@ -585,7 +590,7 @@ fn guard<T>(path: &Path, f: impl FnOnce() -> T) -> Result<T, StoreError> {
             .or_else(|| panic.downcast_ref::<&str>().copied())
             .unwrap_or("a panic without a message");
         StoreError::corrupted_file(
-            path.join("db"),
+            sled_folder(path),
             format!("sled cannot read its files: {message}"),
             REMEDY_FILE,
         )
@@ -758,13 +763,13 @@ fn crc32_ieee(bytes: &[u8]) -> u32 {
 /// Opens sled's log file (`<store>/db/db`) for [`Inner::flush_index`], and makes the store's folders
 /// durable (a file just created is only on disk once its directory entry is).
 fn open_sled_log(path: &Path) -> Result<File, StoreError> {
-    let log_path = path.join("db").join("db");
+    let log_path = sled_folder(path).join("db");
     let log = OpenOptions::new()
         .read(true)
         .write(true)
         .open(&log_path)
         .map_err(|e| StoreError::backend(format!("cannot open {}", log_path.display()), e))?;
-    for dir in [path.to_path_buf(), path.join("db")] {
+    for dir in [path.to_path_buf(), sled_folder(path)] {
         File::open(&dir)
             .and_then(|d| d.sync_all())
             .map_err(|e| StoreError::backend(format!("cannot sync the folder {}", dir.display()), e))?;
@@ -943,7 +948,7 @@ impl Store for SledStore {
         match self.inner.read(|| self.inner.effects.get(&at))? {
             Some(b) => Ok(Some(decode_effect(&b)?)),
             None => Err(StoreError::corrupted_file(
-                self.inner.path.join("db"),
+                sled_folder(&self.inner.path),
                 format!("effect `{key}` is indexed but its entry is missing"),
                 REMEDY_FILE,
             )),
