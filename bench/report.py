@@ -360,18 +360,16 @@ def limits(rep):
       "left by earlier workloads; the sled row adds one durable commit shared by the whole step.")
     w()
     o, p = pick("durable", "sled-sync"), pick("fdatasync", "disk")
-    per = (f" Here a sled commit took {1e6 / o['commits_per_s']:.0f} µs against the probe's "
-           f"{1e6 / p['ops_per_s_median']:.0f} µs." if o and p else "")
+    per = (f" (here {1e6 / o['commits_per_s']:.0f} µs a commit against the probe's "
+           f"{1e6 / p['ops_per_s_median']:.0f} µs)" if o and p else "")
     w("**Durable sequential.** A commit is acknowledged only once it is on the device, so one run pays one "
-      "device round trip per step: the bound is the device's sync rate, and the ratio column says how close "
-      "each store comes to the probe taken beside it. SledStore: one append and one `fdatasync` of its "
-      "commit log per commit group, plus the hand-off to the commit thread and back." + per +
-      " The bare-sled rows are what the commit log replaced: sled's `flush` alone does not survive a power "
-      "loss, and an `fdatasync` after it makes two round trips. An effect's journal write is a durable "
-      "commit of its own. SqliteStore `Sync`: one WAL sync per `COMMIT`, and a commit's log frames are "
-      "whole pages, whose cost the device row for its bytes shows; `Async` syncs only at WAL checkpoints. "
-      "The server stores wait for the server's commit flush and their round trips on top of the engine's "
-      "step; the floor sends the same statements bare on one connection.")
+      "device round trip a step: the bound is the device's sync rate, and the last column is each store's "
+      "rate against the probe taken beside it. SledStore: one `fdatasync` of its commit log per commit "
+      "group, plus the hand-off to the commit thread and back" + per + "; the bare-sled rows are the "
+      "reference its log replaced (sled's `flush` alone is not power-loss safe). Each effect's journal write "
+      "is a durable commit of its own. SqliteStore: one WAL sync per `COMMIT`, of whole-page frames "
+      "(`Async`: syncs only at WAL checkpoints). The server stores add the server's commit flush and their "
+      "round trips to the engine's step; the floor sends the same statements bare.")
     w()
     sq64 = pick("concurrent", "sqlite-sync", 64)
     cpu = ""
@@ -380,7 +378,10 @@ def limits(rep):
         cpu = (f" At 64 runs the SQLite run used {sq64['cpu_us_per_commit']:.0f} µs of CPU a commit"
                + (f" ({writer:.0f} µs of it on the writer thread)" if writer else "")
                + f": the machine's {sq64.get('cores', '?')} cores could carry {fmt(sq64['cpu_ceiling_commits_per_s'])} "
-               f"commits/s, and the runs reached {fmt(sq64['commits_per_s'])}, so its one writer, not the machine, is the bound.")
+               f"commits/s, and the runs reached {fmt(sq64['commits_per_s'])}"
+               + (", so its one writer, not the machine, is the bound."
+                  if sq64["commits_per_s"] < 0.8 * sq64["cpu_ceiling_commits_per_s"]
+                  else ", close to what the cores allow."))
     pg64 = pick("concurrent", "postgres", 64)
     grp = ""
     if pg64 and pg64.get("groups") and pg64["groups"].get("group_transactions"):
@@ -393,8 +394,7 @@ def limits(rep):
       "many runs by CPU: sled's commit thread, SQLite's single writer thread, the server's processes, all on "
       "the cores the engine uses too. The ratio to one run is the quotient of those two bounds, so a faster "
       "disk, or a faster single commit, lowers it." + cpu + grp +
-      " Workers share the database and, here, the cores: the database's commit rate is the ceiling on their "
-      "steps, whatever their number.")
+      " Workers share the database: its commit rate is the ceiling on their steps, whatever their number.")
     w()
     g = pick("growth", "sled-sync")
     snaps = f" ({g['snapshots']} in this run)" if g and "snapshots" in g else ""
