@@ -184,7 +184,6 @@ impl<S: Reducer> Graph<S> {
     }
 
     /// The graph's name, shared (the workers' metrics labels).
-    #[cfg(any(feature = "postgres", feature = "mysql"))]
     pub(crate) fn name_arc(&self) -> &Arc<str> {
         &self.inner.name
     }

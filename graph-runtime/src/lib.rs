@@ -29,7 +29,7 @@
 //! # }
 //! ```
 
-pub mod canonical;
+pub use graph_store::{canonical, keys};
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod ctx;
@@ -37,17 +37,16 @@ pub mod effect;
 pub mod error;
 pub mod events;
 pub mod graph;
-pub mod keys;
 #[doc(hidden)]
 pub mod macro_support;
 pub mod node;
+mod persist;
 pub mod policy;
 pub mod scheduler;
 pub mod state;
 pub mod store;
 pub mod stream;
 pub mod telemetry;
-#[cfg(any(feature = "postgres", feature = "mysql"))]
 pub mod worker;
 
 #[doc(hidden)]

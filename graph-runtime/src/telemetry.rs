@@ -208,7 +208,7 @@ impl Meters {
                 Some(CommitOutcome::StepTaken { .. }) => 2,
                 Some(CommitOutcome::VersionConflict { .. }) => 3,
                 Some(CommitOutcome::Fenced) => 4,
-                None => 5,
+                Some(_) | None => 5,
             };
             histogram(&self.keys.commit_latency).record(d.as_secs_f64());
             counter(&self.keys.commits[i]).increment(1);
@@ -261,7 +261,6 @@ impl Drop for GaugeGuard {
 }
 
 /// A worker claimed a run (`takeover`: another worker had held it).
-#[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) fn worker_claim(graph: &Arc<str>, takeover: bool) {
     #[cfg(feature = "metrics")]
     metrics::counter!("graph_worker_claims_total", "graph" => Arc::clone(graph), "takeover" => if takeover { "true" } else { "false" })
@@ -271,14 +270,12 @@ pub(crate) fn worker_claim(graph: &Arc<str>, takeover: bool) {
 }
 
 /// Counts one lease held by a worker of this process until dropped.
-#[cfg(any(feature = "postgres", feature = "mysql"))]
 #[must_use]
 pub(crate) struct LeaseHeld {
     #[cfg(feature = "metrics")]
     graph: Arc<str>,
 }
 
-#[cfg(any(feature = "postgres", feature = "mysql"))]
 impl LeaseHeld {
     pub(crate) fn start(graph: &Arc<str>) -> Self {
         #[cfg(feature = "metrics")]
@@ -294,7 +291,6 @@ impl LeaseHeld {
     }
 }
 
-#[cfg(any(feature = "postgres", feature = "mysql"))]
 impl Drop for LeaseHeld {
     fn drop(&mut self) {
         #[cfg(feature = "metrics")]

@@ -1,5 +1,5 @@
-//! Workers: many processes sharing the runs of one PostgreSQL or MySQL/MariaDB database (features
-//! `postgres`, `mysql`; `docs/operations.md`).
+//! Workers: many processes sharing the runs of one database whose store leases runs to workers
+//! ([`LeaseStore`]: PostgreSQL or MySQL/MariaDB, features `postgres`, `mysql`; `docs/operations.md`).
 //!
 //! Any process submits runs ([`crate::Engine::submit`] writes the run and its step 0 without executing
 //! them); every [`Worker`] claims runnable runs of its graph with a lease ([`LeaseStore::claim`]; workers of
@@ -20,9 +20,9 @@
 //! # fn hop<'a>(_s: &'a (), _c: &'a mut Ctx) -> BoxFuture<'a, NodeResult<(), Route>> {
 //! #     Box::pin(async { Ok(((), Route::End)) })
 //! # }
-//! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn f(store: impl graph_runtime::worker::LeaseStore) -> Result<(), Box<dyn std::error::Error>> {
 //! # let graph = Graph::<()>::builder("g").node("hop", hop).entry("hop").edge("hop", END).build()?;
-//! let store = graph_runtime::store::PostgresStore::connect("postgres://postgres@127.0.0.1/test").await?;
+//! // let store = graph_runtime::store::PostgresStore::connect("postgres://app@db/graphs").await?;
 //! // Anywhere: submit work.
 //! Engine::builder(graph.clone()).store(store.clone()).build().submit("order-1", ()).await?;
 //! // On every worker machine: drive it.
@@ -51,7 +51,7 @@ use crate::policy::EngineOptions;
 use crate::scheduler::{Engine, RunOptions};
 use crate::state::Reducer;
 use crate::store::RunStatus;
-pub use crate::store::server::{Lease, LeaseStore, LeasedStore};
+pub use crate::store::lease::{Lease, LeaseStore, LeasedStore};
 
 /// Configures a [`Worker`].
 pub struct WorkerBuilder<S: Reducer, L: LeaseStore> {

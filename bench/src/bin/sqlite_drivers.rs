@@ -18,7 +18,7 @@ use graph_runtime::store::SqliteStore;
 use graph_runtime::{Engine, EngineOptions};
 use serde_json::json;
 
-const SCHEMA: &str = include_str!("../../../graph-runtime/migrations/sqlite/0001_init.sql");
+const SCHEMA: &str = include_str!("../../../graph-store-sqlite/migrations/sqlite/0001_init.sql");
 const KEY: &str = "INSERT INTO idempotency_keys (key, run_id, step) VALUES (?1, ?2, ?3)";
 const CHECKPOINT: &str =
     "INSERT INTO checkpoints (run_id, step, idempotency_key, record) VALUES (?1, ?2, ?3, ?4)";

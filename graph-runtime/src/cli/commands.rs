@@ -137,7 +137,7 @@ impl Session<'_> {
             list.push(row);
         }
         let text = if rows.is_empty() {
-            let what = status.map(|s| format!("{} ", render::status_name(&status_of(s)))).unwrap_or_default();
+            let what = status.map(|s| format!("{} ", status_of(s).as_str())).unwrap_or_default();
             format!("no {what}runs in the store at {}\n", self.shown_store())
         } else {
             table.render()
@@ -424,6 +424,10 @@ impl Session<'_> {
             Ok(Integrity::NotChecked { why }) => {
                 (Exit::Ok, format!("store: not checked: {why}\n"), json!({ "checked": false, "why": why }))
             }
+            Ok(other) => {
+                let what = format!("{other:?}");
+                (Exit::Ok, format!("store: {what}\n"), json!({ "checked": false, "why": what }))
+            }
             Err(e) => {
                 let f = Failure::from(e);
                 let j = json!({ "checked": true, "ok": false, "error": f.message });
@@ -676,7 +680,7 @@ impl ByStatus {
         store: &dyn Store,
         info: &RunInfo,
     ) -> Result<Option<&'static str>, crate::StoreError> {
-        let name = render::status_name(&info.status);
+        let name = info.status.as_str();
         if !self.0.contains_key(name) {
             self.list(store, &info.status).await?;
         }
@@ -698,7 +702,7 @@ impl ByStatus {
         status: &RunStatus,
     ) -> Result<&'static str, crate::StoreError> {
         let listed = store.list_runs(&RunFilter::all().status(status.clone())).await?;
-        let name = render::status_name(status);
+        let name = status.as_str();
         self.0.insert(name, listed.into_iter().map(|r| r.run_id).collect());
         Ok(name)
     }

@@ -70,18 +70,6 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
-/// The status's one-word name, as `--status` spells it.
-pub(crate) fn status_name(s: &RunStatus) -> &'static str {
-    match s {
-        RunStatus::Running => "running",
-        RunStatus::Completed => "completed",
-        RunStatus::Paused(_) => "paused",
-        RunStatus::Interrupted(_) => "interrupted",
-        RunStatus::Failed(_) => "failed",
-        RunStatus::Cancelled => "cancelled",
-    }
-}
-
 /// The status with its reason in a few words, for a table cell.
 pub(crate) fn status_short(s: &RunStatus) -> String {
     match s {
@@ -93,13 +81,13 @@ pub(crate) fn status_short(s: &RunStatus) -> String {
             format!("interrupted ({} question{})", list.len(), if list.len() == 1 { "" } else { "s" })
         }
         RunStatus::Interrupted(_) => "interrupted (breakpoint)".into(),
-        other => status_name(other).into(),
+        other => other.as_str().into(),
     }
 }
 
 /// The status as JSON: `{"status": name, ...its details}`.
 pub(crate) fn status_json(s: &RunStatus) -> Value {
-    let mut v = json!({ "status": status_name(s) });
+    let mut v = json!({ "status": s.as_str() });
     match s {
         RunStatus::Paused(reason) => v["pause_reason"] = json!(reason),
         RunStatus::Interrupted(list) => v["interrupts"] = json!(list),
@@ -115,6 +103,7 @@ pub(crate) fn interrupt_line(i: &Interrupt) -> String {
         InterruptKind::Input => "waits for input",
         InterruptKind::Before => "breakpoint before",
         InterruptKind::After => "breakpoint after",
+        _ => "stopped",
     };
     let mut line = format!("{kind}: node `{}` at step {}, id `{}`", i.node, i.step, short_id(&i.id));
     if !i.payload.is_null() {
@@ -195,6 +184,7 @@ pub(crate) fn event_summary(e: &Event) -> String {
         EventType::RunCompleted => format!("step {}", s("step")),
         EventType::RunFailed => format!("step {}: {}", s("step"), s("error")),
         EventType::RunCancelled => format!("step {}", s("step")),
+        _ => e.payload.as_str().to_owned(),
     }
 }
 
@@ -212,6 +202,7 @@ pub(crate) fn class_name(c: EffectClass) -> &'static str {
         EffectClass::Pure => "pure",
         EffectClass::Idempotent => "idempotent",
         EffectClass::NonIdempotent => "non-idempotent",
+        _ => "other",
     }
 }
 
@@ -222,6 +213,7 @@ pub(crate) fn effect_state(r: &EffectRecord) -> String {
         EffectState::Completed { response } => format!("completed: {response}"),
         EffectState::Failed { message } => format!("failed: {message}"),
         EffectState::Rejected { message } => format!("rejected: {message}"),
+        other => format!("{other:?}"),
     }
 }
 

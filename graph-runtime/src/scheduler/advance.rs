@@ -14,12 +14,12 @@ use crate::error::{Error, NodeError, StoreError};
 use crate::events::{ChainHead, EventType, Payload, payload};
 use crate::graph::Router;
 use crate::node::Route;
+use crate::persist::PendingStep;
+use crate::persist::{self, Chain, Draft};
 use crate::state::{Reducer, Writer, merge_step};
 use crate::store::Interrupt;
 use crate::store::OutboxRow;
 use crate::store::journal::outbox_key;
-use crate::store::record::PendingStep;
-use crate::store::record::{self, Chain, Draft};
 use crate::store::{Checkpoint, CommitOutcome, PauseReason, RunStatus, WaitingJoin, WorkItem};
 use crate::stream::{Observer, StreamEvent, StreamModes};
 use crate::telemetry::Stopwatch;
@@ -247,7 +247,7 @@ impl<S: Reducer> Engine<S> {
         let mut events = std::mem::take(&mut run.queued);
         events.extend(self.effect_events(run, &outputs));
         let (deltas, mut routes): (Vec<_>, Vec<_>) = outputs.into_iter().map(|o| (o.delta, o.route)).unzip();
-        let delta_json = record::delta_bytes(&run.run_id, &deltas)?;
+        let delta_json = persist::delta_bytes(&run.run_id, &deltas)?;
         self.route_before_merge(run, &deltas, &mut routes)?;
         self.merge(run, deltas)?;
         self.route_after_merge(run, &mut routes)?;
@@ -276,7 +276,7 @@ impl<S: Reducer> Engine<S> {
             at_ms: self.recorded_time(step + 1),
             event_head: run.head.clone(),
         };
-        let cp = record::draft(draft, chain)?;
+        let cp = persist::draft(draft, chain)?;
         self.compare_with_recording(&cp)?;
         let graph = &self.inner.graph;
         let ran = run.nodes.iter().map(|n| &**graph.node(*n).name());
@@ -533,7 +533,7 @@ impl<S: Reducer> Engine<S> {
                 "reported as taken by another writer but not stored",
             )
         })?;
-        let (state, chain) = record::load_state(store, &stored).await?;
+        let (state, chain) = persist::load_state(store, &stored).await?;
         run.nodes = self.node_indices(&stored)?;
         run.state = Arc::new(state);
         run.chain = chain;

@@ -10,8 +10,8 @@ use super::{Engine, RunOutcome};
 use crate::error::{Error, Result, StoreError};
 use crate::events::{self, Appender, ChainHead, ChainKey, Event, EventType, Payload, payload};
 use crate::graph::Graph;
+use crate::persist::{self, Chain, Draft};
 use crate::state::Reducer;
-use crate::store::record::{self, Chain, Draft};
 use crate::store::{Checkpoint, CommitOutcome, RunInfo, RunStatus, Store};
 
 /// Events read per store call when a whole log is verified.
@@ -250,8 +250,8 @@ impl<S: Reducer> Engine<S> {
         // The stored checkpoints before `step` are consecutive from a snapshot (prune keeps every step
         // from the snapshot of the oldest kept one on).
         let new_run: Arc<str> = new_run_id.into();
-        let copies = record::fork_copies::<S>(&parent[..parent.len() - 1], &new_run)?;
-        let (mut state, _) = record::load_state::<S>(store, &at).await?;
+        let copies = persist::fork_copies::<S>(&parent[..parent.len() - 1], &new_run)?;
+        let (mut state, _) = persist::load_state::<S>(store, &at).await?;
         let edited = update.is_some();
         if let Some(update) = update {
             state.apply(update).map_err(|source| Error::Merge {
@@ -316,7 +316,7 @@ fn fork_root<S: Reducer>(
         at_ms: Some(at.timestamp_ms),
         event_head: None,
     };
-    record::draft(draft, &mut Chain::default())
+    persist::draft(draft, &mut Chain::default())
 }
 
 /// [`Engine::verify`] on any store, without a graph: what tools that do not have the graph's code use.

@@ -2,7 +2,7 @@
 //! and resuming with input.
 //!
 //! When items of a step ask for input, the step's other items run to the barrier, and the run's status
-//! becomes `Interrupted` together with a *pending step* (`record::PendingStep`): the finished items'
+//! becomes `Interrupted` together with a *pending step* (`persist::PendingStep`): the finished items'
 //! outputs, so they are not run again. Resuming with input runs the step again with those outputs and
 //! the interrupted items alone, each given its input; the barrier then merges every output in order-key
 //! order, exactly as if the inputs had been there from the start. Nothing is written before the step
@@ -16,8 +16,8 @@ use super::{Engine, RunOptions, RunOutcome};
 use crate::error::{Error, Result, StoreError};
 use crate::events::{EventType, payload};
 use crate::node::{Branch, Route};
+use crate::persist::{self, DoneItem, PendingItem, PendingStep, StoredRoute};
 use crate::state::Reducer;
-use crate::store::record::{self, DoneItem, PendingItem, PendingStep, StoredRoute};
 use crate::store::{CommitOutcome, Interrupt, InterruptKind, RunStatus};
 
 /// The id an interrupt is answered by: its item's path and the call's index.
@@ -121,7 +121,7 @@ impl<S: Reducer> Engine<S> {
             .await?
             .unwrap_or(PendingStep { step: cp.step, items: Vec::new() });
         let answered = deliver(run_id, cp.step, &waiting, &mut pending, inputs)?;
-        let (state, chain) = record::load_state(store, &cp).await?;
+        let (state, chain) = persist::load_state(store, &cp).await?;
         let nodes = self.node_indices(&cp)?;
         let step = cp.step;
         let mut run = self.driver(run_id.into(), &mut cp, state, chain, nodes, opts);

@@ -32,9 +32,9 @@ use crate::error::{Error, Result};
 use crate::events::{ChainKey, EventType, Payload, payload};
 use crate::graph::Graph;
 use crate::keys::{OrderKey, PathId, derive_run_seed};
+use crate::persist::{self, Chain, Draft};
 use crate::policy::EngineOptions;
 use crate::state::Reducer;
-use crate::store::record::{self, Chain, Draft};
 use crate::store::{CommitOutcome, InterruptKind, MemoryStore, RunStatus, Store, WorkItem};
 use crate::stream::{StreamEvent, StreamModes};
 use advance::{Driven, Stop};
@@ -169,7 +169,7 @@ impl<S: Reducer> Engine<S> {
             event_head: None,
         };
         let mut chain = Chain::default();
-        let cp = record::draft(draft, &mut chain)?;
+        let cp = persist::draft(draft, &mut chain)?;
         let started = payload!({
             "step": 0,
             "graph": graph.name(),
@@ -211,7 +211,7 @@ impl<S: Reducer> Engine<S> {
     /// As [`Engine::resume`].
     pub async fn resume_with(&self, run_id: &str, opts: RunOptions) -> Result<RunOutcome<S>> {
         let (info, mut cp) = self.stored(run_id).await?;
-        let (state, chain) = record::load_state(&*self.inner.store, &cp).await?;
+        let (state, chain) = persist::load_state(&*self.inner.store, &cp).await?;
         let nodes = self.node_indices(&cp)?;
         // A completed run, or one that waits for input, stays as it is.
         let waits = |i: &crate::store::Interrupt| i.kind == InterruptKind::Input;
@@ -230,7 +230,7 @@ impl<S: Reducer> Engine<S> {
         (run.version, run.head) = (info.version, info.event_head.clone());
         (run.resumption, run.past_breakpoint) = (resumption, past_breakpoint);
         if info.status != RunStatus::Running {
-            let resumed = payload!({ "step": cp.step, "from": status_name(&info.status) });
+            let resumed = payload!({ "step": cp.step, "from": info.status.as_str() });
             match self
                 .write_status(&mut run, &RunStatus::Running, (EventType::Resumed, resumed), None)
                 .await?
@@ -319,7 +319,7 @@ impl<S: Reducer> Engine<S> {
             });
         }
         let Some(cp) = store.latest(run_id).await? else { return Ok(None) };
-        let (state, _) = record::load_state(&**store, &cp).await?;
+        let (state, _) = persist::load_state(&**store, &cp).await?;
         Ok(Some(RunOutcome { run_id: run_id.to_owned(), state, status: info.status, steps: cp.step }))
     }
 
@@ -336,7 +336,7 @@ impl<S: Reducer> Engine<S> {
     /// Store errors; [`Error::Serialization`] when the stored state does not decode as `S`.
     pub async fn state_at(&self, run_id: &str, step: u64) -> Result<Option<S>> {
         match self.inner.store.load_checkpoint(run_id, step).await? {
-            Some(cp) => Ok(Some(record::load_state(&*self.inner.store, &cp).await?.0)),
+            Some(cp) => Ok(Some(persist::load_state(&*self.inner.store, &cp).await?.0)),
             None => Ok(None),
         }
     }
@@ -449,7 +449,7 @@ impl<S: Reducer> Engine<S> {
     /// Best effort: the checkpoint is what matters; a status that fails to persist is logged. What a
     /// resumption brought (inputs given to interrupted items) is kept with it.
     async fn set_final_status(&self, run: &mut Driven<S>, status: &RunStatus, event: (EventType, Payload)) {
-        let pending = run.resumption.as_ref().map(record::PendingStep::encode);
+        let pending = run.resumption.as_ref().map(persist::PendingStep::encode);
         match self.write_status(run, status, event, pending.as_deref()).await {
             Ok(CommitOutcome::Committed { .. }) => {}
             Ok(other) => tracing::warn!(run = %run.run_id, ?other, "run status not updated"),
@@ -476,18 +476,6 @@ fn step_span(run: &str, step: u64) -> tracing::Span {
     #[cfg(feature = "otel")]
     span.record("otel.name", format!("step {step}"));
     span
-}
-
-/// The name of a status's variant, for the event log.
-fn status_name(status: &RunStatus) -> &'static str {
-    match status {
-        RunStatus::Running => "running",
-        RunStatus::Completed => "completed",
-        RunStatus::Paused(_) => "paused",
-        RunStatus::Interrupted(_) => "interrupted",
-        RunStatus::Failed(_) => "failed",
-        RunStatus::Cancelled => "cancelled",
-    }
 }
 
 /// A run's task, aborted when dropped: dropping `Engine::drive`'s future before the run ends stops the

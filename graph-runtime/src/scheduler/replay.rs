@@ -11,6 +11,7 @@ use super::{Engine, Inner, RunOptions};
 use crate::effect::{Divergence, Replay, ReplayMode, RunEnv};
 use crate::error::{Error, Result};
 use crate::events::EventType;
+use crate::persist;
 use crate::state::Reducer;
 use crate::store::record::{self, encode};
 
@@ -69,7 +70,7 @@ impl<S: Reducer> Engine<S> {
             )
             .into());
         };
-        let (input, _) = record::load_state::<S>(store, first).await?;
+        let (input, _) = persist::load_state::<S>(store, first).await?;
         let mut opts = RunOptions::default().seed(first.rng_seed);
         opts.label = first.label.clone();
         let journal = store.effects(run_id).await?.into_iter().map(|e| (e.key.clone(), e)).collect();

@@ -1,0 +1,424 @@
+//! Group commit through the commit log.
+//!
+//! The first request to find no commit thread starts one (a blocking task, so dropping a caller cannot
+//! stall it). The thread takes every request queued so far — a *group* — and:
+//!
+//! 1. checks every request of the group (key, step, version; a later request of the group sees the
+//!    earlier ones' writes) against sled and the group's own writes, and records those writes — writing
+//!    nothing yet;
+//! 2. appends the writes to the commit log as one record and `fdatasync`s it (one device round trip
+//!    for the whole group): the commit point;
+//! 3. applies them to sled, the group's sequence number last;
+//! 4. checkpoints when enough log has accumulated (see [`Inner::checkpoint`]);
+//! 5. answers every request of the group, and repeats until the queue is empty.
+//!
+//! Requests arriving during a group form the next group, so one sequential run pays one log sync per
+//! step and N concurrent runs share them. An I/O error in 2–4 fail-stops the store before anything is
+//! answered: no request of a group whose record may not be durable is acknowledged, and sled never holds
+//! a group the log does not.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tokio::sync::oneshot;
+
+use graph_store::commit::{CommitFacts, Verdict, decide, decide_status};
+use graph_store::events::{Encoded, Event};
+use graph_store::journal::{decide_effect, decode_effect, encode_effect, encode_outbox};
+use graph_store::record::{decode, encode, encode_run};
+use graph_store::{
+    Checkpoint, CommitOutcome, EffectOutcome, EffectRecord, EffectState, FailPoint, OutboxRow, RunInfo,
+    RunStatus, StoreError,
+};
+
+use crate::commit_log::{CommitLog, Manifest};
+use crate::redo::{RedoWriter, TreeId};
+use crate::{Inner, cp_key, effect_tree_key, outbox_key};
+
+/// A write the commit thread performs.
+pub(super) enum Request {
+    /// `Store::save_checkpoint`.
+    Save {
+        run_id: Arc<str>,
+        step: u64,
+        key: String,
+        record: Vec<u8>,
+        outbox: Vec<OutboxRow>,
+        events: Vec<Encoded>,
+        fingerprint: Arc<str>,
+        status: RunStatus,
+        expected_version: u64,
+    },
+    /// `Store::set_status`.
+    Status {
+        run_id: String,
+        status: RunStatus,
+        events: Vec<Encoded>,
+        pending: Option<Vec<u8>>,
+        expected_version: u64,
+    },
+    /// Removes keys of a tree (`Store::prune`, `Store::ack_outbox`).
+    Remove { tree: TreeId, keys: Vec<Vec<u8>> },
+    /// `Store::put_effect`.
+    Effect { record: Box<EffectRecord>, expected: Option<EffectState> },
+    /// Makes sled durable now (`SledStore::flush`).
+    Checkpoint,
+}
+
+impl Request {
+    pub(super) fn save(cp: &Checkpoint, events: &[Event], status: &RunStatus, expected_version: u64) -> Self {
+        Request::Save {
+            run_id: cp.run_id.clone(),
+            step: cp.step,
+            key: cp.idempotency_key.clone(),
+            record: encode(cp),
+            outbox: cp.outbox.clone(),
+            events: Encoded::all(events),
+            fingerprint: cp.graph_fingerprint.clone(),
+            status: status.clone(),
+            expected_version,
+        }
+    }
+}
+
+/// What a request did.
+#[derive(Debug)]
+pub(super) enum Reply {
+    Outcome(CommitOutcome),
+    Removed(usize),
+    Effect(EffectOutcome),
+    Done,
+}
+
+type Answer = oneshot::Sender<Result<Reply, StoreError>>;
+
+/// Requests waiting for the commit thread.
+#[derive(Default)]
+pub(super) struct Queue {
+    pending: Vec<(Request, Answer)>,
+    /// A commit thread is draining the queue.
+    leader: bool,
+}
+
+/// The commit log and its bookkeeping, owned by whichever thread commits a group.
+pub(super) struct Writer {
+    pub(super) log: CommitLog,
+    pub(super) manifest: Manifest,
+    /// The sequence number of the next logged group.
+    pub(super) next_seq: u64,
+    /// Log bytes written since the last checkpoint.
+    pub(super) since_checkpoint: u64,
+    /// Log writes (each one `fdatasync`) since open.
+    pub(super) syncs: u64,
+    /// Test hook: fail the next log write as an I/O error would.
+    pub(super) inject_log_failure: bool,
+    redo: RedoWriter,
+}
+
+impl Writer {
+    pub(super) fn new(log: CommitLog, manifest: Manifest, next_seq: u64) -> Self {
+        Writer {
+            log,
+            manifest,
+            next_seq,
+            since_checkpoint: 0,
+            syncs: 0,
+            inject_log_failure: false,
+            redo: RedoWriter::default(),
+        }
+    }
+}
+
+/// Queues a request; true when the caller must start the commit thread.
+pub(super) fn enqueue(inner: &Inner, request: Request, answer: Answer) -> bool {
+    let mut q = inner.queue.lock().unwrap_or_else(|e| e.into_inner());
+    q.pending.push((request, answer));
+    !std::mem::replace(&mut q.leader, true)
+}
+
+/// The commit thread: commits groups until the queue is empty.
+pub(super) fn commit_loop(inner: Arc<Inner>) {
+    let mut inner = Some(inner);
+    loop {
+        let i = inner.as_ref().expect("held until the last group");
+        let group = std::mem::take(&mut i.queue.lock().unwrap_or_else(|e| e.into_inner()).pending);
+        let (requests, answers): (Vec<Request>, Vec<Answer>) = group.into_iter().unzip();
+        let replies = {
+            let mut w = i.writer.lock().unwrap_or_else(|e| e.into_inner());
+            commit_group(i, &mut w, &requests)
+        };
+        let done = {
+            let mut q = i.queue.lock().unwrap_or_else(|e| e.into_inner());
+            let done = q.pending.is_empty();
+            if done {
+                q.leader = false;
+            }
+            done
+        };
+        if done {
+            // Release the store before answering: a caller that drops its handle and reopens the folder
+            // right after its commit must find it closed.
+            inner = None;
+        }
+        match replies {
+            Ok(replies) => {
+                for (answer, reply) in answers.into_iter().zip(replies) {
+                    let _ = answer.send(Ok(reply));
+                }
+            }
+            Err(e) => {
+                let message = e.to_string();
+                for answer in answers {
+                    let _ = answer.send(Err(clone_error(&e, &message)));
+                }
+            }
+        }
+        if done {
+            return;
+        }
+    }
+}
+
+/// A copy of `e` for every request of a failed group (store errors are not `Clone`: they carry sources).
+fn clone_error(e: &StoreError, message: &str) -> StoreError {
+    match e {
+        StoreError::FailStopped { path, cause } => {
+            StoreError::FailStopped { path: path.clone(), cause: cause.clone() }
+        }
+        StoreError::Corrupted { run, step, file, detail, remedy } => StoreError::Corrupted {
+            run: run.clone(),
+            step: *step,
+            file: file.clone(),
+            detail: detail.clone(),
+            remedy,
+        },
+        _ => StoreError::backend("the commit failed", message.to_owned()),
+    }
+}
+
+/// Commits one group: validates it against sled and itself, writes its record to the log (the commit
+/// point), applies it to sled, then checkpoints when due. Nothing is answered before the record is
+/// durable, and nothing reaches sled before it is in the log.
+fn commit_group(inner: &Inner, w: &mut Writer, requests: &[Request]) -> Result<Vec<Reply>, StoreError> {
+    inner.check()?;
+    w.redo.clear();
+    let replies = plan(inner, &mut w.redo, requests)?;
+    if !w.redo.is_empty() {
+        let seq = w.next_seq;
+        let logged = if std::mem::take(&mut w.inject_log_failure) {
+            Err(std::io::Error::other("injected log write failure").to_string())
+        } else {
+            w.log.append(seq, w.redo.bytes()).and_then(|()| w.log.commit()).map_err(|e| e.to_string())
+        };
+        logged.map_err(|cause| inner.fail_stop(format!("writing commit group {seq} to the log: {cause}")))?;
+        w.syncs += 1;
+        w.next_seq += 1;
+        w.since_checkpoint += w.redo.bytes().len() as u64;
+        inner.apply_record(w.redo.bytes(), Some(seq))?;
+    }
+    let asked = requests.iter().any(|r| matches!(r, Request::Checkpoint));
+    if asked || w.since_checkpoint >= inner.options.checkpoint_bytes {
+        inner.checkpoint(w)?;
+    }
+    Ok(replies)
+}
+
+/// Under `Durability::Async`: the request alone, applied to sled without the log (serialized with the
+/// other writers by the writer lock).
+pub(super) fn run_inline(inner: &Inner, request: Request) -> Result<Reply, StoreError> {
+    let mut w = inner.writer.lock().unwrap_or_else(|e| e.into_inner());
+    if matches!(request, Request::Checkpoint) {
+        inner.flush_index()?;
+        return Ok(Reply::Done);
+    }
+    w.redo.clear();
+    let mut replies = plan(inner, &mut w.redo, std::slice::from_ref(&request))?;
+    if !w.redo.is_empty() {
+        inner.apply_record(w.redo.bytes(), None)?;
+    }
+    Ok(replies.remove(0))
+}
+
+/// Checks every request of a group, in order, against sled and the group's own earlier writes, and
+/// records the writes of those that commit in `redo`. Writes nothing: on any error (an injected failure,
+/// a damaged row) the whole group fails and nothing of it is anywhere.
+fn plan(inner: &Inner, redo: &mut RedoWriter, requests: &[Request]) -> Result<Vec<Reply>, StoreError> {
+    let mut tx = Overlay { inner, writes: BTreeMap::new(), redo };
+    requests.iter().map(|r| tx.request(r)).collect()
+}
+
+/// sled as the group being planned sees it: sled's values, under the group's own writes.
+struct Overlay<'a> {
+    inner: &'a Inner,
+    writes: BTreeMap<(TreeId, Vec<u8>), Option<Vec<u8>>>,
+    redo: &'a mut RedoWriter,
+}
+
+impl Overlay<'_> {
+    fn get(&self, t: TreeId, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        if let Some(v) = self.writes.get(&(t, key.to_vec())) {
+            return Ok(v.clone());
+        }
+        Ok(self.inner.read(|| self.inner.tree(t).get(key))?.map(|v| v.to_vec()))
+    }
+
+    fn put(&mut self, t: TreeId, key: &[u8], value: &[u8]) {
+        self.redo.put(t, key, value);
+        self.writes.insert((t, key.to_vec()), Some(value.to_vec()));
+    }
+
+    fn remove(&mut self, t: TreeId, key: &[u8]) {
+        self.redo.remove(t, key);
+        self.writes.insert((t, key.to_vec()), None);
+    }
+
+    fn request(&mut self, request: &Request) -> Result<Reply, StoreError> {
+        Ok(match request {
+            Request::Save {
+                run_id,
+                step,
+                key,
+                record,
+                outbox,
+                events,
+                fingerprint,
+                status,
+                expected_version,
+            } => {
+                let save = Save {
+                    run_id,
+                    step: *step,
+                    key,
+                    record,
+                    outbox,
+                    events,
+                    fingerprint,
+                    status,
+                    expected_version: *expected_version,
+                };
+                Reply::Outcome(self.save(save)?)
+            }
+            Request::Status { run_id, status, events, pending, expected_version } => {
+                Reply::Outcome(self.status(run_id, status, events, pending.as_deref(), *expected_version)?)
+            }
+            Request::Remove { tree, keys } => {
+                let mut removed = 0;
+                for k in keys {
+                    if self.get(*tree, k)?.is_some() {
+                        self.remove(*tree, k);
+                        removed += 1;
+                    }
+                }
+                Reply::Removed(removed)
+            }
+            Request::Effect { record, expected } => Reply::Effect(self.effect(record, expected.as_ref())?),
+            Request::Checkpoint => Reply::Done,
+        })
+    }
+
+    fn row(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {
+        self.get(TreeId::Runs, run_id.as_bytes())?.map(|b| self.inner.decode_run(run_id, &b)).transpose()
+    }
+
+    /// The store contract's checks, in order, then the three writes (each followed by the fail point).
+    fn save(&mut self, s: Save<'_>) -> Result<CommitOutcome, StoreError> {
+        let ck = cp_key(s.run_id, s.step);
+        let row = self.row(s.run_id)?;
+        let key_seen = self.get(TreeId::Keys, s.key.as_bytes())?.is_some();
+        let taken = match key_seen {
+            false => self.get(TreeId::Checkpoints, &ck)?.map(|b| decode(s.run_id, s.step, &b)).transpose()?,
+            true => None, // decided by the key
+        };
+        let facts = CommitFacts::new(s.key, s.expected_version)
+            .key_seen(key_seen)
+            .step_taken_by(taken.as_ref().map(|t| t.idempotency_key.as_str()))
+            .version(row.as_ref().map_or(0, |r| r.version));
+        let version = match decide(&facts) {
+            Verdict::Write { version } => version,
+            Verdict::Refuse(outcome) => return Ok(outcome),
+        };
+        let fail = &self.inner.fail;
+        let wrote = |n: usize| if fail.hit(n) { Err(FailPoint::error()) } else { Ok(()) };
+        self.put(TreeId::Keys, s.key.as_bytes(), &ck);
+        wrote(1)?;
+        self.put(TreeId::Checkpoints, &ck, s.record);
+        for (i, row) in s.outbox.iter().enumerate() {
+            self.put(TreeId::Outbox, &outbox_key(s.run_id, s.step, i), &encode_outbox(row));
+        }
+        self.append_events(s.run_id, s.events);
+        if self.get(TreeId::Pending, s.run_id.as_bytes())?.is_some() {
+            self.remove(TreeId::Pending, s.run_id.as_bytes());
+        }
+        wrote(2)?;
+        let info = RunInfo::after_commit(
+            row.as_ref(),
+            s.run_id,
+            s.step,
+            s.status,
+            s.fingerprint,
+            Encoded::head_after(None, s.events),
+        );
+        self.put(TreeId::Runs, s.run_id.as_bytes(), &encode_run(&info));
+        wrote(3)?;
+        Ok(CommitOutcome::Committed { version })
+    }
+
+    /// `Store::put_effect`: the compare-and-set the memory store defines, on the journal's trees.
+    fn effect(
+        &mut self,
+        record: &EffectRecord,
+        expected: Option<&EffectState>,
+    ) -> Result<EffectOutcome, StoreError> {
+        let at = self.get(TreeId::EffectKeys, record.key.as_bytes())?;
+        let current = match &at {
+            Some(at) => self.get(TreeId::Effects, at)?.map(|b| decode_effect(&b)).transpose()?,
+            None => None,
+        };
+        let outcome = decide_effect(false, current.as_ref(), expected);
+        if outcome == EffectOutcome::Written {
+            let at = at.unwrap_or_else(|| effect_tree_key(record));
+            self.put(TreeId::EffectKeys, record.key.as_bytes(), &at);
+            self.put(TreeId::Effects, &at, &encode_effect(record));
+        }
+        Ok(outcome)
+    }
+
+    fn status(
+        &mut self,
+        run_id: &str,
+        status: &RunStatus,
+        events: &[Encoded],
+        pending: Option<&[u8]>,
+        expected_version: u64,
+    ) -> Result<CommitOutcome, StoreError> {
+        let row = self.row(run_id)?;
+        let verdict = decide_status(row.as_ref().map(|r| r.version), false, expected_version);
+        let Some(mut info) = row.filter(|_| verdict.writes()) else { return Ok(verdict.outcome()) };
+        info.after_status(status, Encoded::head_after(None, events));
+        self.append_events(run_id, events);
+        if let Some(p) = pending {
+            self.put(TreeId::Pending, run_id.as_bytes(), p);
+        }
+        self.put(TreeId::Runs, run_id.as_bytes(), &encode_run(&info));
+        Ok(verdict.outcome())
+    }
+
+    fn append_events(&mut self, run_id: &str, events: &[Encoded]) {
+        for e in events {
+            self.put(TreeId::Events, &cp_key(run_id, e.head.seq), &e.bytes);
+        }
+    }
+}
+
+/// A `Request::Save`, borrowed.
+struct Save<'a> {
+    run_id: &'a Arc<str>,
+    step: u64,
+    key: &'a str,
+    record: &'a [u8],
+    outbox: &'a [OutboxRow],
+    events: &'a [Encoded],
+    fingerprint: &'a Arc<str>,
+    status: &'a RunStatus,
+    expected_version: u64,
+}

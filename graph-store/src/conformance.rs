@@ -1,0 +1,802 @@
+//! The store conformance suite (feature `conformance`): written once, run unchanged against every
+//! backend, the built-in ones and any written outside this crate.
+//!
+//! A backend is given as a [`Backend`]: a way to open it, to reopen it (a restart: drop every handle
+//! and open the same data again), and its fail point (a [`FailPoint`] the backend consults after each
+//! write of a commit). Each check is an `async fn` taking one; call them from `#[tokio::test]`s on a
+//! multi-threaded runtime:
+//!
+//! ```ignore
+//! #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+//! async fn concurrent_same_key() {
+//!     graph_store::conformance::concurrent_same_key(&MyBackend::new()).await;
+//! }
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::events::{ChainHead, Event, EventType};
+use crate::keys::{KeyItem, OrderKey, PathId, hex, idempotency_key, sha256_parts};
+use crate::{
+    Checkpoint, CommitOutcome, EffectClass, EffectOutcome, EffectRecord, EffectState, FailPoint, MemoryStore,
+    OutboxRow, PauseReason, RunFilter, RunStatus, SCHEMA_VERSION, StateRepr, Store, WorkItem,
+};
+
+/// How the suite opens a backend.
+pub trait Backend: Send + Sync {
+    /// The store type.
+    type Store: Store + Clone;
+    /// Opens the store over this backend's data (fresh for a new backend).
+    fn open(&self) -> impl std::future::Future<Output = Self::Store> + Send;
+    /// Drops `store` (the only handle) and opens the same data again.
+    fn reopen(&self, store: Self::Store) -> impl std::future::Future<Output = Self::Store> + Send;
+    /// The store's fail point.
+    fn fail_point(store: &Self::Store) -> FailPoint;
+}
+
+/// A checkpoint of `run` at `step` whose state is `{"v": value}`.
+pub fn checkpoint(run: &str, step: u64, value: u64) -> Checkpoint {
+    let state = format!(r#"{{"v":{value}}}"#).into_bytes();
+    let frontier = vec![WorkItem {
+        node: "n".into(),
+        order_key: OrderKey::new(0, 0),
+        path: PathId::entry("n"),
+        input: None,
+    }];
+    let key = idempotency_key(run, step, &[KeyItem { node_id: "n", order_key: 0 }], &state);
+    let state_hash = hex(&sha256_parts(&[&state]));
+    Checkpoint {
+        run_id: run.into(),
+        step,
+        timestamp_ms: 1_700_000_000_000 + step,
+        label: None,
+        state: StateRepr::Full(state),
+        state_hash,
+        rng_seed: 7,
+        frontier,
+        waiting: Vec::new(),
+        outbox: Vec::new(),
+        idempotency_key: key,
+        graph_fingerprint: "fp".into(),
+        event_head: None,
+        schema_version: SCHEMA_VERSION,
+    }
+}
+
+/// Commits `checkpoint(run, step, step)` for each step of `steps` in turn, each at expected version
+/// `step` (a run committed from its first step, one commit a step), and asserts each is
+/// `Committed { version: step + 1 }`.
+pub async fn commit_steps(store: &impl Store, run: &str, steps: std::ops::Range<u64>) {
+    for step in steps {
+        let o = store
+            .save_checkpoint(&checkpoint(run, step, step), &[], &RunStatus::Running, step)
+            .await
+            .unwrap();
+        assert_eq!(o, CommitOutcome::Committed { version: step + 1 }, "{run} at step {step}");
+    }
+}
+
+fn version(o: &CommitOutcome) -> u64 {
+    match o {
+        CommitOutcome::Committed { version } | CommitOutcome::AlreadyCommitted { version } => *version,
+        other => panic!("expected a commit, got {other:?}"),
+    }
+}
+
+/// 100 concurrent commits of one step with one key: exactly one `Committed`, 99 `AlreadyCommitted`.
+pub async fn concurrent_same_key<B: Backend>(b: &B) {
+    let store = b.open().await;
+    let cp = Arc::new(checkpoint("race", 0, 1));
+    let tasks: Vec<_> = (0..100)
+        .map(|_| {
+            let (store, cp) = (store.clone(), cp.clone());
+            tokio::spawn(
+                async move { store.save_checkpoint(&cp, &[], &RunStatus::Running, 0).await.unwrap() },
+            )
+        })
+        .collect();
+    let mut committed = 0;
+    let mut already = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            CommitOutcome::Committed { version: 1 } => committed += 1,
+            CommitOutcome::AlreadyCommitted { version: 1 } => already += 1,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!((committed, already), (1, 99));
+    assert_eq!(store.history("race").await.unwrap().len(), 1);
+    assert_eq!(store.run_info("race").await.unwrap().unwrap().version, 1);
+}
+
+/// A different result for a committed step is `StepTaken`, and the stored row is unchanged.
+pub async fn step_taken_keeps_the_stored_row<B: Backend>(b: &B) {
+    let store = b.open().await;
+    let first = checkpoint("taken", 0, 1);
+    assert_eq!(
+        store.save_checkpoint(&first, &[], &RunStatus::Running, 0).await.unwrap(),
+        CommitOutcome::Committed { version: 1 }
+    );
+    let other = checkpoint("taken", 0, 2);
+    let outcome = store.save_checkpoint(&other, &[], &RunStatus::Completed, 1).await.unwrap();
+    assert_eq!(outcome, CommitOutcome::StepTaken { existing_key: first.idempotency_key.clone(), version: 1 });
+    assert_eq!(store.load_checkpoint("taken", 0).await.unwrap().unwrap(), first);
+    let info = store.run_info("taken").await.unwrap().unwrap();
+    assert_eq!((info.version, info.status), (1, RunStatus::Running));
+}
+
+/// Stale versions are refused, for commits and status updates alike.
+pub async fn version_conflicts<B: Backend>(b: &B) {
+    let store = b.open().await;
+    store.save_checkpoint(&checkpoint("v", 0, 0), &[], &RunStatus::Running, 0).await.unwrap();
+    assert_eq!(
+        store.save_checkpoint(&checkpoint("v", 1, 1), &[], &RunStatus::Running, 0).await.unwrap(),
+        CommitOutcome::VersionConflict { current: 1 }
+    );
+    assert_eq!(
+        store.set_status("v", &RunStatus::Cancelled, &[], None, 7).await.unwrap(),
+        CommitOutcome::VersionConflict { current: 1 }
+    );
+    assert_eq!(
+        store.set_status("nope", &RunStatus::Cancelled, &[], None, 0).await.unwrap(),
+        CommitOutcome::VersionConflict { current: 0 }
+    );
+    assert_eq!(
+        store.set_status("v", &RunStatus::Cancelled, &[], None, 1).await.unwrap(),
+        CommitOutcome::Committed { version: 2 }
+    );
+    assert_eq!(store.run_info("v").await.unwrap().unwrap().status, RunStatus::Cancelled);
+}
+
+/// 100 runs × 10 steps × 3 attempts each (concurrently per run): exactly 1,000 commits, all loadable.
+pub async fn thousand_commits<B: Backend>(b: &B) {
+    let store = b.open().await;
+    let tasks: Vec<_> = (0..100)
+        .map(|r| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let run = format!("run-{r:03}");
+                let mut committed = 0;
+                let mut v = 0;
+                for step in 0..10 {
+                    let cp = checkpoint(&run, step, step * 10 + r);
+                    let (a, b, c) = tokio::join!(
+                        store.save_checkpoint(&cp, &[], &RunStatus::Running, v),
+                        store.save_checkpoint(&cp, &[], &RunStatus::Running, v),
+                        store.save_checkpoint(&cp, &[], &RunStatus::Running, v),
+                    );
+                    let outcomes = [a.unwrap(), b.unwrap(), c.unwrap()];
+                    for o in &outcomes {
+                        if matches!(o, CommitOutcome::Committed { .. }) {
+                            committed += 1;
+                        }
+                    }
+                    v = outcomes.iter().map(version).max().unwrap();
+                }
+                committed
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap();
+    }
+    assert_eq!(total, 1000);
+    let store = b.reopen(store).await;
+    assert_eq!(store.list_runs(&RunFilter::all()).await.unwrap().len(), 100);
+    for r in 0..100u64 {
+        let run = format!("run-{r:03}");
+        for step in 0..10 {
+            assert_eq!(
+                store.load_checkpoint(&run, step).await.unwrap().unwrap(),
+                checkpoint(&run, step, step * 10 + r)
+            );
+        }
+        let info = store.run_info(&run).await.unwrap().unwrap();
+        assert_eq!((info.latest_step, info.version), (9, 10));
+    }
+}
+
+/// A failure injected after each write of a commit leaves nothing of it visible, also after a restart.
+pub async fn injected_failures_leave_nothing<B: Backend>(b: &B) {
+    let mut store = b.open().await;
+    store.save_checkpoint(&checkpoint("f", 0, 0), &[], &RunStatus::Running, 0).await.unwrap();
+    for n in 1..=3 {
+        B::fail_point(&store).fail_after(n);
+        let cp = checkpoint("f", 1, n as u64);
+        assert!(store.save_checkpoint(&cp, &[], &RunStatus::Completed, 1).await.is_err(), "write {n} fails");
+        nothing_of_step_1(&store, n).await;
+        store = b.reopen(store).await;
+        nothing_of_step_1(&store, n).await;
+    }
+    let cp = checkpoint("f", 1, 9);
+    assert_eq!(
+        store.save_checkpoint(&cp, &[], &RunStatus::Completed, 1).await.unwrap(),
+        CommitOutcome::Committed { version: 2 }
+    );
+}
+
+async fn nothing_of_step_1(s: &impl Store, n: usize) {
+    assert_eq!(s.load_checkpoint("f", 1).await.unwrap(), None, "after write {n}");
+    assert_eq!(s.latest("f").await.unwrap().unwrap().step, 0);
+    let info = s.run_info("f").await.unwrap().unwrap();
+    assert_eq!((info.version, info.latest_step, info.status), (1, 0, RunStatus::Running));
+}
+
+/// Reads and prune, with a restart between every two operations.
+pub async fn restarts_between_operations<B: Backend>(b: &B) {
+    let mut store = b.open().await;
+    for step in 0..6 {
+        let v = step;
+        let mut cp = checkpoint("p", step, step);
+        if step % 3 != 0 {
+            // steps 1, 2 and 4, 5 are deltas over the snapshots at 0 and 3
+            cp.state = StateRepr::Delta { base: step - step % 3, deltas: b"[]".to_vec() };
+        }
+        assert_eq!(
+            store.save_checkpoint(&cp, &[], &RunStatus::Running, v).await.unwrap(),
+            CommitOutcome::Committed { version: v + 1 }
+        );
+        store = b.reopen(store).await;
+        assert_eq!(store.load_checkpoint("p", step).await.unwrap().unwrap(), cp);
+        store = b.reopen(store).await;
+    }
+    assert_eq!(store.latest("p").await.unwrap().unwrap().step, 5);
+    store = b.reopen(store).await;
+    let range: Vec<u64> = store.checkpoints("p", 2, 4).await.unwrap().iter().map(|c| c.step).collect();
+    assert_eq!(range, [2, 3, 4]);
+    store = b.reopen(store).await;
+    let steps: Vec<u64> = store.history("p").await.unwrap().iter().map(|m| m.step).collect();
+    assert_eq!(steps, [0, 1, 2, 3, 4, 5]);
+    // keep 2 → steps 4 and 5, whose chain starts at the snapshot 3: 0, 1, 2 go.
+    assert_eq!(store.prune("p", 2).await.unwrap(), 3);
+    store = b.reopen(store).await;
+    let steps: Vec<u64> = store.history("p").await.unwrap().iter().map(|m| m.step).collect();
+    assert_eq!(steps, [3, 4, 5]);
+    // A pruned step's key still refuses a second commit.
+    let old = checkpoint("p", 0, 0);
+    assert!(matches!(
+        store.save_checkpoint(&old, &[], &RunStatus::Running, 6).await.unwrap(),
+        CommitOutcome::AlreadyCommitted { .. }
+    ));
+    store = b.reopen(store).await;
+    let running = store.list_runs(&RunFilter::all().status(RunStatus::Running)).await.unwrap();
+    assert_eq!(running.len(), 1);
+    assert!(store.list_runs(&RunFilter::all().status(RunStatus::Completed)).await.unwrap().is_empty());
+}
+
+/// An effect journal entry of `run` at `step`, call `call`, in `state`.
+pub fn effect(run: &str, step: u64, call: u32, state: EffectState) -> EffectRecord {
+    let path = PathId::entry("n").to_string();
+    EffectRecord {
+        key: crate::journal::effect_key(run, step, &path, call),
+        run_id: run.to_owned(),
+        step,
+        node: "n".into(),
+        path,
+        call_index: call,
+        name: "charge".into(),
+        class: EffectClass::NonIdempotent,
+        request_hash: "0".repeat(64),
+        state,
+    }
+}
+
+/// The journal is compare-and-set: a second first write of a key, or a write from the wrong state, is a
+/// typed outcome and changes nothing; entries survive a restart and list in (step, path, call) order.
+pub async fn effect_journal_is_compare_and_set<B: Backend>(b: &B) {
+    let mut store = b.open().await;
+    let started = effect("j", 2, 0, EffectState::Started);
+    assert_eq!(store.load_effect(&started.key).await.unwrap(), None);
+    assert_eq!(
+        store.put_effect(&started, Some(&EffectState::Started)).await.unwrap(),
+        EffectOutcome::Missing
+    );
+    assert_eq!(store.put_effect(&started, None).await.unwrap(), EffectOutcome::Written);
+    // A second first write is not an overwrite.
+    let mut other = started.clone();
+    other.state = EffectState::Failed { message: "x".into() };
+    assert_eq!(store.put_effect(&other, None).await.unwrap(), EffectOutcome::Exists(started.clone()));
+    let done = EffectRecord {
+        state: EffectState::Completed { response: serde_json::json!({"receipt": 7}) },
+        ..started.clone()
+    };
+    // From the wrong state: nothing.
+    let wrong = EffectState::Failed { message: "no".into() };
+    assert_eq!(store.put_effect(&done, Some(&wrong)).await.unwrap(), EffectOutcome::Exists(started.clone()));
+    assert_eq!(store.put_effect(&done, Some(&EffectState::Started)).await.unwrap(), EffectOutcome::Written);
+    store = b.reopen(store).await;
+    assert_eq!(store.load_effect(&done.key).await.unwrap(), Some(done.clone()));
+    let earlier = effect("j", 1, 3, EffectState::Started);
+    let later = effect("j", 2, 1, EffectState::Started);
+    let elsewhere = effect("j2", 0, 0, EffectState::Started);
+    for e in [&later, &elsewhere, &earlier] {
+        assert_eq!(store.put_effect(e, None).await.unwrap(), EffectOutcome::Written);
+    }
+    store = b.reopen(store).await;
+    let keys: Vec<String> = store.effects("j").await.unwrap().into_iter().map(|e| e.key).collect();
+    assert_eq!(keys, [earlier.key, done.key, later.key]);
+}
+
+/// Outbox rows are written with their step's commit, never without it (an injected failure, a step
+/// taken, a version conflict), stay until acknowledged (also across a restart), and drain in commit
+/// order.
+pub async fn outbox_rows_come_with_their_commit<B: Backend>(b: &B) {
+    let row = |run: &str, step: u64, i: u32| OutboxRow {
+        key: crate::journal::outbox_key(run, step - 1, PathId::entry("n").as_str(), i),
+        run_id: run.to_owned(),
+        step,
+        topic: "mail".into(),
+        payload: serde_json::json!({"to": i}),
+    };
+    let mut store = b.open().await;
+    store.save_checkpoint(&checkpoint("o", 0, 0), &[], &RunStatus::Running, 0).await.unwrap();
+    let mut cp = checkpoint("o", 1, 1);
+    cp.outbox = vec![row("o", 1, 0), row("o", 1, 1)];
+    // Not committed: no rows.
+    B::fail_point(&store).fail_after(2);
+    assert!(store.save_checkpoint(&cp, &[], &RunStatus::Running, 1).await.is_err());
+    assert_eq!(store.outbox(10).await.unwrap(), []);
+    assert!(matches!(
+        store.save_checkpoint(&cp, &[], &RunStatus::Running, 9).await.unwrap(),
+        CommitOutcome::VersionConflict { .. }
+    ));
+    assert_eq!(store.outbox(10).await.unwrap(), []);
+    assert!(matches!(
+        store.save_checkpoint(&cp, &[], &RunStatus::Running, 1).await.unwrap(),
+        CommitOutcome::Committed { .. }
+    ));
+    let mut taken = checkpoint("o", 1, 99);
+    taken.outbox = vec![row("o", 1, 5)];
+    assert!(matches!(
+        store.save_checkpoint(&taken, &[], &RunStatus::Running, 2).await.unwrap(),
+        CommitOutcome::StepTaken { .. }
+    ));
+    let mut next = checkpoint("o", 2, 2);
+    next.outbox = vec![row("o", 2, 0)];
+    store.save_checkpoint(&next, &[], &RunStatus::Running, 2).await.unwrap();
+    store = b.reopen(store).await;
+    let pending = store.outbox(10).await.unwrap();
+    assert_eq!(pending, [row("o", 1, 0), row("o", 1, 1), row("o", 2, 0)]);
+    assert_eq!(store.outbox(2).await.unwrap().len(), 2);
+    assert_eq!(store.ack_outbox(&[pending[1].key.clone(), "unknown".into()]).await.unwrap(), 1);
+    store = b.reopen(store).await;
+    assert_eq!(store.outbox(10).await.unwrap(), [row("o", 1, 0), row("o", 2, 0)]);
+    assert_eq!(store.ack_outbox(&[pending[1].key.clone()]).await.unwrap(), 0, "acknowledged once");
+}
+
+/// Events chained after `head`, one per payload (`{"n": i}`), stamped `seq`.
+pub fn events(head: Option<&ChainHead>, n: usize, first: u64) -> Vec<Event> {
+    let mut a = crate::events::Appender::new(head.cloned(), None);
+    (0..n)
+        .map(|i| {
+            a.next(
+                EventType::StepCommitted,
+                first + i as u64,
+                serde_json::json!({ "n": first + i as u64 }).into(),
+            )
+        })
+        .collect()
+}
+
+fn head_of(events: &[Event]) -> Option<ChainHead> {
+    crate::events::head_after(None, events)
+}
+
+/// Events are appended with the write they come with and never without it (an injected failure, a
+/// step taken, a version conflict, an `AlreadyCommitted`); the run row's head follows the last one
+/// written; `events` pages in `seq` order; the pending step is set by a status change that gives one,
+/// kept by one that does not, cleared by the next commit; all of it survives a restart.
+pub async fn events_and_pending_steps_go_with_their_writes<B: Backend>(b: &B) {
+    let mut store = b.open().await;
+    let first = events(None, 2, 0);
+    store.save_checkpoint(&checkpoint("e", 0, 0), &first, &RunStatus::Running, 0).await.unwrap();
+    assert_eq!(store.run_info("e").await.unwrap().unwrap().event_head, head_of(&first));
+    // Not committed: no events, the head unchanged.
+    let lost = events(head_of(&first).as_ref(), 1, 2);
+    B::fail_point(&store).fail_after(2);
+    assert!(store.save_checkpoint(&checkpoint("e", 1, 1), &lost, &RunStatus::Running, 1).await.is_err());
+    for (cp, version) in [(checkpoint("e", 1, 1), 7), (checkpoint("e", 0, 5), 1), (checkpoint("e", 0, 0), 1)]
+    {
+        let outcome = store.save_checkpoint(&cp, &lost, &RunStatus::Running, version).await.unwrap();
+        assert!(!matches!(outcome, CommitOutcome::Committed { .. }), "{outcome:?}");
+    }
+    assert!(matches!(
+        store.set_status("e", &RunStatus::Cancelled, &lost, Some(b"p"), 9).await.unwrap(),
+        CommitOutcome::VersionConflict { .. }
+    ));
+    store = b.reopen(store).await;
+    assert_eq!(store.events("e", 0, 100).await.unwrap(), first);
+    assert_eq!(store.run_info("e").await.unwrap().unwrap().event_head, head_of(&first));
+    assert_eq!(store.pending("e").await.unwrap(), None);
+    // A status change appends, sets the pending step; another keeps it.
+    let paused = events(head_of(&first).as_ref(), 1, 2);
+    let status = RunStatus::Paused(PauseReason::Backpressure);
+    store.set_status("e", &status, &paused, Some(b"pending-1"), 1).await.unwrap();
+    let resumed = events(head_of(&paused).as_ref(), 1, 3);
+    store.set_status("e", &RunStatus::Running, &resumed, None, 2).await.unwrap();
+    store = b.reopen(store).await;
+    assert_eq!(store.pending("e").await.unwrap().as_deref(), Some(&b"pending-1"[..]));
+    assert_eq!(store.run_info("e").await.unwrap().unwrap().event_head, head_of(&resumed));
+    // The next commit clears it; a commit without events keeps the head.
+    let committed = events(head_of(&resumed).as_ref(), 3, 4);
+    store.save_checkpoint(&checkpoint("e", 1, 1), &committed, &RunStatus::Running, 3).await.unwrap();
+    store.save_checkpoint(&checkpoint("e", 2, 2), &[], &RunStatus::Running, 4).await.unwrap();
+    // Another run's log is its own.
+    let theirs = events(None, 2, 0);
+    store.save_checkpoint(&checkpoint("e2", 0, 0), &theirs, &RunStatus::Running, 0).await.unwrap();
+    store = b.reopen(store).await;
+    assert_eq!(store.pending("e").await.unwrap(), None);
+    let info = store.run_info("e").await.unwrap().unwrap();
+    assert_eq!(info.event_head, head_of(&committed));
+    let all: Vec<Event> = [first, paused, resumed, committed].concat();
+    assert_eq!(store.events("e", 0, 100).await.unwrap(), all);
+    assert_eq!(store.events("e", 2, 3).await.unwrap(), all[2..5]);
+    assert_eq!(store.events("e", 6, 100).await.unwrap(), all[6..]);
+    assert_eq!(store.events("e", 7, 100).await.unwrap(), []);
+    assert_eq!(store.events("e2", 0, 100).await.unwrap(), theirs);
+    assert_eq!(store.events("none", 0, 100).await.unwrap(), []);
+    crate::events::verify("e", None, &all, info.event_head.as_ref(), None)
+        .expect("the stored chain verifies");
+}
+
+/// One operation of the model test (`run`, `step`, `value` pick small ids so operations collide).
+#[derive(Debug, Clone)]
+#[allow(missing_docs)] // the fields are named by what they are
+pub enum Op {
+    /// Commit `(run, step, value)` expecting `version` (`None`: the run's current version, so most
+    /// commits are valid ones); stored as deltas over `base` when given.
+    Save { run: u8, step: u8, value: u8, version: Option<u8>, base: Option<u8> },
+    /// Set a status.
+    Status { run: u8, cancelled: bool, version: u8 },
+    /// Load one checkpoint.
+    Load { run: u8, step: u8 },
+    /// Load the latest.
+    Latest { run: u8 },
+    /// Prune.
+    Prune { run: u8, keep: u8 },
+    /// Restart.
+    Reopen,
+}
+
+/// Applies `ops` to the backend and to a [`MemoryStore`] (the model) and asserts every
+/// observable result agrees.
+pub async fn matches_the_model<B: Backend>(b: &B, ops: &[Op]) {
+    let model = MemoryStore::new();
+    let mut store = b.open().await;
+    let mut seen: BTreeMap<String, u64> = BTreeMap::new();
+    for op in ops {
+        match *op {
+            Op::Save { run, step, value, version, base } => {
+                let mut cp = checkpoint(&format!("r{run}"), step as u64, value as u64);
+                if let Some(base) = base.filter(|b| *b < step) {
+                    cp.state = StateRepr::Delta { base: base as u64, deltas: vec![b'['; value as usize + 1] };
+                }
+                let version = match version {
+                    Some(v) => v as u64,
+                    None => model.run_info(&cp.run_id).await.unwrap().map_or(0, |i| i.version),
+                };
+                let a = store.save_checkpoint(&cp, &[], &RunStatus::Running, version).await.unwrap();
+                let m = model.save_checkpoint(&cp, &[], &RunStatus::Running, version).await.unwrap();
+                assert_eq!(a, m, "{op:?}");
+                *seen.entry(cp.run_id.to_string()).or_default() += 1;
+            }
+            Op::Status { run, cancelled, version } => {
+                let status = if cancelled { RunStatus::Cancelled } else { RunStatus::Running };
+                let run = format!("r{run}");
+                let a = store.set_status(&run, &status, &[], None, version as u64).await.unwrap();
+                let m = model.set_status(&run, &status, &[], None, version as u64).await.unwrap();
+                assert_eq!(a, m, "{op:?}");
+            }
+            Op::Load { run, step } => {
+                let run = format!("r{run}");
+                assert_eq!(
+                    store.load_checkpoint(&run, step as u64).await.unwrap(),
+                    model.load_checkpoint(&run, step as u64).await.unwrap(),
+                    "{op:?}"
+                );
+            }
+            Op::Latest { run } => {
+                let run = format!("r{run}");
+                assert_eq!(store.latest(&run).await.unwrap(), model.latest(&run).await.unwrap(), "{op:?}");
+            }
+            Op::Prune { run, keep } => {
+                let run = format!("r{run}");
+                assert_eq!(
+                    store.prune(&run, keep as usize).await.unwrap(),
+                    model.prune(&run, keep as usize).await.unwrap(),
+                    "{op:?}"
+                );
+            }
+            Op::Reopen => store = b.reopen(store).await,
+        }
+    }
+    for run in seen.keys() {
+        assert_eq!(store.run_info(run).await.unwrap(), model.run_info(run).await.unwrap());
+        assert_eq!(store.history(run).await.unwrap(), model.history(run).await.unwrap());
+    }
+    assert_eq!(
+        store.list_runs(&RunFilter::all()).await.unwrap(),
+        model.list_runs(&RunFilter::all()).await.unwrap()
+    );
+}
+
+/// Lease and fencing cases, for stores that lease runs to workers ([`crate::lease::LeaseStore`]: the
+/// server stores).
+pub mod leases {
+    use std::collections::BTreeSet;
+    use std::time::Duration;
+
+    use super::{Backend, CommitOutcome, EffectOutcome, EffectState, RunStatus, Store, checkpoint, effect};
+    use crate::lease::{Lease, LeaseStore};
+
+    /// Commits step 0 of each run (status `Running`: runnable).
+    async fn submitted<S: Store>(store: &S, runs: &[String]) {
+        for run in runs {
+            let cp = checkpoint(run, 0, 0);
+            assert_eq!(
+                store.save_checkpoint(&cp, &[], &RunStatus::Running, 0).await.unwrap(),
+                CommitOutcome::Committed { version: 1 }
+            );
+        }
+    }
+
+    /// Eight claimers race for 20 runs, each asking for all of them: every run is taken exactly once,
+    /// with token 1; while the leases live, nobody claims anything more. Runs that are not runnable
+    /// (completed, cancelled) are never claimed.
+    pub async fn concurrent_claimers_one_winner<B: Backend>(b: &B)
+    where
+        B::Store: LeaseStore,
+    {
+        let store = b.open().await;
+        let runs: Vec<String> = (0..20).map(|i| format!("c{i:02}")).collect();
+        submitted(&store, &runs).await;
+        submitted(&store, &["done".to_owned(), "off".to_owned()]).await;
+        store.set_status("done", &RunStatus::Completed, &[], None, 1).await.unwrap();
+        store.set_status("off", &RunStatus::Cancelled, &[], None, 1).await.unwrap();
+        let tasks: Vec<_> = (0..8)
+            .map(|w| {
+                let store = store.clone();
+                tokio::spawn(
+                    async move { store.claim(&format!("w{w}"), "fp", 20, Duration::from_secs(60)).await },
+                )
+            })
+            .collect();
+        let mut taken = Vec::new();
+        for t in tasks {
+            taken.extend(t.await.unwrap().expect("claim"));
+        }
+        let ids: BTreeSet<&str> = taken.iter().map(|l| l.run_id.as_str()).collect();
+        assert_eq!(taken.len(), 20, "every run claimed once: {taken:?}");
+        assert_eq!(ids, runs.iter().map(String::as_str).collect(), "exactly the runnable runs");
+        assert!(taken.iter().all(|l| l.token == 1), "first claims have token 1: {taken:?}");
+        for l in &taken {
+            let (held, live) = store.lease_of(&l.run_id).await.unwrap().expect("a lease row");
+            assert!(live && held == *l, "the database has {held:?} (live {live}) for {l:?}");
+        }
+        assert!(
+            store.claim("late", "fp", 100, Duration::from_secs(60)).await.unwrap().is_empty(),
+            "all leased"
+        );
+    }
+
+    /// A claim takes the runs of the claimer's graph only: runs of another graph ahead of them in run-id
+    /// order take none of its `n` places and are never leased to it (released runs included); each
+    /// graph's claimer gets its own runs.
+    pub async fn claims_take_their_graphs_runs<B: Backend>(b: &B)
+    where
+        B::Store: LeaseStore,
+    {
+        let store = b.open().await;
+        let other: Vec<String> = (0..5).map(|i| format!("a{i}")).collect();
+        for run in &other {
+            let mut cp = checkpoint(run, 0, 0);
+            cp.graph_fingerprint = "other".into();
+            assert_eq!(
+                store.save_checkpoint(&cp, &[], &RunStatus::Running, 0).await.unwrap(),
+                CommitOutcome::Committed { version: 1 }
+            );
+        }
+        let ours: Vec<String> = (0..3).map(|i| format!("b{i}")).collect();
+        submitted(&store, &ours).await;
+        let long = Duration::from_secs(60);
+        let ids = |leases: &[Lease]| leases.iter().map(|l| l.run_id.clone()).collect::<Vec<_>>();
+        let taken = store.claim("w", "fp", 3, long).await.unwrap();
+        assert_eq!(ids(&taken), ours, "this graph's runs, all in one claim");
+        assert!(store.claim("w", "fp", 10, long).await.unwrap().is_empty(), "no other graph's run");
+        let theirs = store.claim("v", "other", 10, long).await.unwrap();
+        assert_eq!(ids(&theirs), other);
+        // A released run goes back to its own graph's claimers only.
+        assert!(store.release(&taken[1]).await.unwrap());
+        assert!(store.claim("v", "other", 10, long).await.unwrap().is_empty(), "not to another graph");
+        let again = store.claim("x", "fp", 10, long).await.unwrap();
+        assert_eq!((ids(&again), again[0].token), (vec!["b1".to_owned()], 2));
+    }
+
+    /// A commit under a lease that was taken over is `Fenced` and writes nothing (checkpoint, run row);
+    /// so is a status update, and a commit under an expired lease nobody took over, under a lease of
+    /// another run, or under a lease the run never had. The new holder commits; unleased commits are not
+    /// checked.
+    pub async fn stale_token_is_fenced<B: Backend>(b: &B)
+    where
+        B::Store: LeaseStore,
+    {
+        let store = b.open().await;
+        submitted(&store, &["f".to_owned(), "g".to_owned()]).await;
+        let short = Duration::from_millis(600);
+        let a = store.claim("a", "fp", 1, short).await.unwrap();
+        assert_eq!(a.len(), 1);
+        let a = a.into_iter().next().unwrap();
+        assert_eq!(a.run_id, "f");
+        let by_a = store.leased(a.clone());
+        assert_eq!(
+            by_a.save_checkpoint(&checkpoint("f", 1, 1), &[], &RunStatus::Running, 1).await.unwrap(),
+            CommitOutcome::Committed { version: 2 },
+            "the holder commits"
+        );
+        // A's lease of `f` does not cover `g`.
+        assert_eq!(
+            by_a.save_checkpoint(&checkpoint("g", 1, 1), &[], &RunStatus::Running, 1).await.unwrap(),
+            CommitOutcome::Fenced
+        );
+        // Expired, not yet taken over: fenced already.
+        tokio::time::sleep(short + Duration::from_millis(300)).await;
+        assert_eq!(
+            by_a.save_checkpoint(&checkpoint("f", 2, 2), &[], &RunStatus::Running, 2).await.unwrap(),
+            CommitOutcome::Fenced,
+            "an expired lease commits nothing"
+        );
+        assert!(!store.heartbeat(&a, short).await.unwrap(), "an expired lease is not extended");
+        // B takes it over.
+        let b_leases = store.claim("b", "fp", 10, Duration::from_secs(60)).await.unwrap();
+        let b_lease = b_leases.iter().find(|l| l.run_id == "f").expect("f taken over").clone();
+        assert_eq!(b_lease.token, 2, "the token grows with the claim");
+        let by_b = store.leased(b_lease.clone());
+        for (step, value) in [(2, 9), (2, 2)] {
+            assert_eq!(
+                by_a.save_checkpoint(&checkpoint("f", step, value), &[], &RunStatus::Running, 2)
+                    .await
+                    .unwrap(),
+                CommitOutcome::Fenced,
+                "the old holder is fenced"
+            );
+        }
+        assert_eq!(
+            by_a.set_status("f", &RunStatus::Cancelled, &[], None, 2).await.unwrap(),
+            CommitOutcome::Fenced
+        );
+        // A lease with the right owner and a stale token is fenced too.
+        let forged = store.leased(Lease::new("f", "b", 1));
+        assert_eq!(
+            forged.save_checkpoint(&checkpoint("f", 2, 2), &[], &RunStatus::Running, 2).await.unwrap(),
+            CommitOutcome::Fenced
+        );
+        // Nothing of the fenced writes is visible.
+        assert_eq!(store.history("f").await.unwrap().len(), 2);
+        assert!(store.load_checkpoint("f", 2).await.unwrap().is_none());
+        let info = store.run_info("f").await.unwrap().unwrap();
+        assert_eq!((info.version, info.status), (2, RunStatus::Running));
+        assert!(!store.release(&a).await.unwrap(), "the old holder cannot release the new lease");
+        assert_eq!(store.lease_of("f").await.unwrap().unwrap(), (b_lease.clone(), true));
+        // The new holder commits.
+        assert_eq!(
+            by_b.save_checkpoint(&checkpoint("f", 2, 2), &[], &RunStatus::Running, 2).await.unwrap(),
+            CommitOutcome::Committed { version: 3 }
+        );
+        // A run never claimed: a leased commit is fenced, an unleased one commits as always.
+        submitted(&store, &["h".to_owned()]).await;
+        assert_eq!(
+            store
+                .leased(Lease::new("h", "a", 1))
+                .save_checkpoint(&checkpoint("h", 1, 1), &[], &RunStatus::Running, 1)
+                .await
+                .unwrap(),
+            CommitOutcome::Fenced
+        );
+        assert_eq!(
+            store.save_checkpoint(&checkpoint("h", 1, 1), &[], &RunStatus::Running, 1).await.unwrap(),
+            CommitOutcome::Committed { version: 2 }
+        );
+    }
+
+    /// Effect journal writes under a lease are fenced as commits are: once the lease is taken over, the
+    /// old holder's first write (`Started`, before a non-idempotent call) and its completion are
+    /// `Fenced` and write nothing; the new holder writes; unleased writes are not checked.
+    pub async fn effect_writes_under_a_lost_lease_are_fenced<B: Backend>(b: &B)
+    where
+        B::Store: LeaseStore,
+    {
+        let store = b.open().await;
+        submitted(&store, &["e".to_owned()]).await;
+        let a = store.claim("a", "fp", 1, Duration::from_secs(60)).await.unwrap().pop().expect("claimed");
+        let by_a = store.leased(a.clone());
+        let first = effect("e", 1, 0, EffectState::Started);
+        assert_eq!(by_a.put_effect(&first, None).await.unwrap(), EffectOutcome::Written, "the holder writes");
+        // Released and claimed by B: A's lease is gone.
+        assert!(store.release(&a).await.unwrap());
+        let b_lease = store.claim("b", "fp", 1, Duration::from_secs(60)).await.unwrap().pop().expect("taken");
+        let second = effect("e", 1, 1, EffectState::Started);
+        assert_eq!(by_a.put_effect(&second, None).await.unwrap(), EffectOutcome::Fenced);
+        let done = super::EffectRecord {
+            state: EffectState::Completed { response: serde_json::json!("ok") },
+            ..first.clone()
+        };
+        assert_eq!(by_a.put_effect(&done, Some(&EffectState::Started)).await.unwrap(), EffectOutcome::Fenced);
+        // Nothing of the fenced writes is there.
+        assert_eq!(store.load_effect(&second.key).await.unwrap(), None);
+        assert_eq!(store.load_effect(&first.key).await.unwrap(), Some(first.clone()));
+        // A lease of another run fences too.
+        let elsewhere = effect("other", 0, 0, EffectState::Started);
+        assert_eq!(
+            store.leased(b_lease.clone()).put_effect(&elsewhere, None).await.unwrap(),
+            EffectOutcome::Fenced
+        );
+        // The new holder writes; so does an unleased writer.
+        let by_b = store.leased(b_lease);
+        assert_eq!(
+            by_b.put_effect(&done, Some(&EffectState::Started)).await.unwrap(),
+            EffectOutcome::Written
+        );
+        assert_eq!(store.put_effect(&second, None).await.unwrap(), EffectOutcome::Written);
+        assert_eq!(store.load_effect(&done.key).await.unwrap(), Some(done));
+    }
+
+    /// A lease is taken over only after it expires (database time) unless it is released: the
+    /// heartbeat keeps it past its first length; a released lease is claimed at once; the token grows
+    /// by one per claim.
+    pub async fn takeover_after_expiry<B: Backend>(b: &B)
+    where
+        B::Store: LeaseStore,
+    {
+        let store = b.open().await;
+        submitted(&store, &["t".to_owned()]).await;
+        let length = Duration::from_millis(800);
+        let a = store.claim("a", "fp", 1, length).await.unwrap().pop().expect("claimed");
+        assert!(store.claim("b", "fp", 1, length).await.unwrap().is_empty(), "a live lease is not taken");
+        // Heartbeats carry it past its first expiry.
+        let mut last_beat = std::time::Instant::now();
+        for _ in 0..4 {
+            tokio::time::sleep(length / 3).await;
+            last_beat = std::time::Instant::now();
+            assert!(store.heartbeat(&a, length).await.unwrap(), "the holder extends its lease");
+        }
+        assert!(
+            store.claim("b", "fp", 1, length).await.unwrap().is_empty(),
+            "an extended lease is not taken"
+        );
+        // No more heartbeats: it expires and B takes it over.
+        let started = std::time::Instant::now();
+        let b_lease = loop {
+            if let Some(l) = store.claim("b", "fp", 1, Duration::from_secs(60)).await.unwrap().pop() {
+                break l;
+            }
+            assert!(started.elapsed() < Duration::from_secs(10), "never taken over");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        // The last heartbeat set the expiry to `length` after the moment the database ran it, which came
+        // after `last_beat`: no claim can succeed sooner (a tenth spared for the database's wall clock).
+        // (Measured from `started` instead, after one more claim, the bound would depend on how long
+        // that claim took on a loaded machine.)
+        let since_beat = last_beat.elapsed();
+        assert!(
+            since_beat >= length * 9 / 10,
+            "taken over before expiry: {since_beat:?} after the last heartbeat"
+        );
+        assert_eq!((b_lease.owner.as_str(), b_lease.token), ("b", 2));
+        assert!(!store.heartbeat(&a, length).await.unwrap(), "the old holder's heartbeat fails");
+        // A release hands it over at once.
+        assert!(store.release(&b_lease).await.unwrap());
+        let c =
+            store.claim("c", "fp", 1, Duration::from_secs(60)).await.unwrap().pop().expect("claimed at once");
+        assert_eq!((c.owner.as_str(), c.token), ("c", 3));
+        // A completed run is not claimed again, even with its lease released.
+        let by_c = store.leased(c.clone());
+        assert_eq!(
+            by_c.save_checkpoint(&checkpoint("t", 1, 1), &[], &RunStatus::Completed, 1).await.unwrap(),
+            CommitOutcome::Committed { version: 2 }
+        );
+        assert!(store.release(&c).await.unwrap());
+        assert!(store.claim("d", "fp", 1, Duration::from_secs(60)).await.unwrap().is_empty());
+    }
+}
