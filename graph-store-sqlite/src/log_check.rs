@@ -25,7 +25,7 @@
 
 use std::path::Path;
 
-use super::beside;
+use crate::errors::beside;
 use graph_store::StoreError;
 
 /// The log's header: magic, format version, page size, checkpoint sequence, two salts, checksum.

@@ -37,7 +37,7 @@ use graph_store::{
     StoreError,
 };
 
-use crate::{int, is_io_failure, is_unique_violation, sql_error_on};
+use crate::errors::{Stopped, int, is_io_failure, is_unique_violation, sql_error_on, uint};
 
 /// At most this many requests in one transaction.
 const MAX_GROUP: usize = 512;
@@ -155,7 +155,7 @@ pub(super) struct Writer {
     /// `KnownRows::MAX`, as the rows). A commit of one need not delete it again.
     pub(super) no_pending: RefCell<HashSet<Arc<str>>>,
     /// Set by an I/O error of this connection: the store refuses every operation from then on.
-    pub(super) stopped: Arc<super::Stopped>,
+    pub(super) stopped: Arc<Stopped>,
 }
 
 /// Commits groups from `requests` until every sender is gone, taking `writer` for each group.
@@ -314,7 +314,7 @@ impl Writer {
             .conn
             .query_row("PRAGMA synchronous", [], |r| r.get(0))
             .map_err(self.err("reading the synchronous setting"))?;
-        Ok(Reply::Pragmas(mode, sync, super::vfs::log_syncs(&self.conn)))
+        Ok(Reply::Pragmas(mode, sync, crate::vfs::log_syncs(&self.conn)))
     }
 
     fn apply(&self, op: &Op) -> Result<Applied, StoreError> {
@@ -586,7 +586,7 @@ impl Writer {
             .prepare_cached("SELECT record FROM checkpoints WHERE run_id = ?1 AND step = ?2")
             .and_then(|mut st| st.query_row(params![run_id, oldest_kept], |r| r.get(0)))
             .map_err(self.err("reading a checkpoint"))?;
-        let oldest = super::uint(oldest_kept);
+        let oldest = uint(oldest_kept);
         let floor = decode(run_id, oldest, &bytes)?.state.base(oldest);
         let floor = int(floor)?;
         let n = self

@@ -183,9 +183,9 @@ pub fn outbox_key(run_id: &str, step: u64, path: &str, index: u32) -> String {
 const EFFECT_MAGIC: &[u8; 4] = b"GREF";
 const OUTBOX_MAGIC: &[u8; 4] = b"GROB";
 
-/// The bytes an effect entry is stored as (the checksummed envelope of [`crate::record`]).
+/// The bytes an effect entry is stored as (the checksummed envelope of [`crate::envelope`]).
 pub fn encode_effect(r: &EffectRecord) -> Vec<u8> {
-    crate::record::seal(EFFECT_MAGIC, &serde_json::to_vec(r).expect("an effect entry is plain data"))
+    crate::envelope::seal(EFFECT_MAGIC, &serde_json::to_vec(r).expect("an effect entry is plain data"))
 }
 
 /// Decodes an effect entry.
@@ -194,12 +194,12 @@ pub fn encode_effect(r: &EffectRecord) -> Vec<u8> {
 ///
 /// `Corrupted` for damaged bytes, `UnsupportedSchemaVersion` for another format.
 pub fn decode_effect(bytes: &[u8]) -> Result<EffectRecord, StoreError> {
-    crate::record::unseal(EFFECT_MAGIC, bytes, "an effect journal entry")
+    crate::envelope::unseal(EFFECT_MAGIC, bytes, "an effect journal entry")
 }
 
 /// The bytes an outbox row is stored as.
 pub fn encode_outbox(r: &OutboxRow) -> Vec<u8> {
-    crate::record::seal(OUTBOX_MAGIC, &serde_json::to_vec(r).expect("an outbox row is plain data"))
+    crate::envelope::seal(OUTBOX_MAGIC, &serde_json::to_vec(r).expect("an outbox row is plain data"))
 }
 
 /// Decodes an outbox row.
@@ -208,7 +208,7 @@ pub fn encode_outbox(r: &OutboxRow) -> Vec<u8> {
 ///
 /// `Corrupted` for damaged bytes, `UnsupportedSchemaVersion` for another format.
 pub fn decode_outbox(bytes: &[u8]) -> Result<OutboxRow, StoreError> {
-    crate::record::unseal(OUTBOX_MAGIC, bytes, "an outbox row")
+    crate::envelope::unseal(OUTBOX_MAGIC, bytes, "an outbox row")
 }
 
 #[cfg(test)]

@@ -112,12 +112,14 @@ impl Store for RetryStore {
         // engine starts a run only on `Committed`).
         self.retry("save_checkpoint", |retried| async move {
             match self.inner.save_checkpoint(cp, events, status, expected_version).await? {
-                CommitOutcome::AlreadyCommitted { version } if retried && version == expected_version + 1 => {
+                outcome @ CommitOutcome::AlreadyCommitted { version }
+                    if retried && version == expected_version + 1 =>
+                {
                     let stored = self.inner.load_checkpoint(&cp.run_id, cp.step).await?;
                     Ok(if stored.as_ref() == Some(cp) {
                         CommitOutcome::Committed { version }
                     } else {
-                        CommitOutcome::AlreadyCommitted { version }
+                        outcome
                     })
                 }
                 other => Ok(other),
