@@ -71,7 +71,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::oneshot;
 
 use errors::{
-    REMEDY_FILE, Stopped, beside, bound, int, is_io_failure, sql_error, sql_error_on, uint, write_open_error,
+    REMEDY_FILE, Stopped, beside, bound, is_io_failure, sql_error, sql_error_on, uint, write_open_error,
 };
 use graph_store::events::Event;
 use graph_store::journal::{decode_effect, decode_outbox};
