@@ -583,7 +583,7 @@ impl SqliteStore {
     #[cfg(any(test, feature = "test-hooks"))]
     pub async fn raw_checkpoint(&self, run_id: &str, step: u64) -> Result<Option<Vec<u8>>, StoreError> {
         let run = run_id.to_owned();
-        let step = int(step)?;
+        let step = errors::int(step)?;
         self.read(move |c| {
             c.prepare_cached("SELECT record FROM checkpoints WHERE run_id = ?1 AND step = ?2")?
                 .query_row(params![run, step], |r| r.get(0))
