@@ -1,5 +1,6 @@
 //! The context a node runs with: who it is, cancellation, and deterministic time and randomness.
 
+use std::future::Future;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -10,10 +11,9 @@ use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use uuid::Uuid;
 
-use crate::effect::{Divergence, Effect, EffectNote, RunEnv};
-use crate::error::NodeError;
+use crate::env::{EffectNote, RunEnv};
+use crate::error::{CtxStop, NodeError};
 use crate::keys::{OrderKey, PathId, item_rng_seed};
-use crate::stream::CustomSink;
 
 /// What one attempt of one work item knows about itself.
 ///
@@ -52,22 +52,6 @@ pub(crate) struct AttemptOutcome {
     pub(crate) stop: Option<CtxStop>,
 }
 
-/// Why an effect call stops the step, whatever the node returns.
-#[derive(Debug, Clone)]
-pub(crate) enum CtxStop {
-    /// A non-idempotent effect's outcome is unknown: the run pauses for confirmation.
-    NeedsConfirmation { key: String, name: String },
-    /// A strict replay diverged.
-    ReplayMismatch(Divergence),
-    /// The node asked for input (`Ctx::interrupt`): its item waits; its siblings run on.
-    Interrupt { index: u32, payload: serde_json::Value },
-    /// The input given for an interrupt does not read as the type the node asks for.
-    InputRejected { index: u32, detail: String },
-    /// An effect's journal write was fenced: the worker's lease on the run is lost, and the run stops
-    /// without writing anything more (as a fenced commit does).
-    Fenced,
-}
-
 /// Who a work item is: what every attempt's [`Ctx`] of the item shares.
 #[derive(Debug, Clone)]
 pub(crate) struct ItemId {
@@ -87,6 +71,17 @@ pub(crate) struct ItemId {
     pub(crate) resume_inputs: Option<Arc<Vec<serde_json::Value>>>,
     /// Where `stream` sends, when the run is streamed.
     pub(crate) sink: Option<Arc<dyn CustomSink>>,
+}
+
+/// Where `ctx.stream` sends: the stream's observer, without the state type.
+pub(crate) trait CustomSink: Send + Sync + std::fmt::Debug {
+    fn custom<'a>(
+        &'a self,
+        step: u64,
+        node: &'a str,
+        path: &'a str,
+        payload: serde_json::Value,
+    ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 }
 
 impl Ctx {
@@ -245,31 +240,6 @@ impl Ctx {
             let j = self.random_range(0..=i);
             items.swap(i, j);
         }
-    }
-
-    /// A call to the outside world, made at most once per run where the world allows it: configure it
-    /// (`.idempotent()`, `.non_idempotent()` — the default —, `.pure()`), then `.run(|key| async { .. })`
-    /// the call, which receives the effect key to hand to the external system. Its response is journaled
-    /// as soon as it returns, so the step running again after a crash gets it back without calling. See
-    /// `docs/effects.md`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), graph_runtime::NodeError> {
-    /// let mut ctx = graph_runtime::Ctx::standalone("run-1", "charge");
-    /// let receipt: String = ctx
-    ///     .effect("payments.charge", &("alice", 30))
-    ///     .idempotent()
-    ///     .run(|key| async move { Ok::<_, std::io::Error>(format!("charged with key {key}")) })
-    ///     .await?;
-    /// assert!(receipt.starts_with("charged"));
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn effect<'c, Req: serde::Serialize>(&'c mut self, name: &str, request: &'c Req) -> Effect<'c, Req> {
-        Effect::new(self, name, request)
     }
 
     /// Emits a message to the outbox: written with the step's commit (nothing for a step that is not

@@ -19,98 +19,44 @@
 //! when the step runs again). Return `Err` only when the effect did not take effect; when the outcome is
 //! unknown (a timeout after sending), return it as a response the node can act on.
 
-use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::ctx::{Ctx, CtxStop};
-use crate::error::NodeError;
+use crate::ctx::Ctx;
+pub use crate::env::ReplayMode;
+use crate::env::{EffectNote, Replay};
+pub use crate::error::Divergence;
+use crate::error::{CtxStop, NodeError};
 use crate::keys::{hex, sha256_parts};
 use crate::store::journal::effect_key;
 use crate::store::{EffectClass, EffectOutcome, EffectRecord, EffectState, Store};
 
-/// What effect calls of a run's items reach: the store whose journal they use, or a replay.
-pub(crate) struct RunEnv {
-    pub(crate) store: Arc<dyn Store>,
-    pub(crate) replay: Option<Arc<Replay>>,
-}
-
-impl std::fmt::Debug for RunEnv {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RunEnv").field("replay", &self.replay.is_some()).finish()
-    }
-}
-
-/// How [`Engine::replay`](crate::Engine::replay) treats a divergence from the recorded run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum ReplayMode {
-    /// Stop at the first divergence with `Error::ReplayMismatch`.
-    #[default]
-    Strict,
-    /// Record every divergence in the outcome and go on (an effect that diverged returns its recorded
-    /// response when there is one).
-    Lenient,
-}
-
-/// One way a replay differed from the recorded run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Divergence {
-    /// The step (for an effect: the step its item belongs to; for a checkpoint: its step).
-    pub step: u64,
-    /// The node of the item whose effect call diverged (empty for a checkpoint).
-    pub node: String,
-    /// The effect call's index within its item's attempt (`None` for a checkpoint).
-    pub call: Option<u32>,
-    /// What the recorded run has.
-    pub expected: String,
-    /// What the replay produced.
-    pub found: String,
-}
-
-/// A replay's record of the original run: its journal and its checkpoints, and what diverged.
-pub(crate) struct Replay {
-    pub(crate) mode: ReplayMode,
-    /// The original journal, by effect key (the replay keeps the run id, so keys match).
-    pub(crate) journal: BTreeMap<String, EffectRecord>,
-    /// The original checkpoints' bytes (`record::encode`) and times, by step.
-    pub(crate) checkpoints: BTreeMap<u64, (Vec<u8>, u64)>,
-    /// The step the original run reached: the replay stops there.
-    pub(crate) until: u64,
-    /// The inputs the original run was resumed with, by (step, item path), in call order.
-    pub(crate) inputs: BTreeMap<(u64, String), Vec<serde_json::Value>>,
-    pub(crate) divergences: Mutex<Vec<Divergence>>,
-}
-
-impl Replay {
-    /// Records a divergence; under `Strict` returns the error that stops the replay.
-    pub(crate) fn diverged(&self, d: Divergence) -> Option<Divergence> {
-        self.divergences.lock().unwrap_or_else(|e| e.into_inner()).push(d.clone());
-        (self.mode == ReplayMode::Strict).then_some(d)
-    }
-}
-
-/// An effect whose response an item used: what the event log records (`EFFECT_RECORDED`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub(crate) struct EffectNote {
-    pub(crate) key: String,
-    pub(crate) name: String,
-    pub(crate) class: EffectClass,
-    pub(crate) request_hash: String,
-}
-
-impl EffectNote {
-    fn of(record: &EffectRecord) -> Self {
-        EffectNote {
-            key: record.key.clone(),
-            name: record.name.clone(),
-            class: record.class,
-            request_hash: record.request_hash.clone(),
-        }
+impl Ctx {
+    /// A call to the outside world, made at most once per run where the world allows it: configure it
+    /// (`.idempotent()`, `.non_idempotent()` — the default —, `.pure()`), then `.run(|key| async { .. })`
+    /// the call, which receives the effect key to hand to the external system. Its response is journaled
+    /// as soon as it returns, so the step running again after a crash gets it back without calling. See
+    /// `docs/effects.md`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), graph_runtime::NodeError> {
+    /// let mut ctx = graph_runtime::Ctx::standalone("run-1", "charge");
+    /// let receipt: String = ctx
+    ///     .effect("payments.charge", &("alice", 30))
+    ///     .idempotent()
+    ///     .run(|key| async move { Ok::<_, std::io::Error>(format!("charged with key {key}")) })
+    ///     .await?;
+    /// assert!(receipt.starts_with("charged"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn effect<'c, Req: serde::Serialize>(&'c mut self, name: &str, request: &'c Req) -> Effect<'c, Req> {
+        Effect::new(self, name, request)
     }
 }
 

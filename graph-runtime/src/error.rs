@@ -317,21 +317,6 @@ impl From<ChainError> for Error {
 }
 
 impl Error {
-    /// The error of a store outcome that found the run row at another version than `expected`.
-    pub(crate) fn version_conflict(run: &str, expected: u64, outcome: &crate::store::CommitOutcome) -> Self {
-        use crate::store::CommitOutcome;
-        let found = match outcome {
-            CommitOutcome::Fenced => return Error::Fenced { run: run.to_owned(), step: 0 },
-            CommitOutcome::VersionConflict { current }
-            | CommitOutcome::Committed { version: current }
-            | CommitOutcome::AlreadyCommitted { version: current }
-            | CommitOutcome::StepTaken { version: current, .. } => *current,
-            // An outcome this build does not know: no version to name.
-            _ => 0,
-        };
-        Error::VersionConflict { run: run.to_owned(), expected, found }
-    }
-
     /// The error of a step whose merge failed.
     pub(crate) fn from_merge(run: &str, step: u64, failure: MergeFailure) -> Self {
         match failure {
@@ -422,7 +407,7 @@ pub struct NodeError {
     /// Set by an effect call that must stop the step whatever the node does (a pause for confirmation, a
     /// strict replay's divergence).
     /// Boxed: every node returns a `NodeError` on failure, and this is rare.
-    pub(crate) stop: Option<Box<crate::ctx::CtxStop>>,
+    pub(crate) stop: Option<Box<CtxStop>>,
 }
 
 impl NodeError {
@@ -497,4 +482,36 @@ impl fmt::Display for NodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(&self.inner, f)
     }
+}
+
+/// One way a replay differed from the recorded run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Divergence {
+    /// The step (for an effect: the step its item belongs to; for a checkpoint: its step).
+    pub step: u64,
+    /// The node of the item whose effect call diverged (empty for a checkpoint).
+    pub node: String,
+    /// The effect call's index within its item's attempt (`None` for a checkpoint).
+    pub call: Option<u32>,
+    /// What the recorded run has.
+    pub expected: String,
+    /// What the replay produced.
+    pub found: String,
+}
+
+/// Why an effect call stops the step, whatever the node returns.
+#[derive(Debug, Clone)]
+pub(crate) enum CtxStop {
+    /// A non-idempotent effect's outcome is unknown: the run pauses for confirmation.
+    NeedsConfirmation { key: String, name: String },
+    /// A strict replay diverged.
+    ReplayMismatch(Divergence),
+    /// The node asked for input (`Ctx::interrupt`): its item waits; its siblings run on.
+    Interrupt { index: u32, payload: serde_json::Value },
+    /// The input given for an interrupt does not read as the type the node asks for.
+    InputRejected { index: u32, detail: String },
+    /// An effect's journal write was fenced: the worker's lease on the run is lost, and the run stops
+    /// without writing anything more (as a fenced commit does).
+    Fenced,
 }

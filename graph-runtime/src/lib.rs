@@ -34,6 +34,8 @@ pub use graph_store::{canonical, keys};
 pub mod cli;
 pub mod ctx;
 pub mod effect;
+pub mod engine;
+mod env;
 pub mod error;
 pub mod events;
 pub mod graph;
@@ -42,7 +44,7 @@ pub mod macro_support;
 pub mod node;
 mod persist;
 pub mod policy;
-pub mod scheduler;
+mod run;
 pub mod state;
 pub mod store;
 pub mod stream;
@@ -54,15 +56,13 @@ pub use macro_support as __private;
 
 pub use ctx::{Ctx, DrawRange};
 pub use effect::{Divergence, Effect, ReplayMode};
+pub use engine::{ChainReport, Engine, EngineBuilder, HistoryEntry, ReplayOutcome, RunOptions, RunOutcome};
 pub use error::{ConflictError, Error, GraphError, MergeError, NodeError, Result, StoreError};
 pub use events::{ChainKey, Event, EventType};
 pub use graph::{END, Graph, GraphBuilder, GraphShape, NodeShape};
 pub use graph_macros::{graph, node, reduce, reducer};
 pub use node::{Branch, Node, NodeResult, Route, Routing, Static};
 pub use policy::{Backoff, EngineOptions, NodePolicy, RetryPolicy};
-pub use scheduler::{
-    ChainReport, Engine, EngineBuilder, HistoryEntry, ReplayOutcome, RunOptions, RunOutcome,
-};
 pub use state::{ConflictPolicy, Delta, Reducer};
 pub use store::{
     Checkpoint, CommitOutcome, Integrity, Interrupt, InterruptKind, MemoryStore, PauseReason, Resolution,

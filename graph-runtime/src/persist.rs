@@ -369,7 +369,7 @@ pub(crate) struct DoneItem {
     pub(crate) emits: Vec<(String, serde_json::Value)>,
     /// The effects it used, for the event log.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(crate) effects: Vec<crate::effect::EffectNote>,
+    pub(crate) effects: Vec<crate::env::EffectNote>,
 }
 
 /// A [`crate::node::Route`], as stored.
@@ -384,6 +384,18 @@ pub(crate) enum StoredRoute {
 const PENDING_MAGIC: &[u8; 4] = b"GRPS";
 
 impl PendingStep {
+    /// The entry of the item at `path`, added when missing.
+    pub(crate) fn item_mut(&mut self, path: &str) -> &mut PendingItem {
+        let at = match self.items.iter().position(|i| i.path == path) {
+            Some(at) => at,
+            None => {
+                self.items.push(PendingItem { path: path.to_owned(), done: None, inputs: Vec::new() });
+                self.items.len() - 1
+            }
+        };
+        &mut self.items[at]
+    }
+
     /// Its stored bytes.
     pub(crate) fn encode(&self) -> Vec<u8> {
         seal(PENDING_MAGIC, &serde_json::to_vec(self).expect("a pending step is plain data"))

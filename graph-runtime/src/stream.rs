@@ -32,10 +32,11 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::ctx::CustomSink;
 use crate::error::Error;
 use crate::keys::OrderKey;
 use crate::node::BoxFuture;
-use crate::scheduler::{RunOptions, RunOutcome};
+use crate::run::{ObserverSlot, RunOptions, RunOutcome};
 use crate::state::Reducer;
 use crate::store::Interrupt;
 
@@ -392,17 +393,6 @@ impl<S: Reducer> Observer<S> {
     }
 }
 
-/// Where `ctx.stream` sends: the stream's observer, without the state type.
-pub(crate) trait CustomSink: Send + Sync + std::fmt::Debug {
-    fn custom<'a>(
-        &'a self,
-        step: u64,
-        node: &'a str,
-        path: &'a str,
-        payload: serde_json::Value,
-    ) -> BoxFuture<'a, ()>;
-}
-
 impl<S: Reducer> CustomSink for Observer<S> {
     fn custom<'a>(
         &'a self,
@@ -418,19 +408,7 @@ impl<S: Reducer> CustomSink for Observer<S> {
     }
 }
 
-/// An observer held without its state type (in `RunOptions`), for the engine to take back.
-#[derive(Clone, Default)]
-pub(crate) struct ObserverSlot(pub(crate) Option<Arc<dyn std::any::Any + Send + Sync>>);
-
-impl std::fmt::Debug for ObserverSlot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() { "ObserverSlot(streaming)" } else { "ObserverSlot(none)" })
-    }
-}
-
-impl ObserverSlot {
-    /// The observer, when the run streams.
-    pub(crate) fn get<S: Reducer>(&self) -> Option<Arc<Observer<S>>> {
-        self.0.clone().and_then(|a| a.downcast::<Observer<S>>().ok())
-    }
+/// The observer in `slot`, when the run streams (its state type is `S`).
+pub(crate) fn observer_of<S: Reducer>(slot: &ObserverSlot) -> Option<Arc<Observer<S>>> {
+    slot.0.clone().and_then(|a| a.downcast::<Observer<S>>().ok())
 }

@@ -44,11 +44,11 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::engine::{Engine, RunOptions};
 use crate::error::Error;
 use crate::events::ChainKey;
 use crate::graph::Graph;
 use crate::policy::EngineOptions;
-use crate::scheduler::{Engine, RunOptions};
 use crate::state::Reducer;
 use crate::store::RunStatus;
 pub use crate::store::lease::{Lease, LeaseStore, LeasedStore};
@@ -115,7 +115,7 @@ impl<S: Reducer, L: LeaseStore> WorkerBuilder<S, L> {
         self
     }
 
-    /// The event-log key (see [`crate::scheduler::EngineBuilder::chain_key`]): the one the submitters use.
+    /// The event-log key (see [`crate::engine::EngineBuilder::chain_key`]): the one the submitters use.
     pub fn chain_key(mut self, key: ChainKey) -> Self {
         self.chain_key = Some(key);
         self

@@ -52,7 +52,7 @@
 //! # Errors
 //!
 //! Connection-class failures (refused, reset, closed by the server, `pg_terminate_backend`, `KILL`,
-//! server shutting down, pool timeout) are [`StoreError::Unavailable`] (retryable: the engine retries
+//! server shutting down, pool timeout) are [`StoreError::Unavailable`](graph_store::StoreError::Unavailable) (retryable: the engine retries
 //! through `graph_store::RetryStore`); everything else is a permanent `Backend` error.
 
 // Without a dialect feature the crate holds the generic store alone, for a dialect of one's own; the
@@ -77,6 +77,7 @@ pub use mysql::{MySqlDialect, MySqlStore};
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresDialect, PostgresStore};
 pub use store::SqlStore;
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(unused_imports))]
 pub(crate) use support::{
     Abort, conflict_pause, connect_error, db_int, from_db_int, newer_schema, statements, store_error, target,
 };

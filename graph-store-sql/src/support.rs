@@ -12,7 +12,7 @@ pub const SERVER_SCHEMA_VERSION: u32 = 4;
 /// deadlock) is run again before the error is reported.
 pub const CONFLICT_RETRIES: u32 = 20;
 
-/// How an sqlx error is handled (a [`Dialect`] says, by its error codes).
+/// How an sqlx error is handled (a [`Dialect`](crate::Dialect) says, by its error codes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Class {

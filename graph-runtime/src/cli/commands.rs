@@ -13,11 +13,11 @@ use super::diff::{Change, diff};
 use super::registry::{Registered, Registry};
 use super::render::{self, Table};
 use super::{Exit, Failure};
+use crate::engine::{run_history, verify_run};
 use crate::error::Error;
 use crate::events::{ChainKey, Event, EventType};
 use crate::graph::GraphShape;
 use crate::keys::{hex, sha256_parts};
-use crate::scheduler::{run_history, verify_run};
 use crate::store::record::StateRepr;
 use crate::store::{Integrity, PauseReason, RunFilter, RunInfo, RunStatus, Store};
 

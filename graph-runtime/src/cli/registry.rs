@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::events::ChainKey;
 use crate::graph::{Graph, GraphShape};
 use crate::policy::EngineOptions;
-use crate::scheduler::Engine;
 use crate::state::Reducer;
 use crate::store::{RunStatus, Store};
 

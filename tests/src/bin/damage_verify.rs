@@ -30,7 +30,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use graph_runtime::scheduler::verify_run;
+use graph_runtime::engine::verify_run;
 use graph_runtime::store::{RunFilter, SledStore};
 use graph_runtime::{Engine, Error, RunStatus, Store, StoreError};
 use graph_tests::faults::{Reference, say, small_options};

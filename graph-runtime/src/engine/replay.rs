@@ -6,12 +6,14 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::Semaphore;
 
-use super::advance::Stop;
-use super::{Engine, Inner, RunOptions};
-use crate::effect::{Divergence, Replay, ReplayMode, RunEnv};
+use super::core::{Engine, Inner};
+use super::drive::Stop;
+use crate::env::{Replay, ReplayMode, RunEnv};
+use crate::error::Divergence;
 use crate::error::{Error, Result};
 use crate::events::EventType;
 use crate::persist;
+use crate::run::RunOptions;
 use crate::state::Reducer;
 use crate::store::record::{self, encode};
 

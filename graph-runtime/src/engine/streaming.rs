@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use super::{Engine, RunOptions};
+use super::core::Engine;
+use crate::run::{ObserverSlot, RunOptions, RunOutcome};
 use crate::state::Reducer;
-use crate::stream::{Observer, ObserverSlot, RunStream, StreamOptions};
+use crate::stream::{Observer, RunStream, StreamOptions};
 
 impl<S: Reducer> Engine<S> {
     /// Starts a new run, as [`Engine::run`] does, and streams its events (see [`crate::stream`]): the
@@ -73,7 +74,7 @@ impl<S: Reducer> Engine<S> {
     fn spawn_streamed<F, Fut>(&self, options: StreamOptions, call: F) -> RunStream<S>
     where
         F: FnOnce(RunOptions) -> Fut + Send + 'static,
-        Fut: std::future::Future<Output = crate::Result<super::RunOutcome<S>>> + Send + 'static,
+        Fut: std::future::Future<Output = crate::Result<RunOutcome<S>>> + Send + 'static,
     {
         let (tx, rx) = mpsc::channel(options.buffer.max(1));
         let observer = Arc::new(Observer::new(tx, options.modes, options.overflow));

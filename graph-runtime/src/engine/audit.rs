@@ -5,12 +5,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::advance::Driven;
-use super::{Engine, RunOutcome};
+use super::core::Engine;
+use super::drive::version_conflict;
 use crate::error::{Error, Result, StoreError};
-use crate::events::{self, Appender, ChainHead, ChainKey, Event, EventType, Payload, payload};
+use crate::events::{self, ChainHead, ChainKey, Event, EventType, payload};
 use crate::graph::Graph;
 use crate::persist::{self, Chain, Draft};
+use crate::run::RunOutcome;
 use crate::state::Reducer;
 use crate::store::{Checkpoint, CommitOutcome, RunInfo, RunStatus, Store};
 
@@ -58,39 +59,6 @@ fn now_ms() -> u64 {
 }
 
 impl<S: Reducer> Engine<S> {
-    /// Chains `events` after `head`, all stamped `time_ms`; returns them and the head after them.
-    pub(super) fn chain(
-        &self,
-        head: Option<&ChainHead>,
-        events: impl IntoIterator<Item = (EventType, Payload)>,
-        time_ms: u64,
-    ) -> (Vec<Event>, Option<ChainHead>) {
-        let mut a = Appender::new(head.cloned(), self.inner.chain_key.as_ref());
-        let events: Vec<Event> = events.into_iter().map(|(t, p)| a.next(t, time_ms, p)).collect();
-        (events, a.into_head())
-    }
-
-    /// Writes `status` with the run's queued events and `event`, and `pending` when given; on success
-    /// the driver's version and head follow.
-    pub(super) async fn write_status(
-        &self,
-        run: &mut Driven<S>,
-        status: &RunStatus,
-        event: (EventType, Payload),
-        pending: Option<&[u8]>,
-    ) -> std::result::Result<CommitOutcome, StoreError> {
-        let mut queued = run.queued.clone();
-        queued.push(event);
-        let (events, head) = self.chain(run.head.as_ref(), queued, now_ms().max(run.time_ms));
-        let outcome = self.inner.store.set_status(&run.run_id, status, &events, pending, run.version).await?;
-        if let CommitOutcome::Committed { version } = outcome {
-            run.version = version;
-            run.head = head;
-            run.queued.clear();
-        }
-        Ok(outcome)
-    }
-
     /// Verifies the events written since checkpoint `cp` was committed on (its own and the status
     /// changes after it) against the head the run row records, and that they record `cp`'s state: what
     /// resuming from `cp` relies on, at a cost that does not grow with the run's history.
@@ -284,7 +252,7 @@ impl<S: Reducer> Engine<S> {
         for copy in &copies {
             version = match store.save_checkpoint(copy, &[], &status, version).await? {
                 CommitOutcome::Committed { version } => version,
-                other => return Err(Error::version_conflict(new_run_id, version, &other)),
+                other => return Err(version_conflict(new_run_id, version, &other)),
             };
         }
         tracing::info!(run = new_run_id, parent = run_id, step, edited, "run forked");

@@ -21,15 +21,15 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::ctx::{AttemptOutcome, Ctx, CtxStop, ItemId};
-use crate::effect::EffectNote;
-use crate::error::NodeError;
+use crate::ctx::{AttemptOutcome, Ctx, CustomSink, ItemId};
+use crate::env::EffectNote;
+use crate::error::{CtxStop, NodeError};
 use crate::graph::Graph;
 use crate::node::{Node, Route};
 use crate::policy::{EngineOptions, RetryPolicy};
 use crate::state::Reducer;
 use crate::store::WorkItem;
-use crate::stream::{CustomSink, NodeOutcome, Observer, StreamEvent, StreamModes};
+use crate::stream::{NodeOutcome, Observer, StreamEvent, StreamModes};
 use crate::telemetry::Meters;
 
 /// What one finished item produced: its delta, its route, the messages it emitted and the effects it
@@ -72,7 +72,7 @@ pub(crate) struct StepInput<'a, S: Reducer> {
     pub(crate) cancel: &'a CancellationToken,
     pub(crate) run_deadline: Instant,
     /// What effect calls of the step's items reach.
-    pub(crate) env: &'a Arc<crate::effect::RunEnv>,
+    pub(crate) env: &'a Arc<crate::env::RunEnv>,
     /// The inputs given to each item's `interrupt` calls, by rank (empty: none).
     pub(crate) resume_inputs: &'a [Option<Arc<Vec<serde_json::Value>>>],
     /// Where the items' events go when the run is streamed.

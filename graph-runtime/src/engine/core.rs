@@ -1,0 +1,131 @@
+//! The engine and its configuration: [`Engine`] (a graph, a store, options and what the runs share) and
+//! [`EngineBuilder`].
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::env::RunEnv;
+use crate::events::ChainKey;
+use crate::graph::Graph;
+use crate::policy::EngineOptions;
+use crate::state::Reducer;
+use crate::store::{MemoryStore, RetryStore, Store};
+
+/// Runs one graph against one store. Cheap to clone; clones share the store, the admission queue and
+/// the registry of active runs.
+pub struct Engine<S: Reducer> {
+    pub(super) inner: Arc<Inner<S>>,
+}
+
+impl<S: Reducer> Clone for Engine<S> {
+    fn clone(&self) -> Self {
+        Engine { inner: self.inner.clone() }
+    }
+}
+
+/// What an engine's clones share.
+pub(super) struct Inner<S: Reducer> {
+    pub(super) graph: Graph<S>,
+    pub(super) store: Arc<dyn Store>,
+    /// What effect calls reach: the store's journal, or a replay's recording.
+    pub(super) env: Arc<RunEnv>,
+    pub(super) options: EngineOptions,
+    pub(super) admission: Arc<Semaphore>,
+    /// The runs this engine drives, with their cancellation tokens.
+    pub(super) active: Mutex<HashMap<String, CancellationToken>>,
+    /// The key of the keyed event chain, when there is one.
+    pub(super) chain_key: Option<ChainKey>,
+}
+
+impl<S: Reducer> Engine<S> {
+    /// Starts configuring an engine for `graph`.
+    pub fn builder(graph: Graph<S>) -> EngineBuilder<S> {
+        EngineBuilder::new(graph)
+    }
+
+    /// The graph.
+    pub fn graph(&self) -> &Graph<S> {
+        &self.inner.graph
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &EngineOptions {
+        &self.inner.options
+    }
+
+    /// Cancels a run this engine is driving; false if it is not active here.
+    pub fn cancel(&self, run_id: &str) -> bool {
+        let active = self.inner.active.lock().unwrap_or_else(|e| e.into_inner());
+        active.get(run_id).map(|t| t.cancel()).is_some()
+    }
+}
+
+/// Configures an [`Engine`].
+pub struct EngineBuilder<S: Reducer> {
+    graph: Graph<S>,
+    store: Option<Arc<dyn Store>>,
+    options: EngineOptions,
+    chain_key: Option<ChainKey>,
+}
+
+impl<S: Reducer> EngineBuilder<S> {
+    pub(super) fn new(graph: Graph<S>) -> Self {
+        EngineBuilder { graph, store: None, options: EngineOptions::default(), chain_key: None }
+    }
+
+    /// The store (default: a fresh [`MemoryStore`]).
+    pub fn store(mut self, store: impl Store) -> Self {
+        self.store = Some(Arc::new(store));
+        self
+    }
+
+    /// A store shared with other engines.
+    pub fn shared_store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The options (default: [`EngineOptions::default`]).
+    pub fn options(mut self, options: EngineOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Keys the event log (HMAC-SHA256 with `key` instead of SHA-256; see [`crate::events`]): a chain
+    /// recomputed without the key no longer verifies. Every engine that writes or verifies the runs of a
+    /// store must be given the same key; keep it outside the store.
+    pub fn chain_key(mut self, key: ChainKey) -> Self {
+        self.chain_key = Some(key);
+        self
+    }
+
+    /// Builds the engine. Limits of zero are raised to one. The store is wrapped in a
+    /// [`crate::store::RetryStore`] for [`EngineOptions::store_retry_timeout`].
+    pub fn build(self) -> Engine<S> {
+        let mut options = self.options;
+        options.max_concurrent_nodes = options.max_concurrent_nodes.max(1);
+        options.queue_depth = options.queue_depth.clamp(1, Semaphore::MAX_PERMITS);
+        let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
+        // Every store's retryable errors (a server that went away) are retried for the timeout.
+        let store: Arc<dyn Store> = Arc::new(RetryStore::new(store, options.store_retry_timeout));
+        Engine {
+            inner: Arc::new(Inner {
+                graph: self.graph,
+                env: Arc::new(RunEnv { store: store.clone(), replay: None }),
+                store,
+                admission: Arc::new(Semaphore::new(options.queue_depth)),
+                options,
+                active: Mutex::new(HashMap::new()),
+                chain_key: self.chain_key,
+            }),
+        }
+    }
+}
