@@ -79,7 +79,7 @@ fn print_waiting(w: &Waiting, store: &Path) {
     println!("next, from any process:");
     println!("  cargo run -p graph-examples --example approval -- approve {} yes", w.run_id);
     println!("  cargo run -p graph-examples --example approval -- approve {} no", w.run_id);
-    println!("  cargo run -p graphctl -- show {} --store {}", w.run_id, store.display());
+    println!("  cargo run -p graphctl-examples -- show {} --store {}", w.run_id, store.display());
 }
 
 fn print_outcome(out: &RunOutcome<Expense>) {

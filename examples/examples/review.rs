@@ -113,7 +113,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for command in
         [format!("show {run_id}"), format!("history {run_id}"), format!("verify {run_id}"), "runs".to_owned()]
     {
-        println!("  cargo run -p graphctl -- --store {store} {command}");
+        println!("  cargo run -p graphctl-examples -- --store {store} {command}");
     }
     Ok(())
 }

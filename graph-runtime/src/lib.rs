@@ -30,8 +30,6 @@
 //! ```
 
 pub use graph_store::{canonical, keys};
-#[cfg(feature = "cli")]
-pub mod cli;
 pub mod ctx;
 pub mod effect;
 pub mod engine;
@@ -99,11 +97,6 @@ pub struct AuditDoctests;
 #[doc = include_str!("../../docs/observability.md")]
 #[cfg(doctest)]
 pub struct ObservabilityDoctests;
-
-/// The graphctl guide, its example compiled as a doctest.
-#[doc = include_str!("../../docs/graphctl.md")]
-#[cfg(all(doctest, feature = "cli"))]
-pub struct GraphctlDoctests;
 
 /// The guide for LangGraph users, its examples compiled and run as doctests.
 #[doc = include_str!("../../docs/from-langgraph.md")]

@@ -1,9 +1,9 @@
-//! The workspace's graphctl: `graph_runtime::cli::Cli` with the example graphs of graph-examples' library
-//! registered (review, approval, checkout, word_count, research), so it rebuilds their runs' states and
-//! resumes them.
+//! The workspace's example graphctl: [`graphctl::Cli`] with the example graphs of graph-examples'
+//! library registered (review, approval, checkout, word_count, research), so it rebuilds their runs'
+//! states and resumes them.
 //!
 //! ```text
-//! cargo run -p graphctl -- --store "$TMPDIR/graph-runtime-approval" runs
+//! cargo run -p graphctl-examples -- --store "$TMPDIR/graph-runtime-approval" runs
 //! ```
 //!
 //! See docs/graphctl.md for every command, and for building a graphctl that registers your own graphs.
@@ -11,7 +11,7 @@
 use graph_examples::{approval, map_reduce, payments, research, review};
 
 fn main() -> std::process::ExitCode {
-    graph_runtime::cli::Cli::new()
+    graphctl::Cli::new()
         .graph(review::review::graph())
         .graph(approval::approval_flow::graph())
         .graph(payments::checkout::graph())

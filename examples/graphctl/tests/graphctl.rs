@@ -38,7 +38,7 @@ impl Ran {
 }
 
 fn graphctl(store: &Path, args: &[&str]) -> Ran {
-    let out = Command::new(env!("CARGO_BIN_EXE_graphctl"))
+    let out = Command::new(env!("CARGO_BIN_EXE_graphctl-examples"))
         .arg("--store")
         .arg(store)
         .args(args)
@@ -504,7 +504,7 @@ fn failures_are_one_line_and_an_exit_code() {
 
 /// Not a check: fills the stores whose output docs/graphctl.md shows, in the folder `GRAPHCTL_DOCS_DIR`
 /// names: `store/` ([`store_with_runs`]), `keyed/` ([`keyed_store`]) with its key in `key`, and the
-/// provider's `ledger.txt` (`GRAPHCTL_DOCS_DIR=$PWD cargo test -p graphctl --test graphctl --
+/// provider's `ledger.txt` (`GRAPHCTL_DOCS_DIR=$PWD cargo test -p graphctl-examples --test graphctl --
 /// --ignored docs_stores`).
 #[test]
 #[ignore = "fills the docs' example stores; run it by name"]

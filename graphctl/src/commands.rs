@@ -13,13 +13,13 @@ use super::diff::{Change, diff};
 use super::registry::{Registered, Registry};
 use super::render::{self, Table};
 use super::{Exit, Failure};
-use crate::engine::{run_history, verify_run};
-use crate::error::Error;
-use crate::events::{ChainKey, Event, EventType};
-use crate::graph::GraphShape;
-use crate::keys::{hex, sha256_parts};
-use crate::store::record::StateRepr;
-use crate::store::{Integrity, PauseReason, RunFilter, RunInfo, RunStatus, Store};
+use graph_runtime::engine::{run_history, verify_run};
+use graph_runtime::error::Error;
+use graph_runtime::events::{ChainKey, Event, EventType};
+use graph_runtime::graph::GraphShape;
+use graph_runtime::keys::{hex, sha256_parts};
+use graph_runtime::store::record::StateRepr;
+use graph_runtime::store::{Integrity, PauseReason, RunFilter, RunInfo, RunStatus, Store};
 
 /// An open store and what the command line asked for.
 pub(crate) struct Session<'a> {
@@ -442,7 +442,7 @@ impl Session<'_> {
         for info in &runs {
             bar.set_message(info.run_id.clone());
             let run = &info.run_id;
-            let verified: crate::error::Result<_> = async {
+            let verified: graph_runtime::error::Result<_> = async {
                 let report = verify_run(&*self.store, run, key.as_ref()).await?;
                 match by_status.unlisted(&*self.store, info).await? {
                     Some(status) => Err(unlisted(run, status).into()),
@@ -609,7 +609,7 @@ impl Session<'_> {
         match &cp.state {
             StateRepr::Full(bytes) => {
                 let damaged = |detail: String| {
-                    Failure::from(crate::error::StoreError::corrupted_record(run, step, detail))
+                    Failure::from(graph_runtime::error::StoreError::corrupted_record(run, step, detail))
                 };
                 if hex(&sha256_parts(&[bytes])) != cp.state_hash {
                     return Err(damaged("the state does not match its hash".into()));
@@ -679,7 +679,7 @@ impl ByStatus {
         &mut self,
         store: &dyn Store,
         info: &RunInfo,
-    ) -> Result<Option<&'static str>, crate::StoreError> {
+    ) -> Result<Option<&'static str>, graph_runtime::StoreError> {
         let name = info.status.as_str();
         if !self.0.contains_key(name) {
             self.list(store, &info.status).await?;
@@ -700,7 +700,7 @@ impl ByStatus {
         &mut self,
         store: &dyn Store,
         status: &RunStatus,
-    ) -> Result<&'static str, crate::StoreError> {
+    ) -> Result<&'static str, graph_runtime::StoreError> {
         let listed = store.list_runs(&RunFilter::all().status(status.clone())).await?;
         let name = status.as_str();
         self.0.insert(name, listed.into_iter().map(|r| r.run_id).collect());
@@ -709,8 +709,8 @@ impl ByStatus {
 }
 
 /// The damage [`ByStatus::unlisted`] finds, as the store's `Corrupted`.
-fn unlisted(run: &str, status: &str) -> crate::StoreError {
-    crate::StoreError::Corrupted {
+fn unlisted(run: &str, status: &str) -> graph_runtime::StoreError {
+    graph_runtime::StoreError::Corrupted {
         run: Some(run.to_owned()),
         step: None,
         file: None,

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 
 use serde_json::{Value, json};
 
-use crate::events::{Event, EventType};
-use crate::store::{
+use graph_runtime::events::{Event, EventType};
+use graph_runtime::store::{
     EffectClass, EffectRecord, EffectState, Interrupt, InterruptKind, PauseReason, RunStatus,
 };
 

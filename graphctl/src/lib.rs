@@ -1,11 +1,11 @@
-//! `graphctl`: a command line for the runs of a store (feature `cli`).
+//! `graphctl`: a command line for the runs of a graph-runtime store.
 //!
 //! Most of what a store holds can be read without the graph's code: run rows, checkpoint metadata, the
 //! event log (whose `RUN_STARTED` or `FORKED` event records the graph's shape, so it can be drawn), the
 //! effect journal. A state stored as deltas, though, can only be rebuilt with the graph's reducer. So
 //! graphctl is a library: [`Cli`] is a builder that a user turns into *their* graphctl by registering
-//! their graphs, and the workspace ships a stock binary (package `graphctl`, in `examples/graphctl/`) that
-//! registers the example graphs.
+//! their graphs. This crate's binary registers none; the workspace's `graphctl-examples` registers the
+//! example graphs.
 //!
 //! ```no_run
 //! # use graph_runtime::prelude::*;
@@ -16,7 +16,7 @@
 //! # mod my_flows { use super::*; pub fn graph() -> Graph<()> {
 //! #     Graph::<()>::builder("hops").node("hop", hop).entry("hop").edge("hop", END).build().unwrap() } }
 //! fn main() -> std::process::ExitCode {
-//!     graph_runtime::cli::Cli::new().graph(my_flows::graph()).main()
+//!     graphctl::Cli::new().graph(my_flows::graph()).main()
 //! }
 //! ```
 //!
@@ -48,11 +48,11 @@ use std::sync::{Arc, Mutex};
 
 use clap::{CommandFactory, FromArgMatches};
 
-use crate::error::{Error, StoreError};
-use crate::graph::Graph;
-use crate::policy::EngineOptions;
-use crate::state::Reducer;
-use crate::store::Store;
+use graph_runtime::error::{Error, StoreError};
+use graph_runtime::graph::Graph;
+use graph_runtime::policy::EngineOptions;
+use graph_runtime::state::Reducer;
+use graph_runtime::store::Store;
 use registry::Registry;
 
 /// The store graphctl opens without `--store`: a sled folder.
@@ -145,7 +145,7 @@ impl From<Error> for Failure {
 /// # fn refunds() -> Graph<()> {
 /// #     Graph::<()>::builder("refunds").node("hop", hop).entry("hop").edge("hop", END).build().unwrap() }
 /// fn main() -> std::process::ExitCode {
-///     graph_runtime::cli::Cli::new()
+///     graphctl::Cli::new()
 ///         .default_store("var/workflows") // what `--store` defaults to
 ///         .graph(orders())
 ///         .graph(refunds())
@@ -265,3 +265,8 @@ impl Cli {
         }
     }
 }
+
+/// The graphctl guide, its examples compiled as doctests.
+#[doc = include_str!("../../docs/graphctl.md")]
+#[cfg(doctest)]
+pub struct GraphctlDoctests;

@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::engine::Engine;
-use crate::error::{Error, Result};
-use crate::events::ChainKey;
-use crate::graph::{Graph, GraphShape};
-use crate::policy::EngineOptions;
-use crate::state::Reducer;
-use crate::store::{RunStatus, Store};
+use graph_runtime::engine::Engine;
+use graph_runtime::error::{Error, Result};
+use graph_runtime::events::ChainKey;
+use graph_runtime::graph::{Graph, GraphShape};
+use graph_runtime::policy::EngineOptions;
+use graph_runtime::state::Reducer;
+use graph_runtime::store::{RunStatus, Store};
 
 /// What `resume` reports.
 pub(crate) struct Resumed {

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::{Exit, Failure};
-use crate::store::Store;
+use graph_runtime::store::Store;
 
 /// Opens the store `spec` names, for a command that `writes` or only reads.
 pub(crate) async fn open_store(spec: &str, writes: bool) -> Result<Arc<dyn Store>, Failure> {
@@ -22,12 +22,14 @@ pub(crate) async fn open_store(spec: &str, writes: bool) -> Result<Arc<dyn Store
         Some(("sqlite", path)) => open_sqlite(Path::new(path), writes),
         #[cfg(feature = "postgres")]
         Some(("postgres" | "postgresql", _)) => {
-            Ok(Arc::new(crate::store::PostgresStore::connect(spec).await?))
+            Ok(Arc::new(graph_runtime::store::PostgresStore::connect(spec).await?))
         }
         #[cfg(not(feature = "postgres"))]
         Some(("postgres" | "postgresql", _)) => Err(not_built("postgres")),
         #[cfg(feature = "mysql")]
-        Some(("mysql" | "mariadb", _)) => Ok(Arc::new(crate::store::MySqlStore::connect(spec).await?)),
+        Some(("mysql" | "mariadb", _)) => {
+            Ok(Arc::new(graph_runtime::store::MySqlStore::connect(spec).await?))
+        }
         #[cfg(not(feature = "mysql"))]
         Some(("mysql" | "mariadb", _)) => Err(not_built("mysql")),
         Some((scheme, _)) => Err(Failure::new(
@@ -41,7 +43,7 @@ pub(crate) async fn open_store(spec: &str, writes: bool) -> Result<Arc<dyn Store
 }
 
 #[cfg_attr(
-    all(feature = "postgres", feature = "mysql", feature = "sqlite", feature = "sled"),
+    all(feature = "postgres", feature = "mysql", feature = "sqlite"),
     allow(dead_code, reason = "every store is built in")
 )]
 fn not_built(feature: &str) -> Failure {
@@ -66,9 +68,9 @@ fn open_sqlite(path: &Path, writes: bool) -> Result<Arc<dyn Store>, Failure> {
         return Err(Failure::new(Exit::NotFound, format!("no store at {}: {why}", path.display())));
     }
     if writes {
-        Ok(Arc::new(crate::store::SqliteStore::open(path)?))
+        Ok(Arc::new(graph_runtime::store::SqliteStore::open(path)?))
     } else {
-        Ok(Arc::new(crate::store::SqliteStore::open_read_only(path)?))
+        Ok(Arc::new(graph_runtime::store::SqliteStore::open_read_only(path)?))
     }
 }
 
@@ -78,16 +80,9 @@ fn open_sqlite(_path: &Path, _writes: bool) -> Result<Arc<dyn Store>, Failure> {
 }
 
 /// A sled store's folder, checked before opening: `SledStore::open` creates what is missing.
-#[cfg(feature = "sled")]
 fn open_folder(path: &Path) -> Result<Arc<dyn Store>, Failure> {
     check_folder(path)?;
-    Ok(Arc::new(crate::store::SledStore::open(path)?))
-}
-
-#[cfg(not(feature = "sled"))]
-fn open_folder(path: &Path) -> Result<Arc<dyn Store>, Failure> {
-    check_folder(path)?;
-    Err(not_built("sled"))
+    Ok(Arc::new(graph_runtime::store::SledStore::open(path)?))
 }
 
 /// The folder exists and holds a store (its `db/`); otherwise say which of its subfolders do.
