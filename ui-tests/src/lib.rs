@@ -1,2 +1,3 @@
-//! Compile-time tests for the graph macros live under `tests/` (trybuild: `tests/fail/<topic>/*.rs`,
-//! `tests/pass/*.rs`), driven by `tests/ui.rs`.
+//! Compile-time tests for the graph macros live under `tests/`: the failing cases (trybuild:
+//! `tests/fail/<topic>/*.rs`, driven by `tests/ui.rs`) and the passing ones (`tests/pass.rs` with the
+//! cases of `tests/pass/`, and the crates of `tests/crate_level/`).

@@ -29,8 +29,8 @@ mod deploy {
     }
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
+/// Runs the case (a `#[tokio::test]` of `tests/pass.rs`).
+pub(crate) async fn main() {
     let engine = Engine::builder(deploy::graph()).build();
     let out = engine.run("d", S::default()).await.unwrap();
     assert_eq!(out.state.log, ["build"]);

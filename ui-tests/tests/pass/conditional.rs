@@ -35,8 +35,8 @@ mod support {
     }
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
+/// Runs the case (a `#[tokio::test]` of `tests/pass.rs`).
+pub(crate) async fn main() {
     assert_eq!(support::triage::Next::Small.edge(), 0);
     assert_eq!(support::triage::Next::Large.edge(), 1);
     assert_eq!(support::triage::Next::End.edge(), 2);

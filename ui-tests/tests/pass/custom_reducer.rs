@@ -62,8 +62,8 @@ mod shop {
     }
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
+/// Runs the case (a `#[tokio::test]` of `tests/pass.rs`).
+pub(crate) async fn main() {
     // the generated delta: builder, serde (unset parts are skipped), writes()
     let p = Patch::default().cheapest(1);
     assert_eq!(serde_json::to_string(&p).unwrap(), r#"{"cheapest":1}"#);

@@ -44,8 +44,8 @@ mod review {
     }
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
+/// Runs the case (a `#[tokio::test]` of `tests/pass.rs`).
+pub(crate) async fn main() {
     let graph = review::graph();
     assert_eq!(graph.name(), "review");
     assert_eq!(graph.edges("plan"), Some(vec![Some("style"), Some("security")]));

@@ -42,8 +42,8 @@ mod map_reduce {
     }
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
+/// Runs the case (a `#[tokio::test]` of `tests/pass.rs`).
+pub(crate) async fn main() {
     let engine = Engine::builder(map_reduce::graph()).build();
     let out = engine.run("fork-1", Job { chunks: vec![3, 1, 2], ..Default::default() }).await.unwrap();
     assert!(out.is_completed());

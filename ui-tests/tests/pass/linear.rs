@@ -33,8 +33,8 @@ mod pipeline {
     }
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
+/// Runs the case (a `#[tokio::test]` of `tests/pass.rs`).
+pub(crate) async fn main() {
     let graph = pipeline::graph();
     assert_eq!(graph.entry(), "load");
     assert_eq!(graph.node_names().collect::<Vec<_>>(), ["load", "count", "finish"]);

@@ -36,8 +36,8 @@ mod agent {
     }
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
+/// Runs the case (a `#[tokio::test]` of `tests/pass.rs`).
+pub(crate) async fn main() {
     let engine = Engine::builder(agent::graph()).build();
     let a = engine.run("loop-1", Agent::default()).await.unwrap();
     assert!(a.is_completed());

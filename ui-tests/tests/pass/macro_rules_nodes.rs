@@ -31,8 +31,8 @@ macro_rules! pipeline {
 
 pipeline!(fetch -> store);
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
+/// Runs the case (a `#[tokio::test]` of `tests/pass.rs`).
+pub(crate) async fn main() {
     let engine = Engine::builder(pipeline::graph()).build();
     let out = engine.run("macro-rules-1", Tally::default()).await.expect("the run completes");
     assert_eq!(out.state.seen, ["fetch", "store"]);

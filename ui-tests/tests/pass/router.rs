@@ -24,8 +24,8 @@ mod count {
     }
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
+/// Runs the case (a `#[tokio::test]` of `tests/pass.rs`).
+pub(crate) async fn main() {
     let out = Engine::builder(count::graph()).build().run("r", Counter::default()).await.unwrap();
     assert_eq!(out.state.n, 5);
     assert_eq!(count::FINGERPRINT, count::graph().fingerprint());

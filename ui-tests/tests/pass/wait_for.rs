@@ -44,8 +44,8 @@ mod flow {
     }
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
+/// Runs the case (a `#[tokio::test]` of `tests/pass.rs`).
+pub(crate) async fn main() {
     let out = Engine::builder(flow::graph()).build().run("w", S::default()).await.unwrap();
     assert_eq!(out.state.log, ["start", "b", "c1", "c2", "d after start,b,c1,c2"]);
 }

@@ -44,3 +44,9 @@ async fn main() {
     assert!(out.is_completed());
     assert_eq!(out.state.n, 11);
 }
+
+/// The case as a test: it compiles as a crate of its own and `main` runs to its assertions.
+#[test]
+fn compiles_and_runs() {
+    main();
+}

@@ -74,3 +74,9 @@ fn main() {
     assert_eq!(state.findings, ["old", "new"]);
     assert_eq!(state.transcript, "> hi");
 }
+
+/// The case as a test: it compiles as a crate of its own and `main` runs to its assertions.
+#[test]
+fn compiles_and_runs() {
+    main();
+}

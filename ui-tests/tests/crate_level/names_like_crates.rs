@@ -88,3 +88,9 @@ async fn main() {
     assert_eq!(jobs::tokio::Next::Mem.edge(), 1);
     assert_eq!(jobs::FINGERPRINT, jobs::graph().fingerprint());
 }
+
+/// The case as a test: it compiles as a crate of its own and `main` runs to its assertions.
+#[test]
+fn compiles_and_runs() {
+    main();
+}

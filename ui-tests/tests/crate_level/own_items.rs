@@ -82,3 +82,9 @@ async fn main() {
     assert_eq!(out.state.mode, "batch");
     assert_eq!(out.state.n, 4 + 7);
 }
+
+/// The case as a test: it compiles as a crate of its own and `main` runs to its assertions.
+#[test]
+fn compiles_and_runs() {
+    main();
+}
