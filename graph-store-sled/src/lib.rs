@@ -696,7 +696,7 @@ fn remove_unfinished_snapshots(db: &Path) -> Result<bool, StoreError> {
 ///
 /// sled writes the file when it creates a database (or finds none) in two `write` calls, the lines and
 /// then their checksum, with no temporary file and no sync: a process killed between the two leaves the
-/// lines alone, and every later open failed (found by `tests/tests/effects_crash.rs`, a SIGKILL during
+/// lines alone, and every later open failed (found by `tests/tests/faults/effects_crash.rs`, a SIGKILL during
 /// a store's first open). A file that is exactly sled's three lines with no checksum after them is that
 /// interrupted write, not damage (damage to a checksummed file leaves the checksum's four bytes, which
 /// are not such a line; a cut of exactly those four bytes reads the same, and finishing it restores the

@@ -1,5 +1,5 @@
 //! Hand-built test graphs over [`Trace`], shared by the engine tests (`tests/tests/engine/`) and their
-//! macro twins (`tests/tests/macro_twins.rs`), which write the same graphs again with `#[graph]` and
+//! macro twins (`tests/tests/engine/macro_twins.rs`), which write the same graphs again with `#[graph]` and
 //! `#[node]` and assert that both behave alike. Defined once here so that the twins compare against the
 //! very graphs the engine tests run.
 

@@ -79,7 +79,7 @@
 //!   file's size, so no crash can shorten a segment: one whose size is not its header's capacity was
 //!   cut (or grown) by something else, and `open` reports it as damage. Without the capacity, a cut
 //!   through the last segment read as the end of the log and silently dropped every group after it,
-//!   not only a torn last one (found by `tests/tests/faults_damage.rs`). Version-1 segments, written
+//!   not only a torn last one (found by `tests/tests/faults/faults_damage.rs`). Version-1 segments, written
 //!   before the field, are read without this check.
 //! - **Rotation.** When a group does not fit, the next segment is a spare: its header and the group are
 //!   written in one `pwrite`, `fdatasync`ed, the file is renamed `wal-<seq>.log` and the folder

@@ -1,4 +1,4 @@
-//! The process of the damage tests (`tests/tests/faults_damage.rs`): opens a store one of whose files
+//! The process of the damage tests (`tests/tests/faults/faults_damage.rs`): opens a store one of whose files
 //! was damaged and checks every acknowledged commit, in a process of its own so that a hang or a panic
 //! is seen as such.
 //!

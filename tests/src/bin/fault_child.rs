@@ -1,4 +1,4 @@
-//! The process of the device fault tests (`tests/tests/faults_device.rs`) and of the damage tests'
+//! The process of the device fault tests (`tests/tests/faults/faults_device.rs`) and of the damage tests'
 //! templates: runs several runs of [`graph_tests::crash_graph`] at once on a store, until they complete
 //! or the store fails; after a failure it drops everything, waits for the parent to repair the file
 //! system, reopens the store in this same process and resumes every run.

@@ -1,4 +1,4 @@
-//! A worker process of the worker tests (`tests/tests/workers.rs`): runs a
+//! A worker process of the worker tests (`tests/tests/stores/workers.rs`): runs a
 //! [`graph_runtime::worker::Worker`] over [`graph_tests::graphs::worker_fanout`] on a server store until
 //! its stdin closes (then shuts down gracefully and prints its report), or until it is killed.
 //!

@@ -55,7 +55,10 @@ fn main() {
         .push_transcript(String::from("world"));
     assert_eq!(d.verdict.as_deref(), Some("approved"));
     assert_eq!(d.last, Some(Some("x".to_owned())));
-    assert_eq!((d.n, d.score, d.done, d.retries, d.limit), (Some(1), Some(0.5), Some(true), Some(Some(3)), Some(7)));
+    assert_eq!(
+        (d.n, d.score, d.done, d.retries, d.limit),
+        (Some(1), Some(0.5), Some(true), Some(Some(3)), Some(7))
+    );
     assert_eq!(d.findings, Some(vec!["naming".to_owned(), "unchecked input in parse".to_owned()]));
     assert_eq!(d.sizes, Some(vec![10, 20]));
     assert_eq!(d.queue, Some(VecDeque::from(['a'])));
@@ -69,7 +72,8 @@ fn main() {
     assert_eq!(writes, [("findings", Strategy::Append)], "a push writes the field like its setter");
 
     // Merged like any delta: the pushed items are appended to the state's.
-    let mut state = Review { findings: vec!["old".to_owned()], transcript: "> ".to_owned(), ..Review::default() };
+    let mut state =
+        Review { findings: vec!["old".to_owned()], transcript: "> ".to_owned(), ..Review::default() };
     state.apply(ReviewDelta::default().push_findings("new").push_transcript("hi")).unwrap();
     assert_eq!(state.findings, ["old", "new"]);
     assert_eq!(state.transcript, "> hi");

@@ -68,7 +68,10 @@ pub(crate) async fn main() {
     let p = Patch::default().cheapest(1);
     assert_eq!(serde_json::to_string(&p).unwrap(), r#"{"cheapest":1}"#);
     let mut writes = Vec::new();
-    Patch::default().labels(BTreeSet::new()).note(String::new()).writes(&mut |w| writes.push((w.field, w.strategy)));
+    Patch::default()
+        .labels(BTreeSet::new())
+        .note(String::new())
+        .writes(&mut |w| writes.push((w.field, w.strategy)));
     use graph_runtime::state::Strategy;
     assert_eq!(writes, [("labels", Strategy::Custom), ("note", Strategy::Overwrite)]);
 
@@ -80,7 +83,8 @@ pub(crate) async fn main() {
     assert_eq!(out.state.stock.get("apple"), Some(&3));
     assert_eq!(out.state.cheapest, 7, "min over the step's writes after the entry's 100");
 
-    let err = engine.run("shop-2", Inventory { note: "overflow".into(), ..Default::default() }).await.unwrap_err();
+    let err =
+        engine.run("shop-2", Inventory { note: "overflow".into(), ..Default::default() }).await.unwrap_err();
     let text = err.to_string();
     assert!(text.contains("items") && text.contains("at most 4 entries"), "{text}");
 }

@@ -49,6 +49,10 @@ pub(crate) async fn main() {
     assert!(out.is_completed());
     assert_eq!(
         out.state,
-        Doc { text: "three little words".into(), log: vec!["load".into(), "count".into(), "finish".into()], words: 3 }
+        Doc {
+            text: "three little words".into(),
+            log: vec!["load".into(), "count".into(), "finish".into()],
+            words: 3
+        }
     );
 }

@@ -394,7 +394,8 @@ async fn a_version_1_database_is_upgraded_in_place() {
              INSERT INTO graph_schema_version (version, applied_ms) VALUES (1, 0);",
         )
         .unwrap();
-        raw.execute_batch(include_str!("../../graph-store-sqlite/migrations/sqlite/0001_init.sql")).unwrap();
+        raw.execute_batch(include_str!("../../../graph-store-sqlite/migrations/sqlite/0001_init.sql"))
+            .unwrap();
         for cp in &cps {
             let step = cp.step as i64;
             raw.execute(

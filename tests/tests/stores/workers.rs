@@ -10,7 +10,7 @@
 //! - A worker stopped (SIGSTOP) longer than its lease, its run taken over, then continued (SIGCONT): it
 //!   is fenced and commits nothing after the takeover.
 //!
-//! Needs the servers: `cargo test -p graph-tests --features postgres,mysql --test workers`
+//! Needs the servers: `cargo test -p graph-tests --features postgres,mysql --test stores -- workers::`
 //! (GRAPH_TEST_POSTGRES_URL / GRAPH_TEST_MYSQL_URL, by default the local ones). An unreachable server
 //! fails the tests.
 

@@ -27,7 +27,7 @@
 //! of a hand graph (an `Arc` counter or gauge captured by a closure) is a `static` in the twin's module,
 //! one module per test.
 
-pub mod twins;
+mod twins;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -290,14 +290,14 @@ macro_rules! flaky_twin {
     ($(#[$doc:meta])* $module:ident: failures = $failures:literal, fatal = $fatal:literal, $($policy:tt)+) => {
         $(#[$doc])*
         #[graph(state = MacroTrace, name = "flaky")]
-        pub mod $module {
+        pub(crate) mod $module {
             use super::*;
 
             const FAILURES: u32 = $failures;
             const FATAL: bool = $fatal;
 
             /// Attempts so far.
-            pub static ATTEMPTS: AtomicU32 = AtomicU32::new(0);
+            pub(crate) static ATTEMPTS: AtomicU32 = AtomicU32::new(0);
 
             #[node(entry, to = END, impure = "test instrumentation: counts attempts in a static", $($policy)+)]
             async fn flaky(_s: &MacroTrace, ctx: &mut Ctx) -> NodeResult<MacroTrace> {
@@ -385,7 +385,7 @@ macro_rules! sleeper_twin {
     ($(#[$doc:meta])* $module:ident $(: $($policy:tt)+)?) => {
         $(#[$doc])*
         #[graph(state = MacroTrace, name = "sleeper")]
-        pub mod $module {
+        pub(crate) mod $module {
             use super::*;
 
             #[node(entry, to = END $(, $($policy)+)?)]
@@ -461,13 +461,13 @@ macro_rules! slow_fan_twin {
     ($(#[$doc:meta])* $module:ident $(: $($policy:tt)+)?) => {
         $(#[$doc])*
         #[graph(state = MacroTrace, name = "slow-fan")]
-        pub mod $module {
+        pub(crate) mod $module {
             use super::*;
 
             const N: usize = 10;
 
             /// Running `slow` items and their peak.
-            pub static GAUGE: std::sync::LazyLock<Arc<Gauge>> = std::sync::LazyLock::new(Arc::default);
+            pub(crate) static GAUGE: std::sync::LazyLock<Arc<Gauge>> = std::sync::LazyLock::new(Arc::default);
 
             #[node(entry, to = slow)]
             async fn fan(_s: &MacroTrace, _c: &mut Ctx) -> NodeResult<MacroTrace, fan::Fork> {

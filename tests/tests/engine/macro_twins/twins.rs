@@ -24,7 +24,7 @@ use graph_tests::{Trace, history_hash};
 /// The `#[reducer]` twin of [`Trace`]: same fields in the same order, same strategies, so the same JSON.
 #[reducer]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct MacroTrace {
+pub(crate) struct MacroTrace {
     /// Append-merged log.
     #[reduce(append)]
     pub log: Vec<String>,
@@ -43,12 +43,12 @@ pub struct MacroTrace {
 
 /// A delta appending one log entry (the hand-written `TraceDelta::log`), through the generated one-item
 /// setter.
-pub fn logged(entry: impl Into<String>) -> MacroTraceDelta {
+pub(crate) fn logged(entry: impl Into<String>) -> MacroTraceDelta {
     MacroTraceDelta::default().push_log(entry)
 }
 
 /// A set of one tag (the hand-written `TraceDelta::tag`).
-pub fn tag(t: impl Into<String>) -> BTreeSet<String> {
+pub(crate) fn tag(t: impl Into<String>) -> BTreeSet<String> {
     BTreeSet::from([t.into()])
 }
 
@@ -59,7 +59,7 @@ pub fn tag(t: impl Into<String>) -> BTreeSet<String> {
 /// An error as far as it can be compared: `Debug` (the variant and every field), `Display`, and the
 /// messages of its source chain.
 #[derive(Debug, PartialEq)]
-pub struct ErrorView {
+pub(crate) struct ErrorView {
     /// `{:?}`: the variant and every field.
     pub debug: String,
     /// `{}`: the message.
@@ -70,7 +70,7 @@ pub struct ErrorView {
 
 impl ErrorView {
     /// The view of `e`.
-    pub fn of(e: &Error) -> Self {
+    pub(crate) fn of(e: &Error) -> Self {
         let mut sources = Vec::new();
         let mut cur = std::error::Error::source(e);
         while let Some(s) = cur {
@@ -83,7 +83,7 @@ impl ErrorView {
 
 /// Everything observable of one run, comparable across state types.
 #[derive(Debug, PartialEq)]
-pub struct Observed {
+pub(crate) struct Observed {
     /// `(state JSON, steps, status)` or the error.
     pub outcome: Result<(String, u64, RunStatus), ErrorView>,
     /// The run row: status, latest step, version (not the graph fingerprint, which differs by design:
@@ -96,7 +96,7 @@ pub struct Observed {
 }
 
 /// What `result`, a run or resume of `run_id` on `engine`, returned and left in the store.
-pub async fn observe_result<S: Reducer>(
+pub(crate) async fn observe_result<S: Reducer>(
     engine: &Engine<S>,
     run_id: &str,
     result: &Result<RunOutcome<S>, Error>,
@@ -114,7 +114,7 @@ pub async fn observe_result<S: Reducer>(
 /// Asserts that the results of `run_id` on a hand-built engine and on its twin (however they were
 /// driven: run, resume, concurrently with other runs) agree on everything observable; returns what they
 /// agree on.
-pub async fn assert_twins(
+pub(crate) async fn assert_twins(
     hand: &Engine<Trace>,
     twin: &Engine<MacroTrace>,
     run_id: &str,
@@ -133,7 +133,7 @@ pub async fn assert_twins(
 
 /// One run of a graph and its twin, one after the other: their results, what they left behind (already
 /// asserted equal) and how long each took on the tokio clock.
-pub struct Pair {
+pub(crate) struct Pair {
     /// The hand-built graph's result.
     pub hand: Result<RunOutcome<Trace>, Error>,
     /// The macro twin's result.
@@ -146,23 +146,23 @@ pub struct Pair {
 
 impl Pair {
     /// Both errors (panics if either run succeeded).
-    pub fn errors(&self) -> [&Error; 2] {
+    pub(crate) fn errors(&self) -> [&Error; 2] {
         [self.hand.as_ref().unwrap_err(), self.twin.as_ref().unwrap_err()]
     }
 
     /// The hand-built run's outcome (the twin's has the same state bytes).
-    pub fn out(&self) -> &RunOutcome<Trace> {
+    pub(crate) fn out(&self) -> &RunOutcome<Trace> {
         self.hand.as_ref().expect("the run completes")
     }
 }
 
 /// Run options with `seed`, if any.
-pub fn run_options(seed: Option<u64>) -> RunOptions {
+pub(crate) fn run_options(seed: Option<u64>) -> RunOptions {
     seed.map_or_else(RunOptions::default, |s| RunOptions::default().seed(s))
 }
 
 /// The two graphs have the same name, entry, nodes (in declaration order) and edges (by index).
-pub fn assert_same_shape(hand: &Graph<Trace>, twin: &Graph<MacroTrace>) {
+pub(crate) fn assert_same_shape(hand: &Graph<Trace>, twin: &Graph<MacroTrace>) {
     assert_eq!(hand.name(), twin.name());
     assert_eq!(hand.entry(), twin.entry(), "entry of `{}`", hand.name());
     let nodes: Vec<&str> = hand.node_names().collect();
@@ -175,12 +175,17 @@ pub fn assert_same_shape(hand: &Graph<Trace>, twin: &Graph<MacroTrace>) {
 
 /// Runs `run_id` on both engines (hand first) from the default state and asserts they agree on
 /// everything observable.
-pub async fn twin(hand: &Engine<Trace>, twin: &Engine<MacroTrace>, run_id: &str, seed: Option<u64>) -> Pair {
+pub(crate) async fn twin(
+    hand: &Engine<Trace>,
+    twin: &Engine<MacroTrace>,
+    run_id: &str,
+    seed: Option<u64>,
+) -> Pair {
     twin_from(hand, twin, run_id, seed, Trace::default(), MacroTrace::default()).await
 }
 
 /// [`twin`] from given inputs (the same state, once as [`Trace`] and once as [`MacroTrace`]).
-pub async fn twin_from(
+pub(crate) async fn twin_from(
     hand: &Engine<Trace>,
     twin: &Engine<MacroTrace>,
     run_id: &str,
@@ -204,7 +209,7 @@ pub async fn twin_from(
 }
 
 /// Engines over fresh memory stores for a graph and its twin, with the same options.
-pub fn engines(
+pub(crate) fn engines(
     hand: Graph<Trace>,
     twin: Graph<MacroTrace>,
     options: EngineOptions,
@@ -213,7 +218,7 @@ pub fn engines(
 }
 
 /// Runs a graph and its twin once with default options.
-pub async fn twin_once(hand: Graph<Trace>, mac: Graph<MacroTrace>, run_id: &str) -> Pair {
+pub(crate) async fn twin_once(hand: Graph<Trace>, mac: Graph<MacroTrace>, run_id: &str) -> Pair {
     let (h, m) = engines(hand, mac, EngineOptions::default());
     twin(&h, &m, run_id, None).await
 }

@@ -2,7 +2,7 @@
 //! (`pg_terminate_backend`, `KILL`), the network cut and restored (a TCP proxy), the retry timeout
 //! expiring; migrations from several connects at once, a newer schema, TLS options passed through.
 //!
-//! Needs the servers: `cargo test -p graph-tests --features postgres,mysql --test sql_servers`
+//! Needs the servers: `cargo test -p graph-tests --features postgres,mysql --test stores -- sql_servers::`
 //! (GRAPH_TEST_POSTGRES_URL / GRAPH_TEST_MYSQL_URL, by default the local ones). An unreachable server
 //! fails the tests, with the URL and how to start it.
 
