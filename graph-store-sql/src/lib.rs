@@ -55,8 +55,9 @@
 //! server shutting down, pool timeout) are [`StoreError::Unavailable`](graph_store::StoreError::Unavailable) (retryable: the engine retries
 //! through `graph_store::RetryStore`); everything else is a permanent `Backend` error.
 
-// Without a dialect feature the crate holds the generic store alone, for a dialect of one's own; the
-// helpers of the built-in dialects are then unused.
+// Without a feature the crate is empty; with `generic` alone it holds the generic store, for a dialect
+// of one's own, and the helpers of the built-in dialects are unused.
+#![cfg(feature = "generic")]
 #![cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
 
 pub mod dialect;

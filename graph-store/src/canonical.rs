@@ -61,7 +61,7 @@
 //!
 //! # Cost
 //!
-//! `cargo bench -p graph-bench --bench canonical_ab`: each round times `serde_json::to_vec` and
+//! `cargo bench -p graph-bench-criterion --bench canonical_ab`: each round times `serde_json::to_vec` and
 //! `canonical::to_vec` back to back, alternating which goes first; the ratio is the median of 400
 //! per-round ratios, the figure that survives load drifting between runs. Two runs, release build, on a
 //! 2-core machine shared with other builds (load average 4.8 to 6):

@@ -5,7 +5,7 @@
 //! them: the disk's fdatasync rate, and `SqliteStore` under the engine (the `durable` loop). Prints JSON Lines.
 //!
 //! ```text
-//! cargo run --release -p graph-bench --bin sqlite_drivers -- [commits] [repeat] [dir]
+//! cargo run --release -p graph-bench --features drivers --bin sqlite_drivers -- [commits] [repeat] [dir]
 //! ```
 
 use std::io::Write;

@@ -2,7 +2,7 @@
 //! without maps (the hot path: the engine serializes the state every step) and on a struct holding a
 //! 100-entry `HashMap` (buffered and sorted).
 //!
-//! `cargo bench -p graph-bench --bench canonical`. On a machine shared with other work the load drifts
+//! `cargo bench -p graph-bench-criterion --bench canonical`. On a machine shared with other work the load drifts
 //! between criterion's separate runs; `--bench canonical_ab` times both back to back instead. The figures
 //! are in the module documentation of `graph-runtime/src/canonical.rs`.
 

@@ -2,7 +2,7 @@
 //! `canonical` criterion bench: each round times both back to back, alternating which goes first, so load
 //! from other work on the machine hits both alike; the median of the per-round ratios is the figure.
 //!
-//! `cargo bench -p graph-bench --bench canonical_ab`
+//! `cargo bench -p graph-bench-criterion --bench canonical_ab`
 
 #[path = "canonical/fixtures.rs"]
 mod fixtures;

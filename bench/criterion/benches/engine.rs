@@ -1,6 +1,6 @@
 //! Criterion benches: per-step and per-activation overhead on the memory and sled stores.
 //!
-//! `cargo bench -p graph-bench` — the side-by-side comparison with LangGraph is `bench/compare.sh`.
+//! `cargo bench -p graph-bench-criterion` — the side-by-side comparison with LangGraph is `bench/compare.sh`.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use graph_bench::{Count, Fan, fanout_graph, loop_graph};
