@@ -211,3 +211,23 @@ where
         self.effect(record, expected, Some(fence)).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::Dialect;
+
+    /// The claims find runnable runs by the persisted name of their status, written into the SQL as a
+    /// literal (the planner sees it): it must be the name the stores write.
+    #[test]
+    fn claims_name_the_persisted_running_status() {
+        let running = format!("status = '{}'", graph_store::StatusKind::Running.as_str());
+        let mut statements: Vec<&str> = Vec::new();
+        #[cfg(feature = "postgres")]
+        statements.extend([crate::PostgresDialect::SQL.unsorted, crate::PostgresDialect::SQL.candidates]);
+        #[cfg(feature = "mysql")]
+        statements.extend([crate::MySqlDialect::SQL.unsorted, crate::MySqlDialect::SQL.candidates]);
+        for sql in statements {
+            assert!(sql.contains(&running), "{sql}");
+        }
+    }
+}

@@ -759,7 +759,7 @@ mod tests {
             clear_pending: false,
             new_run: false,
             graph: "g",
-            status: "running",
+            status: graph_store::StatusKind::Running.as_str(),
             latest_step: 7,
             version: 4,
             row_bytes: b"row ' \\ \0 bytes".to_vec(),
