@@ -1,7 +1,8 @@
 //! Group commit through the commit log.
 //!
-//! The first request to find no commit thread starts one (a blocking task, so dropping a caller cannot
-//! stall it). The thread takes every request queued so far — a *group* — and:
+//! Requests queue in the contract's group-commit queue (`graph_store::group`), whose one leader is the
+//! commit thread: the first request to find none starts it (a blocking task, so dropping a caller
+//! cannot stall it). The thread takes every request queued so far — a *group* — and:
 //!
 //! 1. checks every request of the group (key, step, version; a later request of the group sees the
 //!    earlier ones' writes) against sled and the group's own writes, and records those writes — writing
@@ -24,6 +25,7 @@ use tokio::sync::oneshot;
 
 use graph_store::commit::{CommitFacts, Verdict, decide, decide_status};
 use graph_store::events::{Encoded, Event};
+use graph_store::group::GroupQueue;
 use graph_store::journal::{decide_effect, decode_effect, encode_effect, encode_outbox};
 use graph_store::record::{decode, encode, encode_run};
 use graph_store::{
@@ -92,13 +94,8 @@ pub(super) enum Reply {
 
 type Answer = oneshot::Sender<Result<Reply, StoreError>>;
 
-/// Requests waiting for the commit thread.
-#[derive(Default)]
-pub(super) struct Queue {
-    pending: Vec<(Request, Answer)>,
-    /// A commit thread is draining the queue.
-    leader: bool,
-}
+/// Requests waiting for the commit thread, which is their queue's one leader.
+pub(super) type Queue = GroupQueue<(Request, Answer)>;
 
 /// The commit log and its bookkeeping, owned by whichever thread commits a group.
 pub(super) struct Writer {
@@ -131,30 +128,21 @@ impl Writer {
 
 /// Queues a request; true when the caller must start the commit thread.
 pub(super) fn enqueue(inner: &Inner, request: Request, answer: Answer) -> bool {
-    let mut q = inner.queue.lock().unwrap_or_else(|e| e.into_inner());
-    q.pending.push((request, answer));
-    !std::mem::replace(&mut q.leader, true)
+    inner.queue.push((request, answer))
 }
 
-/// The commit thread: commits groups until the queue is empty.
+/// The commit thread: commits groups, every request queued so far, until the queue is empty.
 pub(super) fn commit_loop(inner: Arc<Inner>) {
     let mut inner = Some(inner);
     loop {
         let i = inner.as_ref().expect("held until the last group");
-        let group = std::mem::take(&mut i.queue.lock().unwrap_or_else(|e| e.into_inner()).pending);
+        let Some(group) = i.queue.next_group(|waiting| waiting.drain(..).collect()) else { return };
         let (requests, answers): (Vec<Request>, Vec<Answer>) = group.into_iter().unzip();
         let replies = {
             let mut w = i.writer.lock().unwrap_or_else(|e| e.into_inner());
             commit_group(i, &mut w, &requests)
         };
-        let done = {
-            let mut q = i.queue.lock().unwrap_or_else(|e| e.into_inner());
-            let done = q.pending.is_empty();
-            if done {
-                q.leader = false;
-            }
-            done
-        };
+        let done = i.queue.release_if_idle();
         if done {
             // Release the store before answering: a caller that drops its handle and reopens the folder
             // right after its commit must find it closed.

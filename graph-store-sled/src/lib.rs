@@ -134,7 +134,7 @@ struct Inner {
     /// The commit log and what goes with it; the commit thread holds it while it writes a group.
     writer: Mutex<Writer>,
     /// Requests waiting for the commit thread.
-    queue: Mutex<commit::Queue>,
+    queue: commit::Queue,
     /// The first I/O error: once set, every operation fails (fail-stop).
     failed: Mutex<Option<String>>,
     fail: FailPoint,
@@ -212,7 +212,7 @@ impl SledStore {
             pending,
             sled_log,
             options,
-            queue: Mutex::default(),
+            queue: commit::Queue::new(1),
             failed: Mutex::new(None),
             fail: Default::default(),
             _lock: lock,

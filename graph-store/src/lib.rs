@@ -21,7 +21,9 @@
 //! # Layers
 //!
 //! [`RetryStore`] retries a store's retryable errors; [`lease::LeasedStore`] fences every write of a
-//! store that leases runs to workers ([`lease::LeaseStore`]) with one lease, passed explicitly.
+//! store that leases runs to workers ([`lease::LeaseStore`]) with one lease, passed explicitly; the
+//! queue of group commit ([`group::GroupQueue`]: writers queue, leaders take groups) is shared by the
+//! backends that group concurrent commits into one sync.
 //!
 //! # Writing a backend
 //!
@@ -38,6 +40,7 @@ pub mod envelope;
 pub mod error;
 pub mod events;
 mod fail;
+pub mod group;
 pub mod journal;
 pub mod keys;
 pub mod known;

@@ -1,7 +1,8 @@
 //! Group commit on PostgreSQL: the commits of concurrent runs share one transaction.
 //!
-//! A commit made while no group is being written or queued, and fewer than [`MAX_INLINE`] other
-//! commits of this store are going alone, goes alone on its caller's task, in the single-commit
+//! Commits queue in the contract's group-commit queue (`graph_store::group`). A commit made while no
+//! group is being written or queued, and fewer than [`MAX_INLINE`] other commits of this store are
+//! going alone, goes alone on its caller's task, in the single-commit
 //! statements (`SqlStore`'s own transaction): they cost the server less than a group's for one
 //! or two commits, so a few concurrent runs pay nothing for grouping. Any other commit is queued; while
 //! fewer than [`MAX_LEADERS`] groups are being written, it also starts a *leader* task, which takes
@@ -9,7 +10,7 @@
 //! of two statements, whatever their number. Before taking each group a leader yields once to the
 //! runtime, so that the runs its last group answered run their next step and queue their next commit
 //! first (without it, a leader took the one or two commits already queued: at 64 runs, 735 of 1,366
-//! groups held one commit; docs/stores.md, "Larger groups").
+//! groups held one commit; bench/analysis.md, "Larger groups").
 //!
 //! A group is written **in one statement** when this store knows the run row of each of its commits
 //! (the row it last wrote for the run, at the version the commit expects; none for a first commit):
@@ -46,13 +47,14 @@
 //! the group's other commits down with it.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use sqlx::Row as _;
 use tokio::sync::oneshot;
 
 use graph_store::events::ChainHead;
+use graph_store::group::{Alone, GroupQueue};
 use graph_store::known::Known;
 use graph_store::lease::Lease;
 use graph_store::record::{decode_run_of, encode, encode_run};
@@ -77,9 +79,8 @@ const MAX_INLINE: usize = 4;
 
 /// The queue of a PostgreSQL store's commits waiting for a group, shared by its clones (the dialect's
 /// state: opaque).
-#[derive(Default)]
 pub struct Groups {
-    state: Mutex<Queue>,
+    queue: Arc<GroupQueue<Request>>,
     /// Group transactions committed.
     pub(super) transactions: AtomicU64,
     /// Commits answered `Committed` by a group.
@@ -94,9 +95,14 @@ impl std::fmt::Debug for Groups {
     }
 }
 
-impl Groups {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
-        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+impl Default for Groups {
+    fn default() -> Self {
+        Groups {
+            queue: Arc::new(GroupQueue::new(MAX_LEADERS)),
+            transactions: AtomicU64::default(),
+            commits: AtomicU64::default(),
+            at_once: AtomicU64::default(),
+        }
     }
 }
 
@@ -114,25 +120,10 @@ impl PostgresStore {
     }
 }
 
-#[derive(Default)]
-struct Queue {
-    waiting: VecDeque<Request>,
-    /// Leader tasks running.
-    leaders: usize,
-    /// Commits going alone on their caller's task because no group was being written or queued.
-    inline: usize,
-}
-
 /// A commit going alone because no group was being written or queued: while [`MAX_INLINE`] of them
 /// last, other commits queue for a group.
 #[derive(Debug)]
-pub struct Inline(Arc<Groups>);
-
-impl Drop for Inline {
-    fn drop(&mut self) {
-        self.0.lock().inline -= 1;
-    }
-}
+pub struct Inline(#[allow(dead_code, reason = "held for its drop")] Alone<Request>);
 
 /// One queued commit.
 struct Request {
@@ -169,14 +160,10 @@ impl PostgresStore {
     /// written.
     pub(super) async fn grouped(&self, commit: Commit<'_>) -> Shortcut<Option<Inline>> {
         let Commit { cp, events, status, expected_version, fence } = commit;
-        {
-            let mut q = self.state.lock();
-            if q.inline < MAX_INLINE && q.leaders == 0 && q.waiting.is_empty() {
-                // No group is being written and few commits are: this commit goes alone, on the
-                // caller's task, in the single-commit statements (cheaper than a group's for one or two).
-                q.inline += 1;
-                return Shortcut::Alone(Some(Inline(self.state.clone())));
-            }
+        if let Some(alone) = self.state.queue.alone(MAX_INLINE) {
+            // No group is being written and few commits are: this commit goes alone, on the caller's
+            // task, in the single-commit statements (cheaper than a group's for one or two).
+            return Shortcut::Alone(Some(Inline(alone)));
         }
         let (answer, answered) = oneshot::channel();
         let request = Request {
@@ -197,14 +184,7 @@ impl PostgresStore {
             fence: fence.cloned(),
             answer,
         };
-        let lead = {
-            let mut q = self.state.lock();
-            q.waiting.push_back(request);
-            let lead = q.leaders < MAX_LEADERS;
-            q.leaders += usize::from(lead);
-            lead
-        };
-        if lead {
+        if self.state.queue.push(request) {
             tokio::spawn(self.clone().lead());
         }
         // A dropped sender (the leader task panicked, the runtime is shutting down): alone, where the
@@ -223,17 +203,11 @@ impl PostgresStore {
             // The runs answered last (or whose commits started this leader) queue their next commits
             // before the group is taken.
             tokio::task::yield_now().await;
-            let group = {
-                let mut q = self.state.lock();
-                let group = take_group(&mut q.waiting);
-                if group.is_empty() {
-                    // Decided under the lock a commit queues under: a commit queued after this sees
-                    // one leader fewer and starts one.
-                    q.leaders -= 1;
-                    leading.0 = None;
-                    return;
-                }
-                group
+            // Released under the lock a commit queues under: a commit queued after this sees one leader
+            // fewer and starts one.
+            let Some(group) = self.state.queue.next_group(take_group) else {
+                leading.0 = None;
+                return;
             };
             let answers = match self.write_group(&group).await {
                 Ok(answers) => answers,
@@ -483,17 +457,10 @@ struct Leading(Option<PostgresStore>);
 impl Drop for Leading {
     fn drop(&mut self) {
         let Some(store) = self.0.take() else { return };
-        let again = {
-            let mut q = store.state.lock();
-            q.leaders -= 1;
-            let again = !q.waiting.is_empty() && q.leaders < MAX_LEADERS;
-            q.leaders += usize::from(again);
-            again
-        };
-        if again {
+        if store.state.queue.abandon() {
             match tokio::runtime::Handle::try_current() {
                 Ok(rt) => drop(rt.spawn(store.lead())),
-                Err(_) => store.state.lock().leaders -= 1,
+                Err(_) => store.state.queue.release(),
             }
         }
     }
