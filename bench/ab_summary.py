@@ -14,7 +14,8 @@ def figure(r):
         ratio = f" ({r['ratio_to_fdatasync']:.2f}× probe)" if "ratio_to_fdatasync" in r else ""
         return f"probe[{mode}]", f"{r['ops_per_s_median']:,.0f}/s{ratio}"
     if "ratio_to_fdatasync" in r:
-        return f"{w}[{mode}]", f"{r['commits_per_s']:,.0f}/s ({r['ratio_to_fdatasync']:.2f}× probe)"
+        rate = r.get("commits_per_s", r.get("commits_per_s_median", 0))
+        return f"{w}[{mode}]", f"{rate:,.0f}/s ({r['ratio_to_fdatasync']:.2f}× probe)"
     if r.get("writer_cpu_us_per_commit") is not None:
         # The process's and the SQLite writer thread's CPU a commit (graph-bench's concurrent_sqlite).
         return f"{w}[{mode},{n}]", (
