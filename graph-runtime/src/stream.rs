@@ -1,6 +1,6 @@
 //! Streaming a run: typed events as they happen, for a UI, a log or a progress bar.
 //!
-//! [`Engine::stream`](crate::Engine::stream) (and `stream_resume`, `stream_resume_with_input`) starts
+//! [`Engine::stream`](crate::Engine::stream) (and `stream_resume`, `stream_resume_with_inputs`) starts
 //! the run on a task of its own and returns a [`RunStream`]: a `futures::Stream` of [`StreamEvent`]s
 //! (also readable with [`RunStream::next`] without any stream library), ending with
 //! [`StreamEvent::Finished`] carrying what `run`/`resume` would have returned. The caller picks what
@@ -20,8 +20,10 @@
 //! ([`Overflow::Drop`]); `Finished` is never dropped. Dropping the stream cancels the run only with
 //! [`StreamOptions::cancel_on_drop`]; otherwise the run goes on to its end.
 //!
-//! Streamed payloads are not part of the state: they are not checkpointed, and neither a resumed step
-//! nor a replay sends again what a node streamed before (a replay streams nothing).
+//! Streamed payloads are not part of the state: they are not checkpointed or journaled. A step that
+//! runs again (after a crash, a retry, an interrupt) streams them again as its node runs; what an
+//! earlier process streamed is not stored, so a resumed stream does not repeat it; a replay streams
+//! nothing.
 
 use std::pin::Pin;
 use std::sync::Arc;
