@@ -11,9 +11,11 @@ use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use uuid::Uuid;
 
+use crate::clock::{Clock, SystemClock, ms_of, time_of};
 use crate::env::{EffectNote, RunEnv};
-use crate::error::{CtxStop, NodeError};
+use crate::error::{Asked, CtxStop, NodeError};
 use crate::keys::{OrderKey, PathId, item_rng_seed};
+use crate::store::InterruptKind;
 
 /// What one attempt of one work item knows about itself.
 ///
@@ -38,7 +40,7 @@ pub struct Ctx {
     emits: Vec<(String, serde_json::Value)>,
     /// Effects whose responses this attempt used, for the event log.
     effects: Vec<EffectNote>,
-    /// `interrupt` calls made so far in this attempt.
+    /// Waiting calls (`interrupt`, `sleep` and their kin) made so far in this attempt.
     interrupts: u32,
     /// Set when an effect call or an interrupt must stop the step whatever the node does with its error.
     stop: Option<CtxStop>,
@@ -337,28 +339,198 @@ impl Ctx {
         &mut self,
         payload: &impl serde::Serialize,
     ) -> Result<R, NodeError> {
-        let index = self.interrupts;
-        self.interrupts += 1;
-        let given = self.item.resume_inputs.as_ref().and_then(|i| i.get(index as usize).cloned());
+        let (index, given) = self.next_wait();
         if let Some(input) = given {
-            return serde_json::from_value(input).map_err(|e| {
-                let detail = format!(
-                    "node `{}` reads the input of its interrupt {index} as `{}`: {e}",
-                    self.item.node,
-                    std::any::type_name::<R>()
-                );
-                self.stop(CtxStop::InputRejected { index, detail: detail.clone() });
-                NodeError::fatal(detail)
+            return self.read_input(index, input);
+        }
+        let payload = self.payload_of(payload)?;
+        Err(self.ask(Asked { index, kind: InterruptKind::Input, payload, wake_at_ms: None }))
+    }
+
+    /// [`Ctx::interrupt`] with a deadline `within` from now (the engine's clock): when nobody answers in
+    /// time, the run is woken at the deadline (by an engine's timer service or a worker) and this call
+    /// returns [`Answer::TimedOut`], so the node can route to an escalation. An answer given after the
+    /// deadline is refused (`Error::DeadlinePassed`). The deadline is recorded with the question: a
+    /// resume or replay sees the same one.
+    ///
+    /// # Errors
+    ///
+    /// As [`Ctx::interrupt`]; a zero `within` (a deadline that has already passed) is a non-retryable
+    /// error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use graph_runtime::{Answer, Ctx, NodeError};
+    /// # fn approve(ctx: &mut Ctx) -> Result<&'static str, NodeError> {
+    /// match ctx.interrupt_with_deadline::<bool>(&"approve the refund?", Duration::from_secs(72 * 3600))? {
+    ///     Answer::Given(true) => Ok("refund"),
+    ///     Answer::Given(false) => Ok("decline"),
+    ///     Answer::TimedOut { .. } => Ok("escalate"),
+    /// }
+    /// # }
+    /// ```
+    pub fn interrupt_with_deadline<R: DeserializeOwned>(
+        &mut self,
+        payload: &impl serde::Serialize,
+        within: Duration,
+    ) -> Result<Answer<R>, NodeError> {
+        let deadline = self.clock_now_ms().saturating_add(duration_ms(within));
+        self.interrupt_until_ms(payload, deadline, within.is_zero())
+    }
+
+    /// [`Ctx::interrupt_with_deadline`] with the deadline as a time.
+    ///
+    /// # Errors
+    ///
+    /// As [`Ctx::interrupt_with_deadline`]; a deadline that is not after now (the engine's clock) is a
+    /// non-retryable error, unless the question was already answered or timed out.
+    pub fn interrupt_until<R: DeserializeOwned>(
+        &mut self,
+        payload: &impl serde::Serialize,
+        deadline: SystemTime,
+    ) -> Result<Answer<R>, NodeError> {
+        let deadline = ms_of(deadline);
+        let past = deadline <= self.clock_now_ms();
+        self.interrupt_until_ms(payload, deadline, past)
+    }
+
+    fn interrupt_until_ms<R: DeserializeOwned>(
+        &mut self,
+        payload: &impl serde::Serialize,
+        deadline_ms: u64,
+        past: bool,
+    ) -> Result<Answer<R>, NodeError> {
+        let (index, given) = self.next_wait();
+        if let Some(input) = given {
+            let reply: Reply<R> = self.read_input(index, input)?;
+            return Ok(match reply {
+                Reply::Answer(r) => Answer::Given(r),
+                Reply::TimedOutAt(ms) => Answer::TimedOut { at: time_of(ms) },
             });
         }
-        let payload = serde_json::to_value(payload).map_err(|e| {
+        if past {
+            return Err(NodeError::fatal(format!(
+                "node `{}` asks with a deadline ({deadline_ms} ms since the epoch) that is not after now ({} ms)",
+                self.item.node,
+                self.clock_now_ms()
+            )));
+        }
+        let payload = self.payload_of(payload)?;
+        Err(self.ask(Asked { index, kind: InterruptKind::Input, payload, wake_at_ms: Some(deadline_ms) }))
+    }
+
+    /// Sleeps durably for `duration` (the engine's clock): the first time, the node stops here (return
+    /// the error with `?`), the step's other items run to the barrier, and the run parks as
+    /// [`RunStatus::Waiting`](crate::store::RunStatus::Waiting) with its wake time, holding no task. Once
+    /// the time has come (in this process or another, after any restart) the run is woken, the node
+    /// runs again from its start, and this call returns the time it woke. The wake time is recorded:
+    /// a resume or replay never waits again. It counts among the node's waiting calls as
+    /// [`Ctx::interrupt`] does: make them in the same order every time.
+    ///
+    /// Who wakes runs: [`Engine::run_timers`](crate::Engine::run_timers) (an embedded store's timer
+    /// service), or a worker pool on a server store (due runs are claimed like runnable ones).
+    ///
+    /// # Errors
+    ///
+    /// The stop itself, when the node has not slept yet: propagate it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use graph_runtime::{Ctx, NodeError};
+    /// # fn retry_tomorrow(ctx: &mut Ctx) -> Result<(), NodeError> {
+    /// let woke = ctx.sleep(Duration::from_secs(24 * 3600))?;
+    /// # let _ = woke; Ok(())
+    /// # }
+    /// ```
+    pub fn sleep(&mut self, duration: Duration) -> Result<SystemTime, NodeError> {
+        let at = self.clock_now_ms().saturating_add(duration_ms(duration));
+        self.sleep_until_ms(at, duration.is_zero())
+    }
+
+    /// [`Ctx::sleep`] until `time`. A time that is not after now returns it at once, without parking.
+    ///
+    /// # Errors
+    ///
+    /// As [`Ctx::sleep`].
+    pub fn sleep_until(&mut self, time: SystemTime) -> Result<SystemTime, NodeError> {
+        let at = ms_of(time);
+        let past = at <= self.clock_now_ms();
+        self.sleep_until_ms(at, past)
+    }
+
+    fn sleep_until_ms(&mut self, at_ms: u64, past: bool) -> Result<SystemTime, NodeError> {
+        let (index, given) = self.next_wait();
+        if let Some(input) = given {
+            let woke: Woke = self.read_input(index, input)?;
+            return Ok(time_of(woke.woke_at));
+        }
+        if past {
+            // Nothing to wait for; the time returned does not depend on when the call ran.
+            return Ok(time_of(at_ms));
+        }
+        let asked = Asked {
+            index,
+            kind: InterruptKind::Sleep,
+            payload: serde_json::Value::Null,
+            wake_at_ms: Some(at_ms),
+        };
+        Err(self.ask(asked))
+    }
+
+    /// The index of the attempt's next waiting call and the input a resumption gave it.
+    fn next_wait(&mut self) -> (u32, Option<serde_json::Value>) {
+        let index = self.interrupts;
+        self.interrupts += 1;
+        (index, self.item.resume_inputs.as_ref().and_then(|i| i.get(index as usize).cloned()))
+    }
+
+    /// Reads the input of waiting call `index` as `R`; a mismatch refuses the resumption.
+    fn read_input<R: DeserializeOwned>(
+        &mut self,
+        index: u32,
+        input: serde_json::Value,
+    ) -> Result<R, NodeError> {
+        serde_json::from_value(input).map_err(|e| {
+            let detail = format!(
+                "node `{}` reads the input of its interrupt {index} as `{}`: {e}",
+                self.item.node,
+                std::any::type_name::<R>()
+            );
+            self.stop(CtxStop::InputRejected { index, detail: detail.clone() });
+            NodeError::fatal(detail)
+        })
+    }
+
+    fn payload_of(&self, payload: &impl serde::Serialize) -> Result<serde_json::Value, NodeError> {
+        serde_json::to_value(payload).map_err(|e| {
             NodeError::fatal(format!(
                 "the payload of an interrupt of node `{}` does not serialize: {e}",
                 self.item.node
             ))
-        })?;
-        self.stop(CtxStop::Interrupt { index, payload });
-        Err(NodeError::fatal(format!("node `{}` waits for input (interrupt {index})", self.item.node)))
+        })
+    }
+
+    /// Stops the node for what it asked.
+    fn ask(&mut self, asked: Asked) -> NodeError {
+        let what = match asked.kind {
+            InterruptKind::Sleep => "sleeps",
+            _ => "waits for input",
+        };
+        let error = NodeError::fatal(format!("node `{}` {what} (interrupt {})", self.item.node, asked.index));
+        self.stop(CtxStop::Interrupt(asked));
+        error
+    }
+
+    /// The engine's clock (the wall clock for a standalone context).
+    fn clock_now_ms(&self) -> u64 {
+        match &self.item.env {
+            Some(env) => env.clock.now_ms(),
+            None => SystemClock.now_ms(),
+        }
     }
 
     /// The input given for this node's next [`Ctx::interrupt`] call, if the run was resumed with one,
@@ -371,15 +543,7 @@ impl Ctx {
         let index = self.interrupts;
         match self.item.resume_inputs.as_ref().and_then(|i| i.get(index as usize).cloned()) {
             None => Ok(None),
-            Some(input) => serde_json::from_value(input).map(Some).map_err(|e| {
-                let detail = format!(
-                    "node `{}` reads the input of its interrupt {index} as `{}`: {e}",
-                    self.item.node,
-                    std::any::type_name::<R>()
-                );
-                self.stop(CtxStop::InputRejected { index, detail: detail.clone() });
-                NodeError::fatal(detail)
-            }),
+            Some(input) => self.read_input(index, input).map(Some),
         }
     }
 
@@ -461,6 +625,36 @@ impl Drop for Ctx {
             token.cancel();
         }
     }
+}
+
+/// What a question with a deadline returns: the answer, or that the deadline passed first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer<R> {
+    /// Answered in time.
+    Given(R),
+    /// Nobody answered before the deadline; `at` is when the run was woken for it (recorded).
+    TimedOut {
+        /// When the timeout was delivered.
+        at: SystemTime,
+    },
+}
+
+/// The stored input of a question with a deadline: `{"answer": …}` or `{"timed_out_at": ms}`.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Reply<R> {
+    Answer(R),
+    TimedOutAt(u64),
+}
+
+/// The stored input of a sleep: `{"woke_at": ms}`.
+#[derive(serde::Deserialize)]
+struct Woke {
+    woke_at: u64,
+}
+
+fn duration_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// `[0, 1)` from the top 53 bits of a draw.

@@ -204,7 +204,7 @@ where
             EffectOutcome::Written => expected = Some(EffectState::Started),
             // The lease is lost: the call is not made.
             EffectOutcome::Fenced => return Err(fenced(ctx, &record)),
-            other => return Err(changed_under_us(&record, other)),
+            other => return Err(changed_under_us(ctx, &record, other)),
         }
     }
     let result = call(record.key.clone()).await;
@@ -220,7 +220,7 @@ where
                     Ok(response)
                 }
                 EffectOutcome::Fenced => Err(fenced(ctx, &record)),
-                other => Err(changed_under_us(&record, other)),
+                other => Err(changed_under_us(ctx, &record, other)),
             }
         }
         Err(e) => {
@@ -243,7 +243,11 @@ fn fenced(ctx: &mut Ctx, record: &EffectRecord) -> NodeError {
     ))
 }
 
-fn changed_under_us(record: &EffectRecord, outcome: EffectOutcome) -> NodeError {
+/// A journal write that found the entry changed under it: another writer drives the run (a worker
+/// claimed it while this engine drove it without a lease). The run stops at once, writing nothing more
+/// ([`crate::Error::Superseded`]): never a failure of a run another writer continues.
+fn changed_under_us(ctx: &mut Ctx, record: &EffectRecord, outcome: EffectOutcome) -> NodeError {
+    ctx.stop(CtxStop::Superseded);
     NodeError::fatal(format!(
         "the journal entry of effect `{}` (key {}) changed while the call ran ({outcome:?}): another writer \
          drives this run",

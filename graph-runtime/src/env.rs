@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
+use crate::clock::Clock;
 use crate::error::Divergence;
 use crate::store::{EffectClass, EffectRecord, Store};
 
@@ -13,6 +14,8 @@ use crate::store::{EffectClass, EffectRecord, Store};
 pub(crate) struct RunEnv {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) replay: Option<Arc<Replay>>,
+    /// What sleeps and deadlines are measured by.
+    pub(crate) clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for RunEnv {

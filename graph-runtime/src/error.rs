@@ -253,6 +253,22 @@ pub enum Error {
         /// Why.
         detail: String,
     },
+    /// An answer came after the question's deadline (`Ctx::interrupt_with_deadline`): the node is given
+    /// its timeout instead (when the run is woken), and the answer is refused. Nothing was changed.
+    #[error(
+        "the answer to interrupt `{interrupt}` of run `{run}` came after its deadline ({deadline_ms} ms since \
+         the epoch, now {now_ms}); the node takes its timeout instead; nothing was changed"
+    )]
+    DeadlinePassed {
+        /// The run.
+        run: String,
+        /// The interrupt answered.
+        interrupt: String,
+        /// Its deadline, ms since the Unix epoch.
+        deadline_ms: u64,
+        /// The engine's clock when the answer came.
+        now_ms: u64,
+    },
     /// A step of a run that the store does not hold (never reached, or pruned).
     #[error("run `{run}` has no checkpoint at step {step} in this store (never reached, or pruned)")]
     StepNotFound {
@@ -293,6 +309,19 @@ pub enum Error {
          worker); nothing was written"
     )]
     Fenced {
+        /// The run.
+        run: String,
+        /// The last step this engine saw committed.
+        step: u64,
+    },
+    /// Another writer drives the run (a worker claimed it while this engine drove it without a lease):
+    /// this engine stopped without writing anything more; the other writer continues the run. Continue
+    /// a run of a worker pool by handing it back ([`RunOptions::hand_back`](crate::RunOptions::hand_back)).
+    #[error(
+        "run `{run}` is driven by another writer (seen at step {step}): this engine stopped and wrote \
+         nothing more; hand runs of a worker pool back to it instead of driving them beside it"
+    )]
+    Superseded {
         /// The run.
         run: String,
         /// The last step this engine saw committed.
@@ -503,15 +532,30 @@ pub struct Divergence {
 /// Why an effect call stops the step, whatever the node returns.
 #[derive(Debug, Clone)]
 pub(crate) enum CtxStop {
+    /// Another writer drives the run (an effect's journal entry changed while its call ran): the run
+    /// stops without writing anything more, as a fenced one does.
+    Superseded,
     /// A non-idempotent effect's outcome is unknown: the run pauses for confirmation.
     NeedsConfirmation { key: String, name: String },
     /// A strict replay diverged.
     ReplayMismatch(Divergence),
-    /// The node asked for input (`Ctx::interrupt`): its item waits; its siblings run on.
-    Interrupt { index: u32, payload: serde_json::Value },
+    /// The node asked for input (`Ctx::interrupt`) or sleeps (`Ctx::sleep`): its item waits; its
+    /// siblings run on.
+    Interrupt(Asked),
     /// The input given for an interrupt does not read as the type the node asks for.
     InputRejected { index: u32, detail: String },
     /// An effect's journal write was fenced: the worker's lease on the run is lost, and the run stops
     /// without writing anything more (as a fenced commit does).
     Fenced,
+}
+
+/// What a node's stopping call asked for: a question (perhaps with a deadline) or a sleep.
+#[derive(Debug, Clone)]
+pub(crate) struct Asked {
+    /// Which waiting call of the attempt (`interrupt`, `sleep` and their kin share the count), from 0.
+    pub(crate) index: u32,
+    pub(crate) kind: graph_store::InterruptKind,
+    pub(crate) payload: serde_json::Value,
+    /// A sleep's end or a question's deadline, ms since the Unix epoch.
+    pub(crate) wake_at_ms: Option<u64>,
 }

@@ -30,6 +30,7 @@
 //! ```
 
 pub use graph_store::{canonical, keys};
+pub mod clock;
 pub mod ctx;
 pub mod effect;
 pub mod engine;
@@ -52,7 +53,8 @@ pub mod worker;
 #[doc(hidden)]
 pub use macro_support as __private;
 
-pub use ctx::{Ctx, DrawRange};
+pub use clock::{Clock, SystemClock, TestClock};
+pub use ctx::{Answer, Ctx, DrawRange};
 pub use effect::{Divergence, Effect, ReplayMode};
 pub use engine::{ChainReport, Engine, EngineBuilder, HistoryEntry, ReplayOutcome, RunOptions, RunOutcome};
 pub use error::{ConflictError, Error, GraphError, MergeError, NodeError, Result, StoreError};
@@ -111,9 +113,9 @@ pub mod prelude {
     #[cfg(feature = "sqlite")]
     pub use crate::store::{SqliteOptions, SqliteStore};
     pub use crate::{
-        Backoff, Branch, CancellationToken, ConflictPolicy, Ctx, Delta, END, Engine, EngineOptions, Graph,
-        Interrupt, InterruptKind, MemoryStore, NodeError, NodePolicy, NodeResult, PauseReason, Reducer,
-        ReplayMode, Resolution, RetryPolicy, Route, RunOptions, RunOutcome, RunStatus, Static,
+        Answer, Backoff, Branch, CancellationToken, ConflictPolicy, Ctx, Delta, END, Engine, EngineOptions,
+        Graph, Interrupt, InterruptKind, MemoryStore, NodeError, NodePolicy, NodeResult, PauseReason,
+        Reducer, ReplayMode, Resolution, RetryPolicy, Route, RunOptions, RunOutcome, RunStatus, Static,
     };
     pub use graph_macros::{graph, node, reduce, reducer};
     pub use rand_core::Rng as _;

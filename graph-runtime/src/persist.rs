@@ -355,6 +355,10 @@ pub(crate) struct PendingItem {
     /// The inputs given to its `interrupt` calls so far, by call index.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) inputs: Vec<serde_json::Value>,
+    /// The due time of each timed wait it asked (`(call index, ms since the epoch)`): a sleep or a
+    /// deadline asked again when the step runs again keeps its first time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) wakes: Vec<(u32, u64)>,
 }
 
 /// A finished item's output, as stored in a pending step.
@@ -389,7 +393,12 @@ impl PendingStep {
         let at = match self.items.iter().position(|i| i.path == path) {
             Some(at) => at,
             None => {
-                self.items.push(PendingItem { path: path.to_owned(), done: None, inputs: Vec::new() });
+                self.items.push(PendingItem {
+                    path: path.to_owned(),
+                    done: None,
+                    inputs: Vec::new(),
+                    wakes: Vec::new(),
+                });
                 self.items.len() - 1
             }
         };

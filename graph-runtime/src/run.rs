@@ -20,6 +20,8 @@ pub struct RunOptions {
     /// leaving it `Running` for any engine to resume: the call returns `Ok` with status `Running`.
     /// Unlike `cancel`, nothing is written. Workers use it for a graceful shutdown.
     pub stop: Option<CancellationToken>,
+    /// Continue the run on a worker pool instead of here (see [`RunOptions::hand_back`]).
+    pub hand_back: bool,
     /// Where the run's events go when it is streamed.
     pub(crate) observer: ObserverSlot,
 }
@@ -41,6 +43,16 @@ impl RunOptions {
     /// [`RunOptions::stop`](struct.RunOptions.html#structfield.stop)).
     pub fn stop(mut self, token: CancellationToken) -> Self {
         self.stop = Some(token);
+        self
+    }
+
+    /// Hands the run back instead of driving it: a call that continues a waiting run
+    /// (`resume_with_inputs_with`, `resume_with`, `wake_with`) writes what continues it (the answers,
+    /// the `Running` status) and returns at once with status `Running`, and a worker of the pool claims
+    /// it. Use it whenever workers serve the store: a run driven here beside them would be driven twice
+    /// (one of the two then stops with `Error::Superseded` or `Error::Fenced`).
+    pub fn hand_back(mut self) -> Self {
+        self.hand_back = true;
         self
     }
 
@@ -71,12 +83,9 @@ impl<S> RunOutcome<S> {
         self.status == RunStatus::Completed
     }
 
-    /// What the run waits for when it is `Interrupted` (empty otherwise).
+    /// What the run waits for when it is `Interrupted` or `Waiting` (empty otherwise).
     pub fn interrupts(&self) -> &[Interrupt] {
-        match &self.status {
-            RunStatus::Interrupted(list) => list,
-            _ => &[],
-        }
+        self.status.waits()
     }
 }
 

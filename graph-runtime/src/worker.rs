@@ -44,6 +44,7 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::Clock;
 use crate::engine::{Engine, RunOptions};
 use crate::error::Error;
 use crate::events::ChainKey;
@@ -65,9 +66,18 @@ pub struct WorkerBuilder<S: Reducer, L: LeaseStore> {
     grace: Duration,
     options: EngineOptions,
     chain_key: Option<ChainKey>,
+    clock: Option<Arc<dyn Clock>>,
 }
 
 impl<S: Reducer, L: LeaseStore> WorkerBuilder<S, L> {
+    /// The clock the worker's engines read (default: [`crate::SystemClock`]). With a clock of your own
+    /// (a [`crate::TestClock`]) parked runs are claimed when due by that clock; by default, when due
+    /// by the database's.
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
     /// How often a held lease is extended (default: a third of the lease length, which survives two
     /// missed beats). An interval longer than the lease lets leases expire while runs are driven: their
     /// commits are then fenced (the tests use it to check fencing without the heartbeat's help).
@@ -136,6 +146,7 @@ impl<S: Reducer, L: LeaseStore> WorkerBuilder<S, L> {
                 grace: self.grace,
                 options: self.options,
                 chain_key: self.chain_key,
+                clock: self.clock,
             }),
         }
     }
@@ -164,6 +175,7 @@ struct Shared<S: Reducer, L: LeaseStore> {
     grace: Duration,
     options: EngineOptions,
     chain_key: Option<ChainKey>,
+    clock: Option<Arc<dyn Clock>>,
 }
 
 /// What a worker did, returned when it stops.
@@ -209,6 +221,7 @@ impl<S: Reducer, L: LeaseStore> Worker<S, L> {
             grace: Duration::from_secs(30),
             options: EngineOptions::default(),
             chain_key: None,
+            clock: None,
         }
     }
 
@@ -237,7 +250,8 @@ impl<S: Reducer, L: LeaseStore> Worker<S, L> {
             let free = me.concurrency.saturating_sub(runs.len());
             let mut claimed_any = false;
             if free > 0 {
-                match me.store.claim(&me.id, me.graph.fingerprint(), free, me.lease).await {
+                let due_by = me.clock.as_ref().map(|c| c.now_ms());
+                match me.store.claim_due_by(&me.id, me.graph.fingerprint(), free, me.lease, due_by).await {
                     Ok(leases) => {
                         backoff = me.poll;
                         claimed_any = !leases.is_empty();
@@ -352,9 +366,13 @@ async fn drive<S: Reducer, L: LeaseStore>(
     if let Some(key) = &me.chain_key {
         builder = builder.chain_key(key.clone());
     }
+    if let Some(clock) = &me.clock {
+        builder = builder.shared_clock(clock.clone());
+    }
     let engine = builder.build();
     let run_id = lease.run_id.clone();
-    let driving = engine.resume_with(&run_id, RunOptions::default().stop(drain));
+    // A parked run was claimed because it is due (by the database's clock, which rules the pool).
+    let driving = engine.continue_claimed(&run_id, RunOptions::default().stop(drain));
     let beating = heartbeat(&me.store, &lease, me.lease, me.heartbeat);
     let end = tokio::select! {
         result = driving => match result {
@@ -366,7 +384,7 @@ async fn drive<S: Reducer, L: LeaseStore>(
                 RunStatus::Running => End::HandedBack,
                 _ => End::Stopped,
             },
-            Err(Error::Fenced { step, .. }) => {
+            Err(Error::Fenced { step, .. } | Error::Superseded { step, .. }) => {
                 tracing::warn!(worker = %me.id, run = %run_id, token = lease.token, step, "fenced: the lease was lost; dropping the run");
                 End::Fenced
             }

@@ -38,7 +38,7 @@ pub struct Statements {
     pub upsert_pending: &'static str,
     /// (run) → bytes.
     pub pending: &'static str,
-    /// (status, latest step, version, row bytes, has_pending, run).
+    /// (status, latest step, version, row bytes, has_pending, wake_at_ms (-1: NULL), run).
     pub update_run: &'static str,
     /// (run, from seq, limit) → seq, bytes.
     pub events: &'static str,
@@ -81,7 +81,8 @@ pub struct Statements {
     pub unsorted: &'static str,
     /// (graph, run).
     pub set_graph: &'static str,
-    /// (graph, limit) → run_id: runnable runs of the graph without a live lease, their rows locked,
+    /// (graph, now, now, limit) → run_id: runnable runs of the graph, and its parked runs due by now
+    /// (ms since the epoch; below 0: the database's clock), without a live lease, their rows locked,
     /// locked ones skipped.
     pub candidates: &'static str,
     /// (run, token, owner, run): the claim log's row, the previous holder and expiry read from the

@@ -38,6 +38,7 @@ where
         graph: &str,
         n: usize,
         lease: Duration,
+        due_by: Option<u64>,
     ) -> Result<Vec<Lease>, sqlx::Error> {
         let mut tx = self.transaction().await?;
         // The runnable runs no claim has looked at yet: their graph, read from the run row, is written to
@@ -56,8 +57,11 @@ where
             };
             sqlx::query(D::SQL.set_graph).bind(fingerprint).bind(id.as_str()).execute(&mut *tx).await?;
         }
+        let now = due_by.map_or(-1, db_int);
         let ids: Vec<String> = sqlx::query_scalar(D::SQL.candidates)
             .bind(graph)
+            .bind(now)
+            .bind(now)
             .bind(db_int(n as u64))
             .fetch_all(&mut *tx)
             .await?;
@@ -109,19 +113,20 @@ where
     for<'q> String: Encode<'q, D::Db> + Decode<'q, D::Db> + Type<D::Db>,
     usize: ColumnIndex<<D::Db as Database>::Row>,
 {
-    async fn claim(
+    async fn claim_due_by(
         &self,
         owner: &str,
         graph: &str,
         n: usize,
         lease: Duration,
+        due_by: Option<u64>,
     ) -> Result<Vec<Lease>, StoreError> {
         if n == 0 {
             return Ok(Vec::new());
         }
         let mut tries = 0;
         loop {
-            match self.try_claim(owner, graph, n, lease).await {
+            match self.try_claim(owner, graph, n, lease, due_by).await {
                 Ok(taken) => {
                     if !taken.is_empty() {
                         tracing::debug!(owner, claimed = taken.len(), "claimed runs");
@@ -216,11 +221,14 @@ where
 mod tests {
     use crate::Dialect;
 
-    /// The claims find runnable runs by the persisted name of their status, written into the SQL as a
-    /// literal (the planner sees it): it must be the name the stores write.
+    /// The claims find runnable and parked runs by the persisted names of their statuses, written into
+    /// the SQL as literals (the planner sees them): they must be the names the stores write.
     #[test]
-    fn claims_name_the_persisted_running_status() {
-        let running = format!("status = '{}'", graph_store::StatusKind::Running.as_str());
+    fn claims_name_the_persisted_running_and_parked_statuses() {
+        use graph_store::StatusKind;
+        let running = format!("status = '{}'", StatusKind::Running.as_str());
+        let parked =
+            format!("status IN ('{}', '{}')", StatusKind::Waiting.as_str(), StatusKind::Interrupted.as_str());
         let mut statements: Vec<&str> = Vec::new();
         #[cfg(feature = "postgres")]
         statements.extend([crate::PostgresDialect::SQL.unsorted, crate::PostgresDialect::SQL.candidates]);
@@ -228,6 +236,7 @@ mod tests {
         statements.extend([crate::MySqlDialect::SQL.unsorted, crate::MySqlDialect::SQL.candidates]);
         for sql in statements {
             assert!(sql.contains(&running), "{sql}");
+            assert!(sql.contains(&parked), "{sql}");
         }
     }
 }

@@ -23,6 +23,7 @@ const MIGRATIONS: &[(u32, &str)] = &[
     (2, include_str!("../migrations/mysql/0002_leases.sql")),
     (3, include_str!("../migrations/mysql/0003_commit_group.sql")),
     (4, include_str!("../migrations/mysql/0004_run_graph.sql")),
+    (5, include_str!("../migrations/mysql/0005_wake.sql")),
 ];
 
 /// Seconds a connect waits for another process's migration (`GET_LOCK`).
@@ -639,7 +640,7 @@ mod sql {
     pub(super) const INSERT_RUN: &str = "INSERT INTO graph_runs \
          (status, latest_step, version, row_bytes, has_pending, run_id, graph_fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?)";
     pub(super) const UPDATE_RUN: &str = "UPDATE graph_runs SET status = ?, latest_step = ?, version = ?, row_bytes = ?, \
-         has_pending = ? WHERE run_id = ?";
+         has_pending = ?, wake_at_ms = NULLIF(?, -1) WHERE run_id = ?";
     pub(super) const EVENTS: &str =
         "SELECT seq, bytes FROM graph_events WHERE run_id = ? AND seq >= ? ORDER BY seq LIMIT ?";
     /// One row always: the run row's latest step and the last checkpoint, each NULL when absent, of one
@@ -673,13 +674,17 @@ mod sql {
 
     /// Runnable runs whose graph no claim has read yet, their rows locked, skipping locked ones.
     pub(super) const UNSORTED: &str = "SELECT CAST(run_id AS CHAR), row_bytes FROM graph_runs \
-         WHERE status = 'running' AND graph_fingerprint IS NULL \
+         WHERE (status = 'running' OR (status IN ('waiting', 'interrupted') AND wake_at_ms IS NOT NULL)) \
+         AND graph_fingerprint IS NULL \
          ORDER BY run_id LIMIT ? FOR UPDATE SKIP LOCKED";
     pub(super) const SET_GRAPH: &str = "UPDATE graph_runs SET graph_fingerprint = ? WHERE run_id = ?";
-    /// Runnable runs of graph ? without a live lease, their run rows locked, skipping locked ones
+    /// Runnable runs of graph ?, and its parked runs due by ? = ? (ms since the epoch; below 0: the
+    /// database's clock), without a live lease, at most ?, their run rows locked, skipping locked ones
     /// (the subquery's rows are read, not locked: InnoDB locks only the outer query's rows).
-    pub(super) const CANDIDATES: &str = "SELECT CAST(r.run_id AS CHAR) FROM graph_runs r WHERE r.status = 'running' \
-         AND r.graph_fingerprint = ? AND NOT EXISTS (SELECT 1 FROM graph_leases l WHERE l.run_id = r.run_id AND l.owner <> '' \
+    pub(super) const CANDIDATES: &str = "SELECT CAST(r.run_id AS CHAR) FROM graph_runs r WHERE r.graph_fingerprint = ? \
+         AND (r.status = 'running' OR (r.status IN ('waiting', 'interrupted') AND r.wake_at_ms <= \
+         (CASE WHEN ? < 0 THEN CAST(FLOOR(UNIX_TIMESTAMP(CURRENT_TIMESTAMP(3)) * 1000) AS SIGNED) ELSE ? END))) \
+         AND NOT EXISTS (SELECT 1 FROM graph_leases l WHERE l.run_id = r.run_id AND l.owner <> '' \
          AND l.expires_at > CURRENT_TIMESTAMP(6)) \
          ORDER BY r.run_id LIMIT ? FOR UPDATE SKIP LOCKED";
     /// (owner, token, live) of a run's lease.

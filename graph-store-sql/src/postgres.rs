@@ -19,6 +19,7 @@ const MIGRATIONS: &[(u32, &str)] = &[
     (2, include_str!("../migrations/postgres/0002_leases.sql")),
     (3, include_str!("../migrations/postgres/0003_commit_group.sql")),
     (4, include_str!("../migrations/postgres/0004_run_graph.sql")),
+    (5, include_str!("../migrations/postgres/0005_wake.sql")),
 ];
 
 /// The advisory lock key that serializes migrations (per database): "graph-rt" in ASCII.
@@ -394,7 +395,7 @@ mod sql {
          ON CONFLICT (run_id) DO UPDATE SET bytes = EXCLUDED.bytes";
     pub(super) const PENDING: &str = "SELECT bytes FROM graph_pending WHERE run_id = $1";
     pub(super) const UPDATE_RUN: &str = "UPDATE graph_runs SET status = $1, latest_step = $2, version = $3, row_bytes = $4, \
-         has_pending = $5 WHERE run_id = $6";
+         has_pending = $5, wake_at_ms = NULLIF($6, -1) WHERE run_id = $7";
     pub(super) const EVENTS: &str =
         "SELECT seq, bytes FROM graph_events WHERE run_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3";
     /// One row always: the run row's latest step and the last checkpoint, each NULL when absent, of one
@@ -431,14 +432,18 @@ mod sql {
 
     /// Runnable runs whose graph no claim has read yet, their rows locked, skipping locked ones.
     pub(super) const UNSORTED: &str = "SELECT run_id, row_bytes FROM graph_runs \
-         WHERE status = 'running' AND graph_fingerprint IS NULL \
+         WHERE (status = 'running' OR (status IN ('waiting', 'interrupted') AND wake_at_ms IS NOT NULL)) \
+         AND graph_fingerprint IS NULL \
          ORDER BY run_id LIMIT $1 FOR UPDATE SKIP LOCKED";
     pub(super) const SET_GRAPH: &str = "UPDATE graph_runs SET graph_fingerprint = $1 WHERE run_id = $2";
-    /// Runnable runs of graph $1 without a live lease, their run rows locked, skipping locked ones.
-    pub(super) const CANDIDATES: &str = "SELECT r.run_id FROM graph_runs r WHERE r.status = 'running' \
-         AND r.graph_fingerprint = $1 AND NOT EXISTS (SELECT 1 FROM graph_leases l WHERE l.run_id = r.run_id AND l.owner <> '' \
+    /// Runnable runs of graph $1, and its parked runs due by $2 = $3 (ms since the epoch; below 0: the
+    /// database's clock), without a live lease, at most $4, their run rows locked, skipping locked ones.
+    pub(super) const CANDIDATES: &str = "SELECT r.run_id FROM graph_runs r WHERE r.graph_fingerprint = $1 \
+         AND (r.status = 'running' OR (r.status IN ('waiting', 'interrupted') AND r.wake_at_ms <= \
+         (CASE WHEN $2 < 0 THEN (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT ELSE $3 END))) \
+         AND NOT EXISTS (SELECT 1 FROM graph_leases l WHERE l.run_id = r.run_id AND l.owner <> '' \
          AND l.expires_at > clock_timestamp()) \
-         ORDER BY r.run_id LIMIT $2 FOR UPDATE OF r SKIP LOCKED";
+         ORDER BY r.run_id LIMIT $4 FOR UPDATE OF r SKIP LOCKED";
     /// (owner, token, live) of a run's lease.
     pub(super) const FENCE: &str = "SELECT owner, token, \
          (CASE WHEN expires_at > clock_timestamp() THEN 1 ELSE 0 END)::BIGINT \

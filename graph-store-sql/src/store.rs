@@ -462,6 +462,7 @@ where
             .bind(db_int(info.version))
             .bind(bytes.as_slice())
             .bind(has_pending || pending.is_some())
+            .bind(status.wake_at_ms().map_or(-1, db_int))
             .bind(run_id)
             .execute(&mut *tx)
             .await

@@ -6,7 +6,7 @@ use std::time::Duration;
 use graph_store::StoreError;
 
 /// The schema version this build writes and reads (`graph_schema_version`).
-pub const SERVER_SCHEMA_VERSION: u32 = 4;
+pub const SERVER_SCHEMA_VERSION: u32 = 5;
 
 /// How often a transaction that lost a race (unique violation past the key, serialization failure,
 /// deadlock) is run again before the error is reported.

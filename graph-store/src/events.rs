@@ -46,8 +46,12 @@ pub enum EventType {
     EffectRecorded,
     /// The run stopped to wait for input (an interrupt or a breakpoint).
     Interrupted,
-    /// The run was resumed (with input, after an interrupt).
+    /// The run was resumed (with input, after an interrupt; by a timer, for a sleep or a deadline that
+    /// came: the payload's `by` is `"timer"`).
     Resumed,
+    /// The run was handed back to a worker pool: left `Running`, with what continued it, for a worker
+    /// to claim instead of driven by the writer.
+    HandedBack,
     /// The run paused (backpressure, or an effect waiting for confirmation).
     RunPaused,
     /// The run was created as a fork of another run's checkpoint.

@@ -72,9 +72,10 @@ impl Lease {
 #[async_trait]
 pub trait LeaseStore: Store + Clone {
     /// Claims up to `n` runnable runs (status `running`, no live lease) of the graph whose fingerprint
-    /// is `graph` (graph-runtime's `Graph::fingerprint`) for `owner`, for `lease`. Returns the leases taken
-    /// (fewer than `n`, or none, when there is no more work). Runs of other graphs are left to their
-    /// own workers.
+    /// is `graph` (graph-runtime's `Graph::fingerprint`) for `owner`, for `lease`, and its parked runs
+    /// that are due (`waiting` or `interrupted` with a wake time, [`RunStatus::wake_at_ms`], at or before
+    /// the database's clock). Returns the leases taken (fewer than `n`, or none, when there is no more
+    /// work). Runs of other graphs are left to their own workers.
     ///
     /// # Errors
     ///
@@ -86,6 +87,23 @@ pub trait LeaseStore: Store + Clone {
         graph: &str,
         n: usize,
         lease: Duration,
+    ) -> Result<Vec<Lease>, StoreError> {
+        self.claim_due_by(owner, graph, n, lease, None).await
+    }
+
+    /// [`LeaseStore::claim`], with parked runs due by `due_by` (ms since the Unix epoch) instead of the
+    /// database's clock when it is given: for workers that read a test clock.
+    ///
+    /// # Errors
+    ///
+    /// As [`LeaseStore::claim`].
+    async fn claim_due_by(
+        &self,
+        owner: &str,
+        graph: &str,
+        n: usize,
+        lease: Duration,
+        due_by: Option<u64>,
     ) -> Result<Vec<Lease>, StoreError>;
 
     /// Extends `lease` to now + `duration` if it is still held (owner and token match, not expired);

@@ -15,9 +15,13 @@ pub enum RunStatus {
     Completed,
     /// Paused with a durable checkpoint; `resume` continues.
     Paused(PauseReason),
-    /// Stopped for a person: nodes asked for input (`Ctx::interrupt`), or a breakpoint was reached.
-    /// `Engine::resume_with_input` answers; `resume` continues past breakpoints.
+    /// Stopped for a person: nodes asked for input (`Ctx::interrupt`, perhaps with a deadline), or a
+    /// breakpoint was reached. `Engine::resume_with_input` answers; `resume` continues past breakpoints.
     Interrupted(Vec<Interrupt>),
+    /// Parked for time alone: every item that stopped sleeps (`Ctx::sleep`), so no person is asked. The
+    /// run holds no task; whoever wakes due runs (an engine's timer service, a worker) continues it at
+    /// the earliest [`Interrupt::wake_at_ms`] ([`RunStatus::wake_at_ms`]).
+    Waiting(Vec<Interrupt>),
     /// Stopped by an error; `resume` retries from the last committed step.
     Failed(String),
     /// Cancelled by the user; `resume` continues.
@@ -38,6 +42,7 @@ impl RunStatus {
             RunStatus::Completed => StatusKind::Completed,
             RunStatus::Paused(_) => StatusKind::Paused,
             RunStatus::Interrupted(_) => StatusKind::Interrupted,
+            RunStatus::Waiting(_) => StatusKind::Waiting,
             RunStatus::Failed(_) => StatusKind::Failed,
             RunStatus::Cancelled => StatusKind::Cancelled,
         }
@@ -46,6 +51,31 @@ impl RunStatus {
     /// Its persisted name ([`StatusKind::as_str`]).
     pub fn as_str(&self) -> &'static str {
         self.kind().as_str()
+    }
+
+    /// What the run waits for: the interrupts of an `Interrupted` or `Waiting` run (empty otherwise).
+    pub fn waits(&self) -> &[Interrupt] {
+        match self {
+            RunStatus::Interrupted(list) | RunStatus::Waiting(list) => list,
+            _ => &[],
+        }
+    }
+
+    /// When the run is due to be woken: the earliest wake time of what it waits for (a sleep's end, a
+    /// question's deadline), ms since the Unix epoch; `None` when nothing it waits for has a time. What
+    /// the server stores keep in their `wake_at_ms` column, and what wakes a run.
+    ///
+    /// ```
+    /// use graph_store::{Interrupt, InterruptKind, RunStatus};
+    /// let sleep = |at| Interrupt {
+    ///     id: "p#0".into(), kind: InterruptKind::Sleep, node: "n".into(), path: "p".into(),
+    ///     step: 1, index: 0, payload: serde_json::Value::Null, wake_at_ms: Some(at),
+    /// };
+    /// assert_eq!(RunStatus::Waiting(vec![sleep(9), sleep(5)]).wake_at_ms(), Some(5));
+    /// assert_eq!(RunStatus::Running.wake_at_ms(), None);
+    /// ```
+    pub fn wake_at_ms(&self) -> Option<u64> {
+        self.waits().iter().filter_map(|i| i.wake_at_ms).min()
     }
 }
 
@@ -72,6 +102,8 @@ pub enum StatusKind {
     Paused,
     /// [`RunStatus::Interrupted`]: `"interrupted"`.
     Interrupted,
+    /// [`RunStatus::Waiting`]: `"waiting"`.
+    Waiting,
     /// [`RunStatus::Failed`]: `"failed"`.
     Failed,
     /// [`RunStatus::Cancelled`]: `"cancelled"`.
@@ -80,11 +112,12 @@ pub enum StatusKind {
 
 impl StatusKind {
     /// Every kind, in this order.
-    pub const ALL: [StatusKind; 6] = [
+    pub const ALL: [StatusKind; 7] = [
         StatusKind::Running,
         StatusKind::Completed,
         StatusKind::Paused,
         StatusKind::Interrupted,
+        StatusKind::Waiting,
         StatusKind::Failed,
         StatusKind::Cancelled,
     ];
@@ -96,6 +129,7 @@ impl StatusKind {
             StatusKind::Completed => "completed",
             StatusKind::Paused => "paused",
             StatusKind::Interrupted => "interrupted",
+            StatusKind::Waiting => "waiting",
             StatusKind::Failed => "failed",
             StatusKind::Cancelled => "cancelled",
         }
@@ -111,7 +145,7 @@ impl std::fmt::Display for StatusKind {
 /// A name that is not a [`StatusKind`]'s (its message lists the valid ones).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown run status `{0}`; expected one of running, completed, paused, interrupted, failed, cancelled"
+    "unknown run status `{0}`; expected one of running, completed, paused, interrupted, waiting, failed, cancelled"
 )]
 pub struct UnknownStatus(pub String);
 
@@ -166,8 +200,13 @@ pub struct Interrupt {
     pub step: u64,
     /// Which `interrupt` call of the node's attempt, from 0 (0 for breakpoints).
     pub index: u32,
-    /// What the node passed to `Ctx::interrupt` (null for breakpoints).
+    /// What the node passed to `Ctx::interrupt` (null for breakpoints and sleeps).
     pub payload: serde_json::Value,
+    /// When it is due, ms since the Unix epoch (the engine's clock when the node asked): a sleep's end,
+    /// a question's deadline (`Ctx::interrupt_with_deadline`); `None` for a question without one and
+    /// for breakpoints. Absent from records written before timers existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake_at_ms: Option<u64>,
 }
 
 /// What an [`Interrupt`] is.
@@ -180,6 +219,8 @@ pub enum InterruptKind {
     Before,
     /// A breakpoint after the node (`interrupt_after`): its step is committed.
     After,
+    /// The node sleeps (`Ctx::sleep`, `Ctx::sleep_until`) until [`Interrupt::wake_at_ms`].
+    Sleep,
 }
 
 /// A run row.

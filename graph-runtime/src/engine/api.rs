@@ -77,21 +77,49 @@ impl<S: Reducer> Engine<S> {
         let (info, cp) = self.stored(run_id).await?;
         let (state, chain) = persist::load_state(&*self.inner.store, &cp).await?;
         let nodes = self.node_indices(&cp)?;
-        // A completed run, or one that waits for input, stays as it is.
-        let waits = |i: &Interrupt| i.kind == InterruptKind::Input;
+        // A completed run, or one that waits for input or for a time, stays as it is.
+        let waits = |i: &Interrupt| matches!(i.kind, InterruptKind::Input | InterruptKind::Sleep);
         let stays = match &info.status {
             _ if cp.frontier.is_empty() => Some(RunStatus::Completed),
-            RunStatus::Interrupted(list) if list.iter().any(waits) => Some(info.status.clone()),
+            RunStatus::Interrupted(list) | RunStatus::Waiting(list) if list.iter().any(waits) => {
+                Some(info.status.clone())
+            }
             _ => None,
         };
         if let Some(status) = stays {
             return Ok(RunOutcome { run_id: run_id.to_owned(), state, status, steps: cp.step });
         }
-        let past_breakpoint = matches!(&info.status, RunStatus::Interrupted(list)
-            if list.iter().any(|i| i.kind == InterruptKind::Before && i.step == cp.step));
         let resumption = self.load_pending(run_id, cp.step).await?;
+        // A pending step means the step's items ran: its breakpoints before were passed.
+        let past_breakpoint = resumption.is_some()
+            || matches!(&info.status, RunStatus::Interrupted(list)
+                if list.iter().any(|i| i.kind == InterruptKind::Before && i.step == cp.step));
         let step = cp.step;
+        let hand_back = opts.hand_back;
+        if hand_back && past_breakpoint && resumption.is_none() {
+            return Err(Error::ResumeInput {
+                run: run_id.to_owned(),
+                interrupt: None,
+                detail: "a run stopped at a breakpoint before its step cannot be handed back (a worker \
+                         would stop at the breakpoint again); resume it here"
+                    .into(),
+            });
+        }
+        if hand_back && info.status == RunStatus::Running {
+            // Claimable as it is.
+            return Ok(RunOutcome {
+                run_id: run_id.to_owned(),
+                state,
+                status: RunStatus::Running,
+                steps: step,
+            });
+        }
         let start = Start::stored(cp, state, chain, nodes, &info).resuming(resumption, past_breakpoint);
+        if hand_back {
+            let resumed = payload!({ "step": step, "from": info.status.as_str() });
+            let mut run = self.driver(start.announcing((EventType::Resumed, resumed)), opts);
+            return self.hand_back(&mut run).await;
+        }
         let mut run = self.driver(start, opts);
         if info.status != RunStatus::Running {
             let resumed = payload!({ "step": step, "from": info.status.as_str() });

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::{Clock, SystemClock};
 use crate::env::RunEnv;
 use crate::events::ChainKey;
 use crate::graph::Graph;
@@ -38,6 +39,8 @@ pub(super) struct Inner<S: Reducer> {
     pub(super) active: Mutex<HashMap<String, CancellationToken>>,
     /// The key of the keyed event chain, when there is one.
     pub(super) chain_key: Option<ChainKey>,
+    /// The runs this engine knows to be due at a time (its timer service's index).
+    pub(super) timers: super::timers::Timers,
 }
 
 impl<S: Reducer> Engine<S> {
@@ -61,6 +64,11 @@ impl<S: Reducer> Engine<S> {
         &self.inner.options
     }
 
+    /// The clock the engine reads for checkpoint times, sleeps and deadlines.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.env.clock
+    }
+
     /// Cancels a run this engine is driving; false if it is not active here.
     pub fn cancel(&self, run_id: &str) -> bool {
         let active = self.inner.active.lock().unwrap_or_else(|e| e.into_inner());
@@ -74,11 +82,25 @@ pub struct EngineBuilder<S: Reducer> {
     store: Option<Arc<dyn Store>>,
     options: EngineOptions,
     chain_key: Option<ChainKey>,
+    clock: Option<Arc<dyn Clock>>,
 }
 
 impl<S: Reducer> EngineBuilder<S> {
     pub(super) fn new(graph: Graph<S>) -> Self {
-        EngineBuilder { graph, store: None, options: EngineOptions::default(), chain_key: None }
+        EngineBuilder { graph, store: None, options: EngineOptions::default(), chain_key: None, clock: None }
+    }
+
+    /// The clock (default: [`SystemClock`]); a [`crate::TestClock`] lets a test move time itself.
+    /// Every engine and worker of one store should read the same time.
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// A clock shared with other engines.
+    pub fn shared_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
     }
 
     /// The store (default: a fresh [`MemoryStore`]).
@@ -119,12 +141,17 @@ impl<S: Reducer> EngineBuilder<S> {
         Engine {
             inner: Arc::new(Inner {
                 graph: self.graph,
-                env: Arc::new(RunEnv { store: store.clone(), replay: None }),
+                env: Arc::new(RunEnv {
+                    store: store.clone(),
+                    replay: None,
+                    clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
+                }),
                 store,
                 admission: Arc::new(Semaphore::new(options.queue_depth)),
                 options,
                 active: Mutex::new(HashMap::new()),
                 chain_key: self.chain_key,
+                timers: super::timers::Timers::default(),
             }),
         }
     }

@@ -7,7 +7,6 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -181,8 +180,8 @@ type Observed<S> = Option<(Vec<StreamEvent<S>>, String, String)>;
 /// Why a step did not advance the run.
 pub(super) enum Stop {
     Paused(PauseReason),
-    /// Items asked for input; the `Interrupted` status is written.
-    Interrupted(Vec<Interrupt>),
+    /// Items asked for input or sleep; the `Interrupted` or `Waiting` status (this one) is written.
+    Interrupted(RunStatus),
     Cancelled,
     Error(Error),
     /// A resumption was refused: the run is left as it was, nothing is written.
@@ -333,7 +332,7 @@ impl<S: Reducer> Engine<S> {
             label: None,
             fingerprint: self.inner.graph.fingerprint_arc(),
             not_before_ms: run.time_ms,
-            at_ms: self.recorded_time(step + 1),
+            at_ms: Some(self.step_time(step + 1, run.time_ms)),
             event_head: run.head.clone(),
         };
         let cp = persist::draft(draft, chain)?;
@@ -577,7 +576,8 @@ impl<S: Reducer> Engine<S> {
             CommitOutcome::Fenced => {
                 return Err(Stop::Rejected(Error::Fenced { run: run.run_id.to_string(), step: run.step }));
             }
-            other => return Err(version_conflict(&run.run_id, run.version, &other).into()),
+            // Another writer moved the run row: nothing more is written (no failure status either).
+            other => return Err(Stop::Rejected(version_conflict(&run.run_id, run.version, &other))),
         }
         run.step = cp.step;
         Ok(())
@@ -648,8 +648,9 @@ impl<S: Reducer> Engine<S> {
                     interrupt: Some(interrupt_id(run.frontier[rank].path.as_str(), index)),
                     detail,
                 }),
+                CtxStop::Superseded => Stop::Rejected(Error::Superseded { run: run_id, step }),
                 // Interrupts are collected by the step, never a failure.
-                CtxStop::Interrupt { .. } => Stop::Error(Error::NodeFailed {
+                CtxStop::Interrupt(_) => Stop::Error(Error::NodeFailed {
                     run: run_id,
                     step,
                     node: node(rank),
@@ -748,13 +749,13 @@ impl<S: Reducer> Engine<S> {
                         return self.stop_at_breakpoint(run, after).await;
                     }
                     Ok(()) => {}
-                    Err(Stop::Interrupted(list)) => {
-                        tracing::info!(run = %run.run_id, step = run.step, interrupts = list.len(), "run interrupted");
+                    Err(Stop::Interrupted(status)) => {
+                        let list = status.waits().to_vec();
+                        tracing::info!(run = %run.run_id, step = run.step, interrupts = list.len(), status = status.as_str(), "run interrupted");
                         if let Some(o) = &run.observer {
-                            o.emit(StreamModes::DEBUG, StreamEvent::Interrupted { interrupts: list.clone() })
-                                .await;
+                            o.emit(StreamModes::DEBUG, StreamEvent::Interrupted { interrupts: list }).await;
                         }
-                        return Ok(run.outcome(RunStatus::Interrupted(list)));
+                        return Ok(run.outcome(status));
                     }
                     Err(Stop::Rejected(err)) => return Err(err),
                     Err(Stop::Paused(reason)) => {
@@ -828,7 +829,7 @@ impl<S: Reducer> Engine<S> {
             label: opts.label.clone(),
             fingerprint: graph.fingerprint_arc(),
             not_before_ms: 0,
-            at_ms: self.recorded_time(0),
+            at_ms: Some(self.step_time(0, 0)),
             event_head: None,
         };
         let mut chain = Chain::default();
@@ -877,7 +878,8 @@ impl<S: Reducer> Engine<S> {
     ) -> std::result::Result<CommitOutcome, StoreError> {
         let mut queued = run.queued.clone();
         queued.push(event);
-        let (events, head) = self.chain(run.head.as_ref(), queued, now_ms().max(run.time_ms));
+        let (events, head) =
+            self.chain(run.head.as_ref(), queued, self.inner.env.clock.now_ms().max(run.time_ms));
         let outcome = self.inner.store.set_status(&run.run_id, status, &events, pending, run.version).await?;
         if let CommitOutcome::Committed { version } = outcome {
             run.version = version;
@@ -934,30 +936,73 @@ impl<S: Reducer> Engine<S> {
         }
         let graph = &self.inner.graph;
         let mut asked = done.interrupts;
-        asked.sort_by_key(|(rank, index, _)| (*rank, *index));
+        asked.sort_by_key(|(rank, a)| (*rank, a.index));
         let interrupts: Vec<Interrupt> = asked
             .into_iter()
-            .map(|(rank, index, payload)| {
+            .map(|(rank, a)| {
                 let path = run.frontier[rank].path.as_str().to_owned();
+                // Asked again when the step runs again: a sleep or a deadline keeps its first time.
+                let wake_at_ms = a.wake_at_ms.map(|at| {
+                    let wakes = &mut pending.item_mut(&path).wakes;
+                    match wakes.iter().find(|(index, _)| *index == a.index) {
+                        Some((_, kept)) => *kept,
+                        None => {
+                            wakes.push((a.index, at));
+                            at
+                        }
+                    }
+                });
                 Interrupt {
-                    id: interrupt_id(&path, index),
-                    kind: InterruptKind::Input,
+                    id: interrupt_id(&path, a.index),
+                    kind: a.kind,
                     node: graph.node(run.nodes[rank]).name().to_string(),
                     path,
                     step: run.step,
-                    index,
-                    payload,
+                    index: a.index,
+                    payload: a.payload,
+                    wake_at_ms,
                 }
             })
             .collect();
         let event = payload!({ "step": run.step, "interrupts": interrupts });
-        let status = RunStatus::Interrupted(interrupts.clone());
+        let status = if interrupts.iter().all(|i| i.kind == InterruptKind::Sleep) {
+            RunStatus::Waiting(interrupts)
+        } else {
+            RunStatus::Interrupted(interrupts)
+        };
         let bytes = pending.encode();
         run.resumption = Some(pending);
         match self.write_status(run, &status, (EventType::Interrupted, event), Some(&bytes)).await {
-            Ok(CommitOutcome::Committed { .. }) => Stop::Interrupted(interrupts),
+            Ok(CommitOutcome::Committed { .. }) => {
+                if let Some(at) = status.wake_at_ms() {
+                    self.inner.timers.note(at, &run.run_id);
+                }
+                Stop::Interrupted(status)
+            }
             Ok(other) => Stop::Error(version_conflict(&run.run_id, run.version, &other)),
             Err(e) => Stop::Error(e.into()),
+        }
+    }
+
+    /// Hands the run back to whoever claims runnable runs (a worker pool): writes the `Running` status
+    /// with the driver's queued events and what its resumption brought (the pending step), and drives
+    /// nothing. The outcome's status is `Running`.
+    pub(super) async fn hand_back(&self, run: &mut Driven<S>) -> Result<RunOutcome<S>> {
+        let pending = run.resumption.as_ref().map(PendingStep::encode);
+        let handed = payload!({ "step": run.step });
+        let event = (EventType::HandedBack, handed);
+        match self.write_status(run, &RunStatus::Running, event, pending.as_deref()).await? {
+            CommitOutcome::Committed { .. } => {
+                tracing::info!(run = %run.run_id, step = run.step, "run handed back to the pool");
+                let state = (*run.state).clone();
+                Ok(RunOutcome {
+                    run_id: run.run_id.to_string(),
+                    state,
+                    status: RunStatus::Running,
+                    steps: run.step,
+                })
+            }
+            other => Err(version_conflict(&run.run_id, run.version, &other)),
         }
     }
 
@@ -983,6 +1028,7 @@ impl<S: Reducer> Engine<S> {
                 step: run.step,
                 index: 0,
                 payload: serde_json::Value::Null,
+                wake_at_ms: None,
             })
             .collect()
     }
@@ -1022,11 +1068,6 @@ pub(super) fn version_conflict(run: &str, expected: u64, outcome: &CommitOutcome
         _ => 0,
     };
     Error::VersionConflict { run: run.to_owned(), expected, found }
-}
-
-/// The wall clock, ms since the Unix epoch: the time a status change records.
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 /// A finished item's output, as a pending step stores it.

@@ -15,7 +15,7 @@ use crate::events::{EventType, payload};
 use crate::persist::{self, PendingStep};
 use crate::run::{RunOptions, RunOutcome};
 use crate::state::Reducer;
-use crate::store::{Interrupt, InterruptKind, RunStatus};
+use crate::store::{Checkpoint, Interrupt, InterruptKind, RunInfo, RunStatus};
 
 impl<S: Reducer> Engine<S> {
     /// Answers the one interrupt a run waits for with `input` and continues the run: the interrupted
@@ -39,11 +39,15 @@ impl<S: Reducer> Engine<S> {
             detail: format!("it does not serialize: {e}"),
         })?;
         let info = self.inner.store.run_info(run_id).await?;
-        let waiting: Vec<String> = match info.as_ref().map(|i| &i.status) {
-            Some(RunStatus::Interrupted(list)) => {
-                list.iter().filter(|i| i.kind == InterruptKind::Input).map(|i| i.id.clone()).collect()
-            }
-            _ => Vec::new(),
+        let waiting: Vec<String> = match &info {
+            Some(info) => info
+                .status
+                .waits()
+                .iter()
+                .filter(|i| i.kind == InterruptKind::Input)
+                .map(|i| i.id.clone())
+                .collect(),
+            None => Vec::new(),
         };
         match waiting.as_slice() {
             [one] => self.resume_with_inputs(run_id, [(one.clone(), value)]).await,
@@ -76,48 +80,113 @@ impl<S: Reducer> Engine<S> {
         run_id: &str,
         inputs: impl IntoIterator<Item = (String, serde_json::Value)>,
     ) -> Result<RunOutcome<S>> {
-        self.resume_with_inputs_opts(run_id, inputs, RunOptions::default()).await
+        self.resume_with_inputs_with(run_id, inputs, RunOptions::default()).await
     }
 
-    /// [`Engine::resume_with_inputs`] with options (the seed is the stored one).
-    pub(super) async fn resume_with_inputs_opts(
+    /// [`Engine::resume_with_inputs`] with options (the seed is the stored one). With
+    /// [`RunOptions::hand_back`] the answers are written and the run is left `Running` for a worker
+    /// pool to claim, instead of driven here.
+    ///
+    /// # Errors
+    ///
+    /// As [`Engine::resume_with_inputs`].
+    pub async fn resume_with_inputs_with(
         &self,
         run_id: &str,
         inputs: impl IntoIterator<Item = (String, serde_json::Value)>,
         opts: RunOptions,
     ) -> Result<RunOutcome<S>> {
-        let store = &*self.inner.store;
         let reject = |interrupt: Option<&str>, detail: String| Error::ResumeInput {
             run: run_id.to_owned(),
             interrupt: interrupt.map(str::to_owned),
             detail,
         };
         let (info, cp) = self.stored(run_id).await?;
-        let waiting: Vec<&Interrupt> = match &info.status {
-            RunStatus::Interrupted(list) => list.iter().filter(|i| i.kind == InterruptKind::Input).collect(),
-            _ => Vec::new(),
-        };
+        let waiting: Vec<&Interrupt> =
+            info.status.waits().iter().filter(|i| i.kind == InterruptKind::Input).collect();
         if waiting.is_empty() {
             let status = match &info.status {
                 RunStatus::Interrupted(_) => "stopped at a breakpoint (`resume` continues it)".to_owned(),
+                RunStatus::Waiting(list) => format!(
+                    "asleep until {} ms since the epoch (a timer wakes it)",
+                    list.iter().filter_map(|i| i.wake_at_ms).min().unwrap_or_default()
+                ),
                 other => format!("{other:?}"),
             };
             return Err(reject(None, format!("the run waits for no input: it is {status}")));
         }
+        let now = self.inner.env.clock.now_ms();
+        let mut answers = Vec::new();
+        for (id, value) in inputs {
+            let Some(i) = waiting.iter().find(|i| i.id == id) else {
+                let ids: Vec<&str> = waiting.iter().map(|i| i.id.as_str()).collect();
+                return Err(reject(
+                    Some(&id),
+                    format!("no interrupt waits with this id; waiting: {}", ids.join(", ")),
+                ));
+            };
+            if answers.iter().any(|(a, _): &(&Interrupt, _)| a.id == id) {
+                return Err(reject(Some(&id), "answered twice".into()));
+            }
+            let value = match i.wake_at_ms {
+                Some(deadline_ms) if now >= deadline_ms => {
+                    return Err(Error::DeadlinePassed {
+                        run: run_id.to_owned(),
+                        interrupt: id,
+                        deadline_ms,
+                        now_ms: now,
+                    });
+                }
+                // A question with a deadline reads `{"answer": …}` (`ctx::Reply`).
+                Some(_) => serde_json::json!({ "answer": value }),
+                None => value,
+            };
+            answers.push((*i, value));
+        }
+        if answers.is_empty() {
+            return Err(reject(None, "no input was given".into()));
+        }
+        tracing::info!(run = run_id, step = cp.step, inputs = answers.len(), "run resumed with input");
+        let answers: Vec<(Interrupt, serde_json::Value)> =
+            answers.into_iter().map(|(i, v)| (i.clone(), v)).collect();
+        self.continue_answered(&info, cp, answers, None, opts).await
+    }
+
+    /// Delivers `answers` to the interrupts of the stored run `info` they answer (into the run's pending
+    /// step) and continues it: drives it here, or, with [`RunOptions::hand_back`], writes the answers with
+    /// the `Running` status and returns. `by` names what answered when it is not a person (`"timer"`),
+    /// for the `RESUMED` event.
+    pub(super) async fn continue_answered(
+        &self,
+        info: &RunInfo,
+        cp: Checkpoint,
+        answers: Vec<(Interrupt, serde_json::Value)>,
+        by: Option<&str>,
+        opts: RunOptions,
+    ) -> Result<RunOutcome<S>> {
+        let run_id = info.run_id.as_str();
         let mut pending = self
             .load_pending(run_id, cp.step)
             .await?
             .unwrap_or(PendingStep { step: cp.step, items: Vec::new() });
-        let answered = deliver(run_id, cp.step, &waiting, &mut pending, inputs)?;
-        let (state, chain) = persist::load_state(store, &cp).await?;
-        let nodes = self.node_indices(&cp)?;
+        let answered = deliver(run_id, cp.step, &mut pending, answers)?;
         let step = cp.step;
-        tracing::info!(run = run_id, step, inputs = answered.len(), "run resumed with input");
-        let resumed = (EventType::Resumed, payload!({ "step": step, "inputs": answered }));
+        let resumed = match by {
+            Some(by) => payload!({ "step": step, "inputs": answered, "by": by }),
+            None => payload!({ "step": step, "inputs": answered }),
+        };
+        let (state, chain) = persist::load_state(&*self.inner.store, &cp).await?;
+        let nodes = self.node_indices(&cp)?;
+        let hand_back = opts.hand_back;
         // The step had started: its breakpoints before were passed.
-        let start =
-            Start::stored(cp, state, chain, nodes, &info).resuming(Some(pending), true).announcing(resumed);
-        self.drive(self.driver(start, opts)).await
+        let start = Start::stored(cp, state, chain, nodes, info)
+            .resuming(Some(pending), true)
+            .announcing((EventType::Resumed, resumed));
+        let mut run = self.driver(start, opts);
+        if hand_back {
+            return self.hand_back(&mut run).await;
+        }
+        self.drive(run).await
     }
 
     /// The run's pending step, if it belongs to checkpoint `step`'s frontier.
@@ -131,40 +200,25 @@ impl<S: Reducer> Engine<S> {
     }
 }
 
-/// Delivers `inputs` to the interrupts of `waiting` they answer, into the pending step's items: what the
-/// `Resumed` event records of each. Any input that answers no waiting interrupt, answers one twice, or
-/// finds the pending step out of line with its interrupt refuses the whole resumption (nothing written).
+/// Delivers `answers` into the pending step's items: what the `RESUMED` event records of each. An
+/// answer that finds the pending step out of line with its interrupt refuses the whole resumption
+/// (nothing written).
 fn deliver(
     run_id: &str,
     step: u64,
-    waiting: &[&Interrupt],
     pending: &mut PendingStep,
-    inputs: impl IntoIterator<Item = (String, serde_json::Value)>,
+    answers: Vec<(Interrupt, serde_json::Value)>,
 ) -> Result<Vec<serde_json::Value>> {
-    let reject = |interrupt: Option<&str>, detail: String| Error::ResumeInput {
-        run: run_id.to_owned(),
-        interrupt: interrupt.map(str::to_owned),
-        detail,
-    };
     let mut answered = Vec::new();
-    for (id, value) in inputs {
-        let Some(i) = waiting.iter().find(|i| i.id == id) else {
-            let ids: Vec<&str> = waiting.iter().map(|i| i.id.as_str()).collect();
-            return Err(reject(
-                Some(&id),
-                format!("no interrupt waits with this id; waiting: {}", ids.join(", ")),
-            ));
-        };
-        if answered.iter().any(|a: &serde_json::Value| a["id"] == *id) {
-            return Err(reject(Some(&id), "answered twice".into()));
-        }
+    for (i, value) in answers {
         let item = pending.item_mut(&i.path);
         if item.inputs.len() != i.index as usize {
             return Err(Error::Store(StoreError::corrupted_record(
                 run_id,
                 step,
                 format!(
-                    "interrupt `{id}` is call {} of its node, but the pending step holds {} earlier inputs",
+                    "interrupt `{}` is call {} of its node, but the pending step holds {} earlier inputs",
+                    i.id,
                     i.index,
                     item.inputs.len()
                 ),
@@ -172,11 +226,8 @@ fn deliver(
         }
         item.inputs.push(value.clone());
         answered.push(serde_json::json!({
-            "id": id, "node": i.node, "path": i.path, "index": i.index, "input": value,
+            "id": i.id, "node": i.node, "path": i.path, "index": i.index, "input": value,
         }));
-    }
-    if answered.is_empty() {
-        return Err(reject(None, "no input was given".into()));
     }
     Ok(answered)
 }

@@ -19,7 +19,8 @@
 //! - `step.rs` (executing a step's items) and `frontier.rs` (the next frontier), which the loop calls;
 //! - the calls a caller makes: `api.rs` (run, submit, resume, outcome), `interrupt.rs` (resuming with
 //!   input), `audit.rs` (history, verification, forks), `replay.rs` (replay, effect resolution, the
-//!   outbox), `streaming.rs` (streamed runs).
+//!   outbox), `streaming.rs` (streamed runs), `timers.rs` (waking runs whose sleep or deadline is due,
+//!   and the timer service).
 
 mod api;
 mod audit;
@@ -30,6 +31,7 @@ mod interrupt;
 mod replay;
 mod step;
 mod streaming;
+mod timers;
 
 pub use self::core::{Engine, EngineBuilder};
 pub use crate::run::{RunOptions, RunOutcome};

@@ -89,12 +89,17 @@ impl<S: Reducer> Engine<S> {
         let engine = Engine {
             inner: Arc::new(Inner {
                 graph: self.inner.graph.clone(),
-                env: Arc::new(RunEnv { store: scratch.clone(), replay: Some(replay.clone()) }),
+                env: Arc::new(RunEnv {
+                    store: scratch.clone(),
+                    replay: Some(replay.clone()),
+                    clock: self.inner.env.clock.clone(),
+                }),
                 store: scratch,
                 admission: Arc::new(Semaphore::new(options.queue_depth)),
                 options,
                 active: Mutex::default(),
                 chain_key: self.inner.chain_key.clone(),
+                timers: Default::default(),
             }),
         };
         let out = engine.run_with(run_id, input, opts).await?;
@@ -180,10 +185,11 @@ impl<S: Reducer> Engine<S> {
         Ok(by_item.into_iter().map(|(k, calls)| (k, calls.into_values().collect())).collect())
     }
 
-    /// In a replay, the time the recorded checkpoint `step` has.
-    pub(super) fn recorded_time(&self, step: u64) -> Option<u64> {
-        let replay = self.inner.env.replay.as_ref()?;
-        replay.checkpoints.get(&step).map(|(_, t)| *t)
+    /// The time checkpoint `step` records: in a replay the recorded checkpoint's, else the engine's
+    /// clock, never before `not_before` (the previous checkpoint's: a run's times never go backwards).
+    pub(super) fn step_time(&self, step: u64, not_before: u64) -> u64 {
+        let recorded = self.inner.env.replay.as_ref().and_then(|r| r.checkpoints.get(&step).map(|(_, t)| *t));
+        recorded.unwrap_or_else(|| self.inner.env.clock.now_ms().max(not_before))
     }
 
     /// In a replay, whether the recorded run's latest step is reached.

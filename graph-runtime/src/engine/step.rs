@@ -23,7 +23,7 @@ use tracing::Instrument;
 
 use crate::ctx::{AttemptOutcome, Ctx, CustomSink, ItemId};
 use crate::env::EffectNote;
-use crate::error::{CtxStop, NodeError};
+use crate::error::{Asked, CtxStop, NodeError};
 use crate::graph::Graph;
 use crate::node::{Node, Route};
 use crate::policy::{EngineOptions, RetryPolicy};
@@ -42,10 +42,10 @@ pub(crate) struct ItemOutput<S: Reducer> {
 }
 
 /// A step that reached its barrier: every item's output, except the items that asked for input
-/// (`Ctx::interrupt`), which are `None` and listed in `interrupts` as `(rank, call index, payload)`.
+/// or sleep (`Ctx::interrupt`, `Ctx::sleep`), which are `None` and listed in `interrupts` by rank.
 pub(crate) struct StepDone<S: Reducer> {
     pub(crate) outputs: Vec<Option<ItemOutput<S>>>,
-    pub(crate) interrupts: Vec<(usize, u32, serde_json::Value)>,
+    pub(crate) interrupts: Vec<(usize, Asked)>,
 }
 
 /// Why a step stopped before its barrier.
@@ -163,7 +163,7 @@ struct Dispatch<'i, 'a, S: Reducer> {
     step_token: CancellationToken,
     outputs: Vec<Option<ItemOutput<S>>>,
     /// Items that asked for input: `(rank, call index, payload)`.
-    interrupts: Vec<(usize, u32, serde_json::Value)>,
+    interrupts: Vec<(usize, Asked)>,
     running_per_node: HashMap<usize, usize>,
     ranks: HashMap<tokio::task::Id, usize>,
     set: JoinSet<Attempted<S>>,
@@ -268,11 +268,9 @@ impl<'i, 'a, S: Reducer> Dispatch<'i, 'a, S> {
                 self.outputs[rank] = Some(out);
                 Ok(())
             }
-            Ok(Err((_, NodeError { stop: Some(stop), .. })))
-                if matches!(*stop, CtxStop::Interrupt { .. }) =>
-            {
-                let CtxStop::Interrupt { index, payload } = *stop else { unreachable!("matched above") };
-                self.interrupts.push((rank, index, payload));
+            Ok(Err((_, NodeError { stop: Some(stop), .. }))) if matches!(*stop, CtxStop::Interrupt(_)) => {
+                let CtxStop::Interrupt(asked) = *stop else { unreachable!("matched above") };
+                self.interrupts.push((rank, asked));
                 Ok(())
             }
             Ok(Err((attempts, error))) => Err(StepStop::Failed { rank, attempts, error }),
@@ -340,11 +338,9 @@ fn execute_alone<'a, S: Reducer>(
         };
         let result = match finished {
             Ok(Ok(out)) => Ok(StepDone { outputs: vec![Some(out)], interrupts: Vec::new() }),
-            Ok(Err((_, NodeError { stop: Some(stop), .. })))
-                if matches!(*stop, CtxStop::Interrupt { .. }) =>
-            {
-                let CtxStop::Interrupt { index, payload } = *stop else { unreachable!("matched above") };
-                Ok(StepDone { outputs: vec![None], interrupts: vec![(0, index, payload)] })
+            Ok(Err((_, NodeError { stop: Some(stop), .. }))) if matches!(*stop, CtxStop::Interrupt(_)) => {
+                let CtxStop::Interrupt(asked) = *stop else { unreachable!("matched above") };
+                Ok(StepDone { outputs: vec![None], interrupts: vec![(0, asked)] })
             }
             Ok(Err((attempts, error))) => Err(StepStop::Failed { rank: 0, attempts, error }),
             Err(payload) => Err(StepStop::Panicked { rank: 0, message: panic_message(payload) }),

@@ -66,7 +66,7 @@ impl<S: Reducer> Engine<S> {
     ) -> RunStream<S> {
         let (run_id, engine) = (run_id.to_owned(), self.clone());
         self.spawn_streamed(options, move |opts| async move {
-            engine.resume_with_inputs_opts(&run_id, inputs, opts).await
+            engine.resume_with_inputs_with(&run_id, inputs, opts).await
         })
     }
 

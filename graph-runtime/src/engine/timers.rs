@@ -1,0 +1,271 @@
+//! Runs that wait for a time: waking a run whose sleep ended or whose question's deadline passed
+//! ([`Engine::wake`]), the due runs this engine knows of ([`Engine::wake_due`]), and the timer service
+//! that wakes them as they come due ([`Engine::run_timers`]).
+//!
+//! A parked run is a row and nothing more in the store: its status (`Waiting`, or `Interrupted` with a
+//! deadline) carries each wait's time. An engine on an embedded store keeps an index of the due times
+//! it knows (one entry per parked run, a few dozen bytes), filled from the store on the first
+//! [`Engine::wake_due`] and from every park it writes, so its timer service reads the store only for
+//! what is due. On a server store the workers of a pool claim due runs from the database instead
+//! (`graph_runtime::worker`), in the database's clock.
+//!
+//! Waking writes what came (a sleep's `{"woke_at": ms}`, a deadline's `{"timed_out_at": ms}`, ms of the
+//! engine's clock) as the answer of the wait, with a `RESUMED` event whose `by` is `"timer"`, and the node
+//! runs again: its call returns the recorded time. A resume or replay reads the recorded answer and
+//! never waits again.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::core::Engine;
+use crate::error::Result;
+use crate::run::{RunOptions, RunOutcome};
+use crate::state::Reducer;
+use crate::store::{InterruptKind, RunFilter, RunStatus, StatusKind};
+
+/// The due times an engine knows of, earliest first; an entry may be stale (the run was answered, or
+/// waits for a later time): waking reads the run's status first.
+#[derive(Default)]
+pub(super) struct Timers {
+    index: Mutex<Index>,
+    /// Told when a time earlier than the service's next one is noted.
+    changed: Notify,
+}
+
+#[derive(Default)]
+struct Index {
+    /// Filled from the store (the runs parked before this engine started).
+    loaded: bool,
+    due: BTreeSet<(u64, Arc<str>)>,
+}
+
+impl Timers {
+    /// Notes that `run` is due at `at_ms`.
+    pub(super) fn note(&self, at_ms: u64, run: &Arc<str>) {
+        let mut index = self.index.lock().unwrap_or_else(|e| e.into_inner());
+        let earliest = index.due.first().is_none_or(|(t, _)| at_ms < *t);
+        index.due.insert((at_ms, run.clone()));
+        drop(index);
+        if earliest {
+            self.changed.notify_one();
+        }
+    }
+
+    /// Takes the entries due at `now_ms`, and the earliest time left.
+    fn take_due(&self, now_ms: u64) -> (Vec<Arc<str>>, Option<u64>) {
+        let mut index = self.index.lock().unwrap_or_else(|e| e.into_inner());
+        let mut due = Vec::new();
+        while index.due.first().is_some_and(|(t, _)| *t <= now_ms) {
+            let (_, run) = index.due.pop_first().expect("checked above");
+            if !due.contains(&run) {
+                due.push(run);
+            }
+        }
+        (due, index.due.first().map(|(t, _)| *t))
+    }
+
+    fn is_loaded(&self) -> bool {
+        self.index.lock().unwrap_or_else(|e| e.into_inner()).loaded
+    }
+
+    /// How many entries the index holds.
+    fn len(&self) -> usize {
+        self.index.lock().unwrap_or_else(|e| e.into_inner()).due.len()
+    }
+}
+
+impl<S: Reducer> Engine<S> {
+    /// Wakes the run if what it waits for has come due by the engine's clock: each sleep that ended
+    /// and each question whose deadline passed is given its time, and the run continues (driven here,
+    /// or handed back with [`RunOptions::hand_back`]). A run with nothing due (or not waiting) is
+    /// returned as it is, without writing anything. Safe from several processes at once: one wake
+    /// writes, the others find the run moved on.
+    ///
+    /// # Errors
+    ///
+    /// As [`Engine::resume`].
+    pub async fn wake(&self, run_id: &str) -> Result<RunOutcome<S>> {
+        self.wake_with(run_id, RunOptions::default()).await
+    }
+
+    /// [`Engine::wake`] with options.
+    ///
+    /// # Errors
+    ///
+    /// As [`Engine::resume`].
+    pub async fn wake_with(&self, run_id: &str, opts: RunOptions) -> Result<RunOutcome<S>> {
+        match self.try_wake(run_id, opts, false).await? {
+            Some(out) => Ok(out),
+            None => self.stored_outcome(run_id).await,
+        }
+    }
+
+    /// A run a worker claimed: woken when it is parked (the store found it due, by the database's clock,
+    /// which rules the pool: what it waits for is due though this engine's clock may lag a little),
+    /// resumed otherwise.
+    pub(crate) async fn continue_claimed(&self, run_id: &str, opts: RunOptions) -> Result<RunOutcome<S>> {
+        match self.inner.store.run_info(run_id).await? {
+            Some(info)
+                if matches!(info.status, RunStatus::Waiting(_) | RunStatus::Interrupted(_))
+                    && info.status.wake_at_ms().is_some() =>
+            {
+                match self.try_wake(run_id, opts, true).await? {
+                    Some(out) => Ok(out),
+                    None => self.stored_outcome(run_id).await,
+                }
+            }
+            _ => self.resume_with(run_id, opts).await,
+        }
+    }
+
+    /// Wakes the run if anything it waits for is due (`None`: nothing is, nothing was written);
+    /// `claimed_due`: the store found it due, so its earliest wait is due whatever this engine's clock
+    /// says.
+    async fn try_wake(
+        &self,
+        run_id: &str,
+        opts: RunOptions,
+        claimed_due: bool,
+    ) -> Result<Option<RunOutcome<S>>> {
+        let (info, cp) = self.stored(run_id).await?;
+        let mut now = self.inner.env.clock.now_ms();
+        if claimed_due {
+            now = now.max(info.status.wake_at_ms().unwrap_or(0));
+        }
+        let due: Vec<_> = info
+            .status
+            .waits()
+            .iter()
+            .filter(|i| i.wake_at_ms.is_some_and(|at| at <= now))
+            .map(|i| {
+                let answer = match i.kind {
+                    InterruptKind::Sleep => serde_json::json!({ "woke_at": now }),
+                    _ => serde_json::json!({ "timed_out_at": now }),
+                };
+                (i.clone(), answer)
+            })
+            .collect();
+        if due.is_empty() {
+            return Ok(None);
+        }
+        tracing::info!(run = run_id, step = cp.step, due = due.len(), "run woken");
+        self.continue_answered(&info, cp, due, Some("timer"), opts).await.map(Some)
+    }
+
+    /// The run as stored (it exists: it was just read).
+    async fn stored_outcome(&self, run_id: &str) -> Result<RunOutcome<S>> {
+        self.outcome(run_id).await?.ok_or_else(|| crate::Error::RunNotFound { run: run_id.to_owned() })
+    }
+
+    /// Wakes every run of this engine's graph that is due by its clock ([`Engine::wake`]), driving
+    /// them concurrently, and returns how each woken run ended, by run id (a run found with nothing
+    /// due, answered or woken elsewhere first, is not listed). The first call reads the store's parked runs (`Waiting`, and `Interrupted` with a
+    /// deadline); later ones use the index this engine keeps.
+    ///
+    /// # Errors
+    ///
+    /// Store errors reading the parked runs; each run's own error is in its entry.
+    pub async fn wake_due(&self) -> Result<Vec<(String, Result<RunOutcome<S>>)>> {
+        self.load_timers().await?;
+        let now = self.inner.env.clock.now_ms();
+        let (due, _) = self.inner.timers.take_due(now);
+        let mut set = JoinSet::new();
+        for run in due {
+            let engine = self.clone();
+            set.spawn(async move {
+                let out = engine.try_wake(&run, RunOptions::default(), false).await;
+                (run.to_string(), out)
+            });
+        }
+        let mut out = Vec::new();
+        while let Some(done) = set.join_next().await {
+            match done {
+                Ok((_, Ok(None))) => {}
+                Ok((run, result)) => out.push((run, result.map(|o| o.expect("matched above")))),
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(_) => {}
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
+    /// The timer service of an embedded store: wakes the runs of this engine's graph as they come due
+    /// (by the engine's clock, a [`crate::TestClock`] included), each on a task of its own, until
+    /// `shutdown` is cancelled; then waits for the runs it woke. Runs parked before it started are read
+    /// from the store first. Run one per store and graph; on a server store with workers, the workers
+    /// wake due runs instead.
+    ///
+    /// # Errors
+    ///
+    /// Store errors reading the parked runs at start (each woken run's own error is logged).
+    pub async fn run_timers(&self, shutdown: CancellationToken) -> Result<()> {
+        self.load_timers().await?;
+        let timers = &self.inner.timers;
+        let clock = self.inner.env.clock.clone();
+        let mut runs: JoinSet<()> = JoinSet::new();
+        tracing::info!(graph = self.inner.graph.name(), parked = timers.len(), "timer service started");
+        loop {
+            let (due, next) = timers.take_due(clock.now_ms());
+            for run in due {
+                let engine = self.clone();
+                runs.spawn(async move {
+                    match engine.try_wake(&run, RunOptions::default(), false).await {
+                        Ok(None) => {}
+                        Ok(Some(out)) => {
+                            tracing::debug!(run = %run, status = out.status.as_str(), "woken run stopped")
+                        }
+                        Err(e) => tracing::warn!(run = %run, error = %e, "waking a run failed"),
+                    }
+                });
+            }
+            while runs.try_join_next().is_some() {}
+            let sleep = async {
+                match next {
+                    Some(at) => clock.sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                () = sleep => {}
+                () = timers.changed.notified() => {}
+            }
+        }
+        while runs.join_next().await.is_some() {}
+        tracing::info!(graph = self.inner.graph.name(), "timer service stopped");
+        Ok(())
+    }
+
+    /// Fills the timer index from the store once: the parked runs of this graph with a due time.
+    async fn load_timers(&self) -> Result<()> {
+        if self.inner.timers.is_loaded() {
+            return Ok(());
+        }
+        let store = &self.inner.store;
+        let mut found = Vec::new();
+        for kind in [StatusKind::Waiting, StatusKind::Interrupted] {
+            for info in store.list_runs(&RunFilter::all().status(kind)).await? {
+                if info.graph_fingerprint != self.inner.graph.fingerprint() {
+                    continue;
+                }
+                if let Some(at) = info.status.wake_at_ms() {
+                    found.push((at, Arc::<str>::from(info.run_id)));
+                }
+            }
+        }
+        let timers = &self.inner.timers;
+        let mut index = timers.index.lock().unwrap_or_else(|e| e.into_inner());
+        if !index.loaded {
+            index.loaded = true;
+            index.due.extend(found);
+        }
+        drop(index);
+        timers.changed.notify_one();
+        Ok(())
+    }
+}
