@@ -1,0 +1,363 @@
+//! Runs that wait, on a worker pool (PostgreSQL and MySQL): a run asleep is woken by the pool once it
+//! is due, by a test clock the workers read and by the database's own clock; an answered run is handed
+//! back to the pool and completed by a worker; an answered run driven beside the pool (the old recipe)
+//! never ends `Failed`.
+//!
+//! Needs the servers: `cargo test -p graph-tests --features postgres,mysql --test stores -- pool_time::`.
+
+/// Says, in a run without the features, that these tests did not run.
+#[cfg(not(all(feature = "postgres", feature = "mysql")))]
+#[test]
+#[ignore = "built without features postgres and mysql: run cargo test -p graph-tests --features postgres,mysql"]
+fn pool_time_tests_not_run() {}
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod servers {
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use graph_runtime::prelude::*;
+    use graph_runtime::store::conformance::Backend;
+    use graph_runtime::store::lease::LeaseStore;
+    use graph_runtime::worker::{Worker, WorkerReport};
+    use graph_runtime::{Error, TestClock};
+
+    /// How many times each run's node body ran past its wait (`woke`) or made its charge (`charge`),
+    /// across the test's engines and workers, by run id.
+    static COUNTS: Mutex<BTreeMap<(String, &'static str), u32>> = Mutex::new(BTreeMap::new());
+
+    fn count(run: &str, what: &'static str) {
+        *COUNTS.lock().unwrap().entry((run.to_owned(), what)).or_default() += 1;
+    }
+
+    fn counted(run: &str, what: &'static str) -> u32 {
+        COUNTS.lock().unwrap().get(&(run.to_owned(), what)).copied().unwrap_or(0)
+    }
+
+    #[reducer]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    pub(super) struct Job {
+        /// How long the node sleeps, ms.
+        pub sleep_ms: u64,
+        /// When it woke (overwrite).
+        pub woke_at_ms: Option<u64>,
+        /// The charge's receipt (overwrite).
+        pub receipt: Option<String>,
+    }
+
+    #[graph(state = Job, name = "pool_sleeper")]
+    pub mod sleeper {
+        use super::*;
+
+        #[node(entry, to = END)]
+        async fn nap(s: &Job, ctx: &mut Ctx) -> NodeResult<Job> {
+            let woke = ctx.sleep(Duration::from_millis(s.sleep_ms))?;
+            count(ctx.run_id(), "woke");
+            let at = woke.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+            Ok(JobDelta::default().woke_at_ms(Some(at)))
+        }
+    }
+
+    #[graph(state = Job, name = "pool_approval")]
+    pub mod approval {
+        use super::*;
+
+        /// Asks, then makes a non-idempotent charge: two drivers of one run race on its journal entry.
+        #[node(entry, to = END)]
+        async fn approve(_s: &Job, ctx: &mut Ctx) -> NodeResult<Job> {
+            let yes: bool = ctx.interrupt(&"charge?")?;
+            if !yes {
+                return Ok(JobDelta::default());
+            }
+            let run = ctx.run_id().to_owned();
+            let receipt: String = ctx
+                .effect("charge", &"card")
+                .run(|key| async move {
+                    count(&run, "charge");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    Ok::<_, std::io::Error>(format!("receipt-{key}"))
+                })
+                .await?;
+            Ok(JobDelta::default().receipt(Some(receipt)))
+        }
+    }
+
+    #[graph(state = Job, name = "pool_flaky")]
+    pub mod flaky {
+        use super::*;
+
+        /// A non-idempotent charge whose first call fails for good: the run ends `Failed`, and `resume`
+        /// calls it again.
+        #[node(entry, to = END)]
+        async fn pay(_s: &Job, ctx: &mut Ctx) -> NodeResult<Job> {
+            let run = ctx.run_id().to_owned();
+            let receipt: String = ctx
+                .effect("charge", &"card")
+                .run(|key| async move {
+                    count(&run, "charge");
+                    tokio::time::sleep(Duration::from_millis(60)).await;
+                    if counted(&run, "charge") == 1 {
+                        return Err(graph_runtime::NodeError::fatal("the card was declined"));
+                    }
+                    Ok(format!("receipt-{key}"))
+                })
+                .await?;
+            Ok(JobDelta::default().receipt(Some(receipt)))
+        }
+    }
+
+    /// Starts `n` in-process workers of `graph` on `store`; cancel the token and await the handles to
+    /// stop them.
+    fn workers<S: Reducer, L: LeaseStore>(
+        graph: impl Fn() -> graph_runtime::Graph<S>,
+        store: &L,
+        clock: Option<&TestClock>,
+        n: usize,
+    ) -> (CancellationToken, Vec<tokio::task::JoinHandle<WorkerReport>>) {
+        let stop = CancellationToken::new();
+        let handles = (0..n)
+            .map(|i| {
+                let mut b = Worker::builder(graph(), store.clone())
+                    .id(format!("w{i}"))
+                    .poll(Duration::from_millis(20))
+                    .lease(Duration::from_secs(10))
+                    .concurrency(4);
+                if let Some(c) = clock {
+                    b = b.clock(c.clone());
+                }
+                let (w, stop) = (b.build(), stop.clone());
+                tokio::spawn(async move { w.run(stop).await.unwrap() })
+            })
+            .collect();
+        (stop, handles)
+    }
+
+    async fn stop_all(
+        stop: CancellationToken,
+        handles: Vec<tokio::task::JoinHandle<WorkerReport>>,
+    ) -> WorkerReport {
+        stop.cancel();
+        let mut total = WorkerReport::default();
+        for h in handles {
+            let r = h.await.unwrap();
+            total.claimed += r.claimed;
+            total.completed += r.completed;
+            total.failed += r.failed;
+            total.fenced += r.fenced;
+        }
+        total
+    }
+
+    /// Polls until `done` holds of the run's stored status (generous bound).
+    async fn until<S: Reducer>(
+        engine: &Engine<S>,
+        run: &str,
+        done: impl Fn(&RunStatus) -> bool,
+    ) -> RunStatus {
+        for _ in 0..3000 {
+            let status = engine.outcome(run).await.unwrap().unwrap().status;
+            if done(&status) {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("run {run}: {:?}", engine.outcome(run).await.unwrap().unwrap().status)
+    }
+
+    async fn sleeping_runs_are_woken_by_the_pool_when_due_by_the_test_clock<L: LeaseStore>(
+        p: &str,
+        store: L,
+    ) {
+        let start = 1_796_115_600_000;
+        let clock = TestClock::at_ms(start);
+        let engine = Engine::builder(sleeper::graph()).store(store.clone()).clock(clock.clone()).build();
+        let day = 24 * 3600 * 1000;
+        for i in 0..6u64 {
+            let out = engine
+                .run(&format!("{p}-nap-{i}"), Job { sleep_ms: day * (1 + i % 2), ..Job::default() })
+                .await
+                .unwrap();
+            assert!(matches!(out.status, RunStatus::Waiting(_)), "{:?}", out.status);
+        }
+        let (stop, handles) = workers(sleeper::graph, &store, Some(&clock), 3);
+        // Not due yet: the pool leaves them parked.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        for i in 0..6 {
+            assert!(matches!(
+                engine.outcome(&format!("{p}-nap-{i}")).await.unwrap().unwrap().status,
+                RunStatus::Waiting(_)
+            ));
+        }
+        // One day: the three one-day sleepers wake, once each.
+        clock.advance(Duration::from_millis(day));
+        for i in (0..6).step_by(2) {
+            until(&engine, &format!("{p}-nap-{i}"), |s| *s == RunStatus::Completed).await;
+        }
+        for i in (1..6).step_by(2) {
+            assert!(matches!(
+                engine.outcome(&format!("{p}-nap-{i}")).await.unwrap().unwrap().status,
+                RunStatus::Waiting(_)
+            ));
+        }
+        clock.advance(Duration::from_millis(day));
+        for i in (1..6).step_by(2) {
+            until(&engine, &format!("{p}-nap-{i}"), |s| *s == RunStatus::Completed).await;
+        }
+        let report = stop_all(stop, handles).await;
+        assert_eq!(report.failed, 0, "{report:?}");
+        assert_eq!(report.completed, 6, "{report:?}");
+        for i in 0..6u64 {
+            assert_eq!(counted(&format!("{p}-nap-{i}"), "woke"), 1, "each run woke once");
+            let out = engine.outcome(&format!("{p}-nap-{i}")).await.unwrap().unwrap();
+            let due = start + day * (1 + i % 2);
+            let woke = out.state.woke_at_ms.unwrap();
+            assert!(woke >= due && woke <= start + 2 * day, "run {i} woke at {woke}, due {due}");
+        }
+    }
+
+    async fn a_sleeping_run_is_woken_by_the_pool_in_the_databases_clock<L: LeaseStore>(p: &str, store: L) {
+        let engine = Engine::builder(sleeper::graph()).store(store.clone()).build();
+        let out = engine.run(&format!("{p}-db-nap"), Job { sleep_ms: 800, ..Job::default() }).await.unwrap();
+        let due = out.interrupts()[0].wake_at_ms.unwrap();
+        let (stop, handles) = workers(sleeper::graph, &store, None, 2);
+        until(&engine, &format!("{p}-db-nap"), |s| *s == RunStatus::Completed).await;
+        let report = stop_all(stop, handles).await;
+        assert_eq!((report.completed, report.failed), (1, 0), "{report:?}");
+        let woke = engine.outcome(&format!("{p}-db-nap")).await.unwrap().unwrap().state.woke_at_ms.unwrap();
+        assert!(woke >= due, "woke at {woke}, due at {due}");
+    }
+
+    async fn answered_runs_handed_back_are_completed_by_the_pool<L: LeaseStore>(p: &str, store: L) {
+        let engine = Engine::builder(approval::graph()).store(store.clone()).build();
+        for i in 0..8 {
+            engine.submit(&format!("{p}-hb-{i}"), Job::default()).await.unwrap();
+        }
+        let (stop, handles) = workers(approval::graph, &store, None, 2);
+        for i in 0..8 {
+            until(&engine, &format!("{p}-hb-{i}"), |s| matches!(s, RunStatus::Interrupted(_))).await;
+        }
+        for i in 0..8 {
+            let out = engine
+                .resume_with_inputs_with(
+                    &format!("{p}-hb-{i}"),
+                    [(approve_id(), serde_json::json!(true))],
+                    RunOptions::default().hand_back(),
+                )
+                .await
+                .unwrap();
+            assert_eq!(out.status, RunStatus::Running, "handed back, not driven here");
+        }
+        for i in 0..8 {
+            until(&engine, &format!("{p}-hb-{i}"), |s| *s == RunStatus::Completed).await;
+        }
+        let report = stop_all(stop, handles).await;
+        assert_eq!(report.failed, 0, "{report:?}");
+        for i in 0..8 {
+            assert_eq!(counted(&format!("{p}-hb-{i}"), "charge"), 1, "one charge a run");
+            assert!(engine.outcome(&format!("{p}-hb-{i}")).await.unwrap().unwrap().state.receipt.is_some());
+        }
+    }
+
+    /// The recipe the docs gave before hand-back: `resume` makes the run `running` and drives it here,
+    /// and a worker claims it too. Both reach the effect's journal entry; the one that loses stops
+    /// (`Superseded` here, fenced or superseded on the worker), and no run ends `Failed`.
+    async fn runs_resumed_beside_the_pool_never_fail<L: LeaseStore>(p: &str, store: L) {
+        let engine = Engine::builder(flaky::graph()).store(store.clone()).build();
+        let runs = 12;
+        for i in 0..runs {
+            let failed = engine.run(&format!("{p}-race-{i}"), Job::default()).await;
+            assert!(matches!(failed, Err(Error::NodeFailed { .. })), "{failed:?}");
+        }
+        let (stop, handles) = workers(flaky::graph, &store, None, 2);
+        let (mut driven_here, mut stopped_here) = (0, 0);
+        for i in 0..runs {
+            match engine.resume(&format!("{p}-race-{i}")).await {
+                Ok(out) => {
+                    assert!(out.is_completed(), "{:?}", out.status);
+                    driven_here += 1;
+                }
+                Err(Error::Superseded { .. } | Error::VersionConflict { .. }) => stopped_here += 1,
+                Err(e) => panic!("run race-{i}: {e}"),
+            }
+        }
+        let mut paused = 0;
+        for i in 0..runs {
+            let run = format!("{p}-race-{i}");
+            let status = until(&engine, &run, |s| !matches!(s, RunStatus::Running)).await;
+            match status {
+                RunStatus::Completed => {}
+                // The worker met the charge `Started` by this engine, mid-call, and paused the run for a
+                // person (what a crash mid-call looks like). The call completed meanwhile: handed back,
+                // the run goes on with its journaled response.
+                RunStatus::Paused(PauseReason::NeedsConfirmation { .. }) => {
+                    paused += 1;
+                    engine.resume_with(&run, RunOptions::default().hand_back()).await.unwrap();
+                    assert_eq!(
+                        until(&engine, &run, |s| *s == RunStatus::Completed).await,
+                        RunStatus::Completed
+                    );
+                }
+                other => panic!("{run} ended {other:?}"),
+            }
+            assert!(counted(&run, "charge") <= 2, "at most one charge after the failed one");
+        }
+        let report = stop_all(stop, handles).await;
+        eprintln!(
+            "{p}: {driven_here} of {runs} runs driven here, {stopped_here} stopped meeting a worker, {paused} \
+             paused for confirmation; {report:?}"
+        );
+        assert_eq!(report.failed, 0, "{report:?} ({driven_here} driven here, {stopped_here} stopped here)");
+        assert!(stopped_here + report.fenced > 0 || report.claimed == 0, "{report:?}");
+    }
+
+    /// The recipe the docs give now: hand the resumed run back; the pool alone drives it.
+    async fn runs_resumed_and_handed_back_are_completed_by_the_pool<L: LeaseStore>(p: &str, store: L) {
+        let engine = Engine::builder(flaky::graph()).store(store.clone()).build();
+        let runs = 6;
+        for i in 0..runs {
+            assert!(engine.run(&format!("{p}-back-{i}"), Job::default()).await.is_err());
+        }
+        let (stop, handles) = workers(flaky::graph, &store, None, 2);
+        for i in 0..runs {
+            let out = engine
+                .resume_with(&format!("{p}-back-{i}"), RunOptions::default().hand_back())
+                .await
+                .unwrap();
+            assert_eq!(out.status, RunStatus::Running);
+        }
+        for i in 0..runs {
+            until(&engine, &format!("{p}-back-{i}"), |s| *s == RunStatus::Completed).await;
+            assert_eq!(counted(&format!("{p}-back-{i}"), "charge"), 2, "the failed call and one more");
+        }
+        let report = stop_all(stop, handles).await;
+        assert_eq!((report.failed, report.fenced, report.completed), (0, 0, runs), "{report:?}");
+    }
+
+    fn approve_id() -> String {
+        // The entry item's path and the first waiting call.
+        graph_runtime::keys::PathId::entry("approve").as_str().to_owned() + "#0"
+    }
+
+    async fn all<L: LeaseStore>(p: &str, store: L) {
+        sleeping_runs_are_woken_by_the_pool_when_due_by_the_test_clock(p, store.clone()).await;
+        a_sleeping_run_is_woken_by_the_pool_in_the_databases_clock(p, store.clone()).await;
+        answered_runs_handed_back_are_completed_by_the_pool(p, store.clone()).await;
+        runs_resumed_beside_the_pool_never_fail(p, store.clone()).await;
+        runs_resumed_and_handed_back_are_completed_by_the_pool(p, store).await;
+    }
+
+    #[cfg(feature = "postgres")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres() {
+        let b = graph_tests::backends::Postgres::new();
+        all("pg", b.open().await).await;
+    }
+
+    #[cfg(feature = "mysql")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mysql() {
+        let b = graph_tests::backends::MySql::new();
+        all("my", b.open().await).await;
+    }
+}
