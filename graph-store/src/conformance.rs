@@ -19,8 +19,9 @@ use std::sync::Arc;
 use crate::events::{ChainHead, Event, EventType};
 use crate::keys::{KeyItem, OrderKey, PathId, hex, idempotency_key, sha256_parts};
 use crate::{
-    Checkpoint, CommitOutcome, EffectClass, EffectOutcome, EffectRecord, EffectState, FailPoint, MemoryStore,
-    OutboxRow, PauseReason, RunFilter, RunStatus, SCHEMA_VERSION, StateRepr, Store, WorkItem,
+    Checkpoint, CommitOutcome, EffectClass, EffectOutcome, EffectRecord, EffectState, FailPoint, Interrupt,
+    InterruptKind, MemoryStore, OutboxRow, PauseReason, RunFilter, RunStatus, SCHEMA_VERSION, StateRepr,
+    StatusKind, Store, WorkItem,
 };
 
 /// How the suite opens a backend.
@@ -441,6 +442,58 @@ pub async fn events_and_pending_steps_go_with_their_writes<B: Backend>(b: &B) {
         .expect("the stored chain verifies");
 }
 
+/// A wait of `kind` due at `wake_at_ms`, as a parked run's status lists it.
+pub fn wait(kind: InterruptKind, wake_at_ms: Option<u64>) -> Interrupt {
+    Interrupt {
+        id: "p#0".into(),
+        kind,
+        node: "n".into(),
+        path: "p".into(),
+        step: 0,
+        index: 0,
+        payload: serde_json::Value::Null,
+        wake_at_ms,
+    }
+}
+
+/// Parked runs keep their waits and due times through a restart: `Waiting` (a sleep) and `Interrupted`
+/// (a question with a deadline, one without) are listed under their own status names, and a run that
+/// is answered and commits is no longer parked.
+pub async fn parked_runs_keep_their_due_times<B: Backend>(b: &B) {
+    let mut store = b.open().await;
+    let sleeping = RunStatus::Waiting(vec![wait(InterruptKind::Sleep, Some(5_000))]);
+    let deadline = RunStatus::Interrupted(vec![wait(InterruptKind::Input, Some(9_000))]);
+    let open = RunStatus::Interrupted(vec![wait(InterruptKind::Input, None)]);
+    for (run, status) in [("w1", &sleeping), ("w2", &deadline), ("w3", &open)] {
+        store.save_checkpoint(&checkpoint(run, 0, 0), &[], &RunStatus::Running, 0).await.unwrap();
+        assert_eq!(
+            store.set_status(run, status, &[], Some(b"pending"), 1).await.unwrap(),
+            CommitOutcome::Committed { version: 2 }
+        );
+    }
+    store = b.reopen(store).await;
+    let listed = |kind| {
+        let store = store.clone();
+        async move {
+            let runs = store.list_runs(&RunFilter::all().status(kind)).await.unwrap();
+            runs.into_iter().map(|i| (i.run_id, i.status)).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(listed(StatusKind::Waiting).await, [("w1".to_owned(), sleeping.clone())]);
+    assert_eq!(
+        listed(StatusKind::Interrupted).await,
+        [("w2".to_owned(), deadline.clone()), ("w3".to_owned(), open.clone())]
+    );
+    let w1 = store.run_info("w1").await.unwrap().unwrap();
+    assert_eq!((w1.status.wake_at_ms(), w1.version), (Some(5_000), 2));
+    assert_eq!(store.run_info("w3").await.unwrap().unwrap().status.wake_at_ms(), None);
+    // Woken: the next commit makes it a running run again.
+    store.save_checkpoint(&checkpoint("w1", 1, 1), &[], &RunStatus::Running, 2).await.unwrap();
+    store = b.reopen(store).await;
+    assert!(store.list_runs(&RunFilter::all().status(StatusKind::Waiting)).await.unwrap().is_empty());
+    assert_eq!(store.pending("w1").await.unwrap(), None);
+}
+
 /// One operation of the model test (`run`, `step`, `value` pick small ids so operations collide).
 #[derive(Debug, Clone)]
 #[allow(missing_docs)] // the fields are named by what they are
@@ -528,7 +581,10 @@ pub mod leases {
     use std::collections::BTreeSet;
     use std::time::Duration;
 
-    use super::{Backend, CommitOutcome, EffectOutcome, EffectState, RunStatus, Store, checkpoint, effect};
+    use super::{
+        Backend, CommitOutcome, EffectOutcome, EffectState, InterruptKind, RunStatus, Store, checkpoint,
+        effect, wait,
+    };
     use crate::lease::{Lease, LeaseStore};
 
     /// Commits step 0 of each run (status `Running`: runnable).
@@ -612,6 +668,44 @@ pub mod leases {
         assert!(store.claim("v", "other", 10, long).await.unwrap().is_empty(), "not to another graph");
         let again = store.claim("x", "fp", 10, long).await.unwrap();
         assert_eq!((ids(&again), again[0].token), (vec!["b1".to_owned()], 2));
+    }
+
+    /// A claim takes parked runs of its graph once they are due, and not before: a sleep's end or a
+    /// question's deadline at or before the claim's time (`claim_due_by`; `claim`: the database's
+    /// clock); a question without a deadline never. A run answered meanwhile is a running run.
+    pub async fn claims_take_due_parked_runs<B: Backend>(b: &B)
+    where
+        B::Store: LeaseStore,
+    {
+        let store = b.open().await;
+        let long = Duration::from_secs(60);
+        let statuses = [
+            ("p1", RunStatus::Waiting(vec![wait(InterruptKind::Sleep, Some(1_000))])),
+            ("p2", RunStatus::Interrupted(vec![wait(InterruptKind::Input, Some(2_000))])),
+            ("p3", RunStatus::Interrupted(vec![wait(InterruptKind::Input, None)])),
+            // Due in a year of the database's clock.
+            ("p4", RunStatus::Waiting(vec![wait(InterruptKind::Sleep, Some(4_000_000_000_000))])),
+        ];
+        for (run, status) in &statuses {
+            store.save_checkpoint(&checkpoint(run, 0, 0), &[], &RunStatus::Running, 0).await.unwrap();
+            store.set_status(run, status, &[], None, 1).await.unwrap();
+        }
+        let ids = |leases: &[Lease]| leases.iter().map(|l| l.run_id.clone()).collect::<Vec<_>>();
+        assert!(store.claim_due_by("w", "fp", 10, long, Some(999)).await.unwrap().is_empty(), "none due");
+        let first = store.claim_due_by("w", "fp", 10, long, Some(1_500)).await.unwrap();
+        assert_eq!(ids(&first), ["p1"]);
+        // By the database's clock (today): the two early ones are due, the far one is not; p1 is held.
+        let second = store.claim("v", "fp", 10, long).await.unwrap();
+        assert_eq!(ids(&second), ["p2"]);
+        assert!(
+            store
+                .claim_due_by("x", "fp", 10, long, Some(u64::MAX / 2))
+                .await
+                .unwrap()
+                .iter()
+                .all(|l| l.run_id == "p4")
+        );
+        assert!(store.claim_due_by("y", "other", 10, long, Some(u64::MAX / 2)).await.unwrap().is_empty());
     }
 
     /// A commit under a lease that was taken over is `Fenced` and writes nothing (checkpoint, run row);

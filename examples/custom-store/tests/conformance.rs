@@ -50,6 +50,7 @@ suite![
     effect_journal_is_compare_and_set,
     outbox_rows_come_with_their_commit,
     events_and_pending_steps_go_with_their_writes,
+    parked_runs_keep_their_due_times,
 ];
 
 /// `n` operations of every kind, on a few runs and steps so that they collide, drawn from a fixed

@@ -16,6 +16,7 @@ graph_tests::for_backends! {
         effect_journal_is_compare_and_set,
         outbox_rows_come_with_their_commit,
         events_and_pending_steps_go_with_their_writes,
+        parked_runs_keep_their_due_times,
     ];
     memory => Memory::new(),
     sled => Sled::new(),
@@ -34,6 +35,7 @@ mod lease_cases {
         leases: [
             concurrent_claimers_one_winner,
             claims_take_their_graphs_runs,
+            claims_take_due_parked_runs,
             stale_token_is_fenced,
             effect_writes_under_a_lost_lease_are_fenced,
             takeover_after_expiry,
@@ -57,6 +59,7 @@ graph_tests::for_backends! {
         effect_journal_is_compare_and_set,
         outbox_rows_come_with_their_commit,
         events_and_pending_steps_go_with_their_writes,
+        parked_runs_keep_their_due_times,
     ];
     sqlite => graph_tests::backends::Sqlite::new(),
     // The smallest page SQLite allows: records and events span overflow pages.
