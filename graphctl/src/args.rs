@@ -144,6 +144,7 @@ pub(crate) enum StatusArg {
     Completed,
     Paused,
     Interrupted,
+    Waiting,
     Failed,
     Cancelled,
 }

@@ -167,7 +167,9 @@ impl Session<'_> {
         line("run", info.run_id.clone());
         line("status", render::status_short(&info.status));
         match &info.status {
-            RunStatus::Interrupted(list) => list.iter().for_each(|i| line("", render::interrupt_line(i))),
+            RunStatus::Interrupted(list) | RunStatus::Waiting(list) => {
+                list.iter().for_each(|i| line("", render::interrupt_line(i)))
+            }
             RunStatus::Failed(error) => line("", format!("error: {error}")),
             RunStatus::Paused(PauseReason::NeedsConfirmation { key, name }) => line(
                 "",
@@ -759,6 +761,7 @@ fn status_of(s: StatusArg) -> RunStatus {
         StatusArg::Completed => RunStatus::Completed,
         StatusArg::Paused => RunStatus::Paused(PauseReason::Backpressure),
         StatusArg::Interrupted => RunStatus::Interrupted(Vec::new()),
+        StatusArg::Waiting => RunStatus::Waiting(Vec::new()),
         StatusArg::Failed => RunStatus::Failed(String::new()),
         StatusArg::Cancelled => RunStatus::Cancelled,
     }

@@ -78,9 +78,17 @@ pub(crate) fn status_short(s: &RunStatus) -> String {
             format!("paused (effect `{name}` needs confirmation)")
         }
         RunStatus::Interrupted(list) if list.iter().all(|i| i.kind == InterruptKind::Input) => {
-            format!("interrupted ({} question{})", list.len(), if list.len() == 1 { "" } else { "s" })
+            let due = s.wake_at_ms().map(|at| format!(", due {}", time(at))).unwrap_or_default();
+            format!("interrupted ({} question{}{due})", list.len(), if list.len() == 1 { "" } else { "s" })
+        }
+        RunStatus::Interrupted(list) if list.iter().any(|i| i.kind == InterruptKind::Input) => {
+            "interrupted (questions and sleeps)".into()
         }
         RunStatus::Interrupted(_) => "interrupted (breakpoint)".into(),
+        RunStatus::Waiting(_) => match s.wake_at_ms() {
+            Some(at) => format!("waiting (asleep until {})", time(at)),
+            None => "waiting".into(),
+        },
         other => other.as_str().into(),
     }
 }
@@ -90,7 +98,12 @@ pub(crate) fn status_json(s: &RunStatus) -> Value {
     let mut v = json!({ "status": s.as_str() });
     match s {
         RunStatus::Paused(reason) => v["pause_reason"] = json!(reason),
-        RunStatus::Interrupted(list) => v["interrupts"] = json!(list),
+        RunStatus::Interrupted(list) | RunStatus::Waiting(list) => {
+            v["interrupts"] = json!(list);
+            if let Some(at) = s.wake_at_ms() {
+                v["wake_at_ms"] = json!(at);
+            }
+        }
         RunStatus::Failed(error) => v["error"] = json!(error),
         _ => {}
     }
@@ -103,11 +116,21 @@ pub(crate) fn interrupt_line(i: &Interrupt) -> String {
         InterruptKind::Input => "waits for input",
         InterruptKind::Before => "breakpoint before",
         InterruptKind::After => "breakpoint after",
+        InterruptKind::Sleep => "sleeps",
         _ => "stopped",
     };
     let mut line = format!("{kind}: node `{}` at step {}, id `{}`", i.node, i.step, short_id(&i.id));
     if !i.payload.is_null() {
         let _ = write!(line, ", asks {}", i.payload);
+    }
+    match (i.kind, i.wake_at_ms) {
+        (InterruptKind::Sleep, Some(at)) => {
+            let _ = write!(line, ", until {}", time(at));
+        }
+        (_, Some(at)) => {
+            let _ = write!(line, ", deadline {}", time(at));
+        }
+        _ => {}
     }
     line
 }
@@ -228,6 +251,31 @@ mod tests {
         assert_eq!(time(951_782_400_500), "2000-02-29T00:00:00.500Z");
         // date -u -d @1767225599 → 2025-12-31 23:59:59
         assert_eq!(time(1_767_225_599_999), "2025-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn parked_runs_show_when_they_are_due() {
+        let wait = |kind, at| Interrupt {
+            id: format!("{}#0", "a".repeat(64)),
+            kind,
+            node: "payout".into(),
+            path: "a".repeat(64),
+            step: 4,
+            index: 0,
+            payload: Value::Null,
+            wake_at_ms: at,
+        };
+        // date -u -d @951782400.5 → 2000-02-29 00:00:00.500
+        let asleep = RunStatus::Waiting(vec![wait(InterruptKind::Sleep, Some(951_782_400_500))]);
+        assert_eq!(status_short(&asleep), "waiting (asleep until 2000-02-29T00:00:00.500Z)");
+        assert_eq!(status_json(&asleep)["wake_at_ms"], 951_782_400_500u64);
+        assert_eq!(
+            interrupt_line(&asleep.waits()[0]),
+            "sleeps: node `payout` at step 4, id `aaaaaaaaaaaa…#0`, until 2000-02-29T00:00:00.500Z"
+        );
+        let asked = RunStatus::Interrupted(vec![wait(InterruptKind::Input, Some(0))]);
+        assert_eq!(status_short(&asked), "interrupted (1 question, due 1970-01-01T00:00:00.000Z)");
+        assert!(interrupt_line(&asked.waits()[0]).ends_with(", deadline 1970-01-01T00:00:00.000Z"));
     }
 
     #[test]
