@@ -90,6 +90,11 @@ pub struct EffectsDoctests;
 #[cfg(doctest)]
 pub struct InterruptsDoctests;
 
+/// The time guide, its examples compiled and run as doctests.
+#[doc = include_str!("../../docs/time.md")]
+#[cfg(doctest)]
+pub struct TimeDoctests;
+
 /// The audit-trail guide, its examples compiled and run as doctests.
 #[doc = include_str!("../../docs/audit.md")]
 #[cfg(doctest)]
