@@ -27,6 +27,7 @@ use graph_store::commit::{CommitFacts, Verdict, decide, decide_status};
 use graph_store::events::{Encoded, Event};
 use graph_store::group::GroupQueue;
 use graph_store::journal::{decide_effect, decode_effect, encode_effect, encode_outbox};
+use graph_store::mailbox::{MailboxOp, MailboxReply, apply_to_bytes};
 use graph_store::record::{decode, encode, encode_run};
 use graph_store::{
     Checkpoint, CommitOutcome, EffectOutcome, EffectRecord, EffectState, FailPoint, OutboxRow, RunInfo,
@@ -63,6 +64,8 @@ pub(super) enum Request {
     Remove { tree: TreeId, keys: Vec<Vec<u8>> },
     /// `Store::put_effect`.
     Effect { record: Box<EffectRecord>, expected: Option<EffectState> },
+    /// `Store::mailbox_op`.
+    Mailbox { run_id: String, op: MailboxOp },
     /// Makes sled durable now (`SledStore::flush`).
     Checkpoint,
 }
@@ -89,6 +92,7 @@ pub(super) enum Reply {
     Outcome(CommitOutcome),
     Removed(usize),
     Effect(EffectOutcome),
+    Mailbox(MailboxReply),
     Done,
 }
 
@@ -300,6 +304,15 @@ impl Overlay<'_> {
                 Reply::Removed(removed)
             }
             Request::Effect { record, expected } => Reply::Effect(self.effect(record, expected.as_ref())?),
+            Request::Mailbox { run_id, op } => {
+                let exists = self.get(TreeId::Runs, run_id.as_bytes())?.is_some();
+                let stored = self.get(TreeId::Mailboxes, run_id.as_bytes())?;
+                let (reply, write) = apply_to_bytes(stored.as_deref(), op.clone(), exists)?;
+                if let Some(bytes) = write {
+                    self.put(TreeId::Mailboxes, run_id.as_bytes(), &bytes);
+                }
+                Reply::Mailbox(reply)
+            }
             Request::Checkpoint => Reply::Done,
         })
     }

@@ -53,6 +53,7 @@ use commit::{Reply, Request, Writer};
 use commit_log::{CommitLog, LogError, LogOptions, Manifest, Record};
 use graph_store::events::Event;
 use graph_store::journal::{decode_effect, decode_outbox};
+use graph_store::mailbox::{Mailbox, MailboxOp, MailboxReply};
 use graph_store::record::{decode, decode_run, of_run};
 use graph_store::{
     Checkpoint, CheckpointMeta, CommitOutcome, Durability, EffectOutcome, EffectRecord, EffectState,
@@ -128,6 +129,7 @@ struct Inner {
     outbox: Quiet<sled::Tree>,
     events: Quiet<sled::Tree>,
     pending: Quiet<sled::Tree>,
+    mailboxes: Quiet<sled::Tree>,
     /// sled's log file, for the `fdatasync` its own flush leaves out (see [`Inner::flush_index`]).
     sled_log: File,
     options: SledOptions,
@@ -193,7 +195,7 @@ impl SledStore {
         let (runs, checkpoints, keys, meta) =
             (tree("runs")?, tree("checkpoints")?, tree("keys")?, tree("meta")?);
         let (effects, effect_keys, outbox) = (tree("effects")?, tree("effect_keys")?, tree("outbox")?);
-        let (events, pending) = (tree("events")?, tree("pending")?);
+        let (events, pending, mailboxes) = (tree("events")?, tree("pending")?, tree("mailboxes")?);
         let log_options = LogOptions { segment_size: options.log_segment_size, ..LogOptions::default() };
         let (log, records) = CommitLog::open(&wal_dir, log_options).map_err(log_error)?;
         let sled_log = open_sled_log(&path)?;
@@ -210,6 +212,7 @@ impl SledStore {
             outbox,
             events,
             pending,
+            mailboxes,
             sled_log,
             options,
             queue: commit::Queue::new(1),
@@ -446,6 +449,7 @@ impl Inner {
             TreeId::Outbox => &self.outbox,
             TreeId::Events => &self.events,
             TreeId::Pending => &self.pending,
+            TreeId::Mailboxes => &self.mailboxes,
         }
     }
 
@@ -971,6 +975,18 @@ impl Store for SledStore {
             .inner
             .read(|| self.inner.effects.scan_prefix(&prefix).values().collect::<sled::Result<Vec<_>>>())?;
         rows.iter().map(|v| decode_effect(v)).collect()
+    }
+
+    async fn mailbox_op(&self, run_id: &str, op: MailboxOp) -> Result<MailboxReply, StoreError> {
+        match self.request(Request::Mailbox { run_id: run_id.to_owned(), op }).await? {
+            Reply::Mailbox(r) => Ok(r),
+            other => unreachable!("a mailbox change replies a mailbox reply, not {other:?}"),
+        }
+    }
+
+    async fn mailbox(&self, run_id: &str) -> Result<Mailbox, StoreError> {
+        let bytes = self.inner.read(|| self.inner.mailboxes.get(run_id.as_bytes()))?;
+        Ok(bytes.map(|b| graph_store::mailbox::decode(&b)).transpose()?.unwrap_or_default())
     }
 
     async fn outbox(&self, limit: usize) -> Result<Vec<OutboxRow>, StoreError> {

@@ -22,6 +22,8 @@ pub(super) enum TreeId {
     Events = 6,
     /// Pending steps by run.
     Pending = 7,
+    /// Mailboxes by run.
+    Mailboxes = 8,
 }
 
 impl TreeId {
@@ -35,6 +37,7 @@ impl TreeId {
             5 => TreeId::Outbox,
             6 => TreeId::Events,
             7 => TreeId::Pending,
+            8 => TreeId::Mailboxes,
             _ => return None,
         })
     }

@@ -38,6 +38,10 @@ pub struct Statements {
     pub upsert_pending: &'static str,
     /// (run) → bytes.
     pub pending: &'static str,
+    /// (run) → bytes: the run's mailbox.
+    pub mailbox: &'static str,
+    /// (run, bytes): the run's mailbox, inserted or written over.
+    pub upsert_mailbox: &'static str,
     /// (status, latest step, version, row bytes, has_pending, wake_at_ms (-1: NULL), run).
     pub update_run: &'static str,
     /// (run, from seq, limit) → seq, bytes.

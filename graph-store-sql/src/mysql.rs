@@ -635,6 +635,9 @@ mod sql {
     pub(super) const DELETE_PENDING: &str = "DELETE FROM graph_pending WHERE run_id = ?";
     pub(super) const UPSERT_PENDING: &str = "INSERT INTO graph_pending (run_id, bytes) VALUES (?, ?) \
          ON DUPLICATE KEY UPDATE bytes = VALUES(bytes)";
+    pub(super) const MAILBOX: &str = "SELECT bytes FROM graph_mailboxes WHERE run_id = ?";
+    pub(super) const UPSERT_MAILBOX: &str = "INSERT INTO graph_mailboxes (run_id, bytes) VALUES (?, ?) \
+         ON DUPLICATE KEY UPDATE bytes = VALUES(bytes)";
     pub(super) const PENDING: &str = "SELECT bytes FROM graph_pending WHERE run_id = ?";
     /// The binds of [`UPDATE_RUN`], then the graph fingerprint.
     pub(super) const INSERT_RUN: &str = "INSERT INTO graph_runs \
@@ -719,6 +722,8 @@ mod sql {
         events_upsert: EVENTS_UPSERT,
         upsert_pending: UPSERT_PENDING,
         pending: PENDING,
+        mailbox: MAILBOX,
+        upsert_mailbox: UPSERT_MAILBOX,
         update_run: UPDATE_RUN,
         events: EVENTS,
         latest: LATEST,

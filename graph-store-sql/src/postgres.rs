@@ -393,6 +393,9 @@ mod sql {
     pub(super) const EVENTS_UPSERT: &str = " ON CONFLICT (run_id, seq) DO UPDATE SET bytes = EXCLUDED.bytes";
     pub(super) const UPSERT_PENDING: &str = "INSERT INTO graph_pending (run_id, bytes) VALUES ($1, $2) \
          ON CONFLICT (run_id) DO UPDATE SET bytes = EXCLUDED.bytes";
+    pub(super) const MAILBOX: &str = "SELECT bytes FROM graph_mailboxes WHERE run_id = $1";
+    pub(super) const UPSERT_MAILBOX: &str = "INSERT INTO graph_mailboxes (run_id, bytes) VALUES ($1, $2) \
+         ON CONFLICT (run_id) DO UPDATE SET bytes = EXCLUDED.bytes";
     pub(super) const PENDING: &str = "SELECT bytes FROM graph_pending WHERE run_id = $1";
     pub(super) const UPDATE_RUN: &str = "UPDATE graph_runs SET status = $1, latest_step = $2, version = $3, row_bytes = $4, \
          has_pending = $5, wake_at_ms = NULLIF($6, -1) WHERE run_id = $7";
@@ -478,6 +481,8 @@ mod sql {
         events_upsert: EVENTS_UPSERT,
         upsert_pending: UPSERT_PENDING,
         pending: PENDING,
+        mailbox: MAILBOX,
+        upsert_mailbox: UPSERT_MAILBOX,
         update_run: UPDATE_RUN,
         events: EVENTS,
         latest: LATEST,

@@ -14,6 +14,7 @@ use graph_store::events::{Event, head_after};
 use graph_store::journal::{decide_effect, decode_effect, decode_outbox, encode_effect};
 use graph_store::known::KnownRows;
 use graph_store::lease::Lease;
+use graph_store::mailbox::{Mailbox, MailboxOp, MailboxReply};
 use graph_store::record::{decode, decode_run_of, encode, encode_run};
 use graph_store::{
     Checkpoint, CheckpointMeta, CommitOutcome, EffectOutcome, EffectRecord, EffectState, FailPoint,
@@ -544,6 +545,35 @@ where
         Ok(outcome)
     }
 
+    /// One attempt of `mailbox_op`: the run row locked (every change of a run's mailbox waits for the
+    /// others and for the run's commits), the mailbox read, changed by the contract's rule, written back.
+    async fn try_mailbox(&self, run_id: &str, op: &MailboxOp) -> Result<MailboxReply, Abort> {
+        let mut tx = self.transaction().await.map_err(abort::<D>)?;
+        let exists = sqlx::query(D::SQL.lock_run)
+            .bind(run_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(abort::<D>)?
+            .is_some();
+        let row =
+            sqlx::query(D::SQL.mailbox).bind(run_id).fetch_optional(&mut *tx).await.map_err(abort::<D>)?;
+        let stored = row.map(|r| Self::bytes(&r, "reading a mailbox")).transpose()?;
+        let (reply, write) = graph_store::mailbox::apply_to_bytes(stored.as_deref(), op.clone(), exists)?;
+        match write {
+            Some(bytes) => {
+                sqlx::query(D::SQL.upsert_mailbox)
+                    .bind(run_id)
+                    .bind(bytes.as_slice())
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(abort::<D>)?;
+                tx.commit().await.map_err(abort::<D>)?;
+            }
+            None => tx.rollback().await.map_err(abort::<D>)?,
+        }
+        Ok(reply)
+    }
+
     /// One attempt of `ack_outbox`.
     async fn try_ack(&self, keys: &[String]) -> Result<usize, Abort> {
         let mut tx = self.transaction().await.map_err(abort::<D>)?;
@@ -675,6 +705,17 @@ where
         let what = "reading a pending step";
         let row = self.row(what, || sqlx::query(D::SQL.pending).bind(run_id)).await?;
         row.map(|r| Self::bytes(&r, what)).transpose()
+    }
+
+    async fn mailbox_op(&self, run_id: &str, op: MailboxOp) -> Result<MailboxReply, StoreError> {
+        self.with_conflicts("changing a mailbox", || self.try_mailbox(run_id, &op)).await
+    }
+
+    async fn mailbox(&self, run_id: &str) -> Result<Mailbox, StoreError> {
+        let what = "reading a mailbox";
+        let row = self.row(what, || sqlx::query(D::SQL.mailbox).bind(run_id)).await?;
+        let bytes = row.map(|r| Self::bytes(&r, what)).transpose()?;
+        Ok(bytes.map(|b| graph_store::mailbox::decode(&b)).transpose()?.unwrap_or_default())
     }
 
     async fn run_info(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {

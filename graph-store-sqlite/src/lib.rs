@@ -86,11 +86,12 @@ use writer::{Job, Op, Reply};
 const MIGRATIONS: &[(u32, &str)] = &[
     (1, include_str!("../migrations/sqlite/0001_init.sql")),
     (2, include_str!("../migrations/sqlite/0002_rowid_appends.sql")),
+    (3, include_str!("../migrations/sqlite/0003_mailboxes.sql")),
 ];
 
 /// The schema version this build creates and reads (a database of an older version is upgraded in place
 /// by [`SqliteStore::open`]).
-pub const SQLITE_SCHEMA_VERSION: u32 = 2;
+pub const SQLITE_SCHEMA_VERSION: u32 = 3;
 
 /// The write-ahead log's size at which the writer checkpoints it (SQLite's default, 1,000 pages, is
 /// about this with its default 4 KiB pages), and so the size the log is preallocated to by default.
@@ -1115,6 +1116,29 @@ impl Store for SqliteStore {
             Reply::Effect(o) => Ok(o),
             other => Err(unexpected(&other)),
         }
+    }
+
+    async fn mailbox_op(
+        &self,
+        run_id: &str,
+        op: graph_store::mailbox::MailboxOp,
+    ) -> Result<graph_store::mailbox::MailboxReply, StoreError> {
+        match self.request(Op::Mailbox { run_id: run_id.to_owned(), op }).await? {
+            Reply::Mailbox(r) => Ok(r),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn mailbox(&self, run_id: &str) -> Result<graph_store::mailbox::Mailbox, StoreError> {
+        let run = run_id.to_owned();
+        let bytes: Option<Vec<u8>> = self
+            .read(move |c| {
+                c.prepare_cached("SELECT bytes FROM mailboxes WHERE run_id = ?1")?
+                    .query_row(params![run], |r| r.get(0))
+                    .optional()
+            })
+            .await?;
+        Ok(bytes.map(|b| graph_store::mailbox::decode(&b)).transpose()?.unwrap_or_default())
     }
 
     async fn effects(&self, run_id: &str) -> Result<Vec<EffectRecord>, StoreError> {

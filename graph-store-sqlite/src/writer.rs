@@ -84,6 +84,8 @@ pub(super) enum Op {
     Ack { keys: Vec<String> },
     /// `Store::put_effect`.
     Effect { record: Box<EffectRecord>, expected: Option<EffectState> },
+    /// `Store::mailbox_op`.
+    Mailbox { run_id: String, op: graph_store::mailbox::MailboxOp },
     /// Test hook: overwrite a checkpoint's bytes (`Some`), or delete its row (`None`).
     #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
     PutRaw { run_id: String, step: u64, bytes: Option<Vec<u8>> },
@@ -113,6 +115,7 @@ pub(super) enum Reply {
     Outcome(CommitOutcome),
     Count(usize),
     Effect(EffectOutcome),
+    Mailbox(graph_store::mailbox::MailboxReply),
     /// `journal_mode`, `synchronous`, and the log's syncs (`vfs::log_syncs`, read by a test hook).
     #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
     Pragmas(String, u32, Option<(u64, u64)>),
@@ -348,6 +351,7 @@ impl Writer {
                 Ok(Applied::Keep(Reply::Count(n)))
             }
             Op::Effect { record, expected } => self.effect(record, expected.as_ref()),
+            Op::Mailbox { run_id, op } => self.mailbox(run_id, op),
             Op::PutRaw { run_id, step, bytes } => {
                 let step = int(*step).unwrap_or(i64::MAX);
                 match bytes {
@@ -598,6 +602,29 @@ impl Writer {
     }
 
     /// `Store::put_effect`: the compare-and-set the memory store defines.
+    fn mailbox(&self, run_id: &str, op: &graph_store::mailbox::MailboxOp) -> Result<Applied, StoreError> {
+        let read = self.err("reading a mailbox");
+        let exists = self
+            .conn
+            .prepare_cached("SELECT 1 FROM runs WHERE run_id = ?1")
+            .and_then(|mut st| st.query_row(params![run_id], |_| Ok(())).optional())
+            .map_err(&read)?
+            .is_some();
+        let stored: Option<Vec<u8>> = self
+            .conn
+            .prepare_cached("SELECT bytes FROM mailboxes WHERE run_id = ?1")
+            .and_then(|mut st| st.query_row(params![run_id], |r| r.get(0)).optional())
+            .map_err(read)?;
+        let (reply, write) = graph_store::mailbox::apply_to_bytes(stored.as_deref(), op.clone(), exists)?;
+        if let Some(bytes) = write {
+            self.conn
+                .prepare_cached("INSERT OR REPLACE INTO mailboxes (run_id, bytes) VALUES (?1, ?2)")
+                .and_then(|mut st| st.execute(params![run_id, bytes]))
+                .map_err(self.err("writing a mailbox"))?;
+        }
+        Ok(Applied::Keep(Reply::Mailbox(reply)))
+    }
+
     fn effect(&self, record: &EffectRecord, expected: Option<&EffectState>) -> Result<Applied, StoreError> {
         let bytes: Option<Vec<u8>> = self
             .conn

@@ -494,6 +494,103 @@ pub async fn parked_runs_keep_their_due_times<B: Backend>(b: &B) {
     assert_eq!(store.pending("w1").await.unwrap(), None);
 }
 
+/// A run's mailbox: a send to a run the store does not have is refused; sends get their run's
+/// sequence numbers in order (20 at once get 20 distinct ones), a dedupe key sent twice is one message;
+/// claims take the oldest unclaimed message of their topic, the same claimer is given its message again
+/// (after a restart too), a rejected message is never given again; all of it survives a restart.
+pub async fn mailboxes_deliver_each_message_once<B: Backend>(b: &B) {
+    use crate::mailbox::{MailboxOp, MailboxReply, MessageState};
+    let send = |topic: &str, key: Option<&str>, n: i64| MailboxOp::Send {
+        topic: topic.into(),
+        dedupe_key: key.map(str::to_owned),
+        payload: n.into(),
+        sent_at_ms: 7,
+    };
+    let claim = |topic: &str, by: &str| MailboxOp::Claim { topic: topic.into(), claimer: by.into() };
+    let mut store = b.open().await;
+    assert_eq!(store.mailbox_op("m", send("paid", None, 0)).await.unwrap(), MailboxReply::NoSuchRun);
+    assert!(store.mailbox("m").await.unwrap().messages.is_empty());
+    store.save_checkpoint(&checkpoint("m", 0, 0), &[], &RunStatus::Running, 0).await.unwrap();
+    let sends = (0..20).map(|i| {
+        let store = store.clone();
+        let topic = if i % 2 == 0 { "paid" } else { "shipped" };
+        let op = send(topic, Some(&format!("k{i}")), i);
+        async move { store.mailbox_op("m", op).await.unwrap() }
+    });
+    let mut seqs: Vec<u64> = futures_join(sends)
+        .await
+        .into_iter()
+        .map(|r| match r {
+            MailboxReply::Sent { seq } => seq,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    seqs.sort_unstable();
+    assert_eq!(seqs, (0..20).collect::<Vec<_>>());
+    let again = store.mailbox_op("m", send("paid", Some("k4"), 99)).await.unwrap();
+    let first_k4 = store
+        .mailbox("m")
+        .await
+        .unwrap()
+        .messages
+        .iter()
+        .find(|m| m.dedupe_key.as_deref() == Some("k4"))
+        .unwrap()
+        .seq;
+    assert_eq!(again, MailboxReply::Duplicate { seq: first_k4 });
+    store = b.reopen(store).await;
+    let paid: Vec<u64> = store
+        .mailbox("m")
+        .await
+        .unwrap()
+        .messages
+        .iter()
+        .filter(|m| m.topic == "paid")
+        .map(|m| m.seq)
+        .collect();
+    assert_eq!(paid.len(), 10);
+    let claimed = |r: MailboxReply| match r {
+        MailboxReply::Claimed(m) => m.map(|m| m.seq),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(claimed(store.mailbox_op("m", claim("paid", "1:p#0")).await.unwrap()), Some(paid[0]));
+    store = b.reopen(store).await;
+    assert_eq!(
+        claimed(store.mailbox_op("m", claim("paid", "1:p#0")).await.unwrap()),
+        Some(paid[0]),
+        "given again"
+    );
+    assert_eq!(claimed(store.mailbox_op("m", claim("paid", "1:q#0")).await.unwrap()), Some(paid[1]));
+    let reject = MailboxOp::Reject { seq: paid[1], claimer: "1:q#0".into(), detail: "not a receipt".into() };
+    assert_eq!(store.mailbox_op("m", reject).await.unwrap(), MailboxReply::Rejected(true));
+    store = b.reopen(store).await;
+    assert_eq!(
+        claimed(store.mailbox_op("m", claim("paid", "1:q#0")).await.unwrap()),
+        Some(paid[2]),
+        "the next one"
+    );
+    assert_eq!(claimed(store.mailbox_op("m", claim("none", "1:q#1")).await.unwrap()), None);
+    let kept = store.mailbox("m").await.unwrap();
+    assert_eq!(kept.messages.len(), 20, "nothing lost");
+    assert!(matches!(&kept.messages.iter().find(|m| m.seq == paid[1]).unwrap().state,
+        MessageState::Rejected { detail, .. } if detail == "not a receipt"));
+}
+
+/// Awaits every future (the suite does not depend on a futures crate).
+async fn futures_join<F: std::future::Future + Send + 'static>(
+    fs: impl IntoIterator<Item = F>,
+) -> Vec<F::Output>
+where
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = fs.into_iter().map(tokio::spawn).collect();
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(h.await.expect("a task of the suite panicked"));
+    }
+    out
+}
+
 /// One operation of the model test (`run`, `step`, `value` pick small ids so operations collide).
 #[derive(Debug, Clone)]
 #[allow(missing_docs)] // the fields are named by what they are

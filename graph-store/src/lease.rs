@@ -253,6 +253,20 @@ impl<L: LeaseStore> Store for LeasedStore<L> {
         self.inner.pending(run_id).await
     }
 
+    /// Not fenced: a claim is the waiting call's own (a new holder asking for the same call gets the
+    /// same message), and a send is not a holder's write.
+    async fn mailbox_op(
+        &self,
+        run_id: &str,
+        op: crate::mailbox::MailboxOp,
+    ) -> Result<crate::mailbox::MailboxReply, StoreError> {
+        self.inner.mailbox_op(run_id, op).await
+    }
+
+    async fn mailbox(&self, run_id: &str) -> Result<crate::mailbox::Mailbox, StoreError> {
+        self.inner.mailbox(run_id).await
+    }
+
     async fn run_info(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {
         self.inner.run_info(run_id).await
     }

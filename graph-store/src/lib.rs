@@ -15,6 +15,7 @@
 //!   held?) and the rule says, in its one order, whether to write or which outcome to report.
 //!   [`commit::decide_status`] is the rule of a status change.
 //! - [`journal::decide_effect`]: the effect journal's compare-and-set.
+//! - [`mailbox::Mailbox::apply`]: a run's mailbox (external events: send, dedupe, claim, reject).
 //! - [`RunStatus::as_str`] / [`StatusKind`]: the persisted names of the statuses.
 //! - [`RunInfo::after_commit`] / [`RunInfo::after_status`]: the run row a write leaves.
 //!
@@ -45,6 +46,7 @@ pub mod journal;
 pub mod keys;
 pub mod known;
 pub mod lease;
+pub mod mailbox;
 mod memory;
 pub mod record;
 pub mod retry;

@@ -43,6 +43,8 @@ struct Inner {
     events: BTreeMap<Arc<str>, Vec<KeptEvent>>,
     /// Pending steps, by run.
     pending: BTreeMap<Arc<str>, Vec<u8>>,
+    /// Mailboxes (`mailbox::encode` bytes), by run.
+    mailboxes: BTreeMap<String, Vec<u8>>,
 }
 
 /// A set of idempotency keys, compact: an engine-made key (`sha256:` and 64 lowercase hex digits) is
@@ -454,6 +456,29 @@ impl Store for MemoryStore {
 
     async fn pending(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
         Ok(self.lock().pending.get(run_id).cloned())
+    }
+
+    async fn mailbox_op(
+        &self,
+        run_id: &str,
+        op: crate::mailbox::MailboxOp,
+    ) -> Result<crate::mailbox::MailboxReply, StoreError> {
+        if self.fail.hit(1) {
+            return Err(StoreError::backend("injected failure", "fail point"));
+        }
+        let mut inner = self.lock();
+        let exists = inner.runs.contains_key(run_id);
+        let (reply, write) =
+            crate::mailbox::apply_to_bytes(inner.mailboxes.get(run_id).map(Vec::as_slice), op, exists)?;
+        if let Some(bytes) = write {
+            inner.mailboxes.insert(run_id.to_owned(), bytes);
+        }
+        Ok(reply)
+    }
+
+    async fn mailbox(&self, run_id: &str) -> Result<crate::mailbox::Mailbox, StoreError> {
+        let inner = self.lock();
+        Ok(inner.mailboxes.get(run_id).map(|b| crate::mailbox::decode(b)).transpose()?.unwrap_or_default())
     }
 
     async fn run_info(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {

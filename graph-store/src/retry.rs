@@ -164,6 +164,20 @@ impl Store for RetryStore {
         self.retry("pending", |_| self.inner.pending(run_id)).await
     }
 
+    /// Retried like the other writes: a send that may have landed is sent again with its dedupe key
+    /// (the engine gives every send one), a claim is given its message again, a rejection is refused.
+    async fn mailbox_op(
+        &self,
+        run_id: &str,
+        op: crate::mailbox::MailboxOp,
+    ) -> Result<crate::mailbox::MailboxReply, StoreError> {
+        self.retry("mailbox_op", |_| self.inner.mailbox_op(run_id, op.clone())).await
+    }
+
+    async fn mailbox(&self, run_id: &str) -> Result<crate::mailbox::Mailbox, StoreError> {
+        self.retry("mailbox", |_| self.inner.mailbox(run_id)).await
+    }
+
     async fn run_info(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {
         self.retry("run_info", |_| self.inner.run_info(run_id)).await
     }
@@ -281,6 +295,16 @@ mod tests {
         }
         async fn pending(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
             self.inner.pending(run_id).await
+        }
+        async fn mailbox_op(
+            &self,
+            run_id: &str,
+            op: crate::mailbox::MailboxOp,
+        ) -> Result<crate::mailbox::MailboxReply, StoreError> {
+            self.inner.mailbox_op(run_id, op).await
+        }
+        async fn mailbox(&self, run_id: &str) -> Result<crate::mailbox::Mailbox, StoreError> {
+            self.inner.mailbox(run_id).await
         }
         async fn run_info(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {
             if take(&self.down) {

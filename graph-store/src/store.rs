@@ -3,6 +3,7 @@
 use async_trait::async_trait;
 
 use crate::events::Event;
+use crate::mailbox::{Mailbox, MailboxOp, MailboxReply};
 use crate::{
     Checkpoint, CheckpointMeta, CommitOutcome, EffectOutcome, EffectRecord, EffectState, OutboxRow,
     RunFilter, RunInfo, RunStatus, StoreError,
@@ -182,6 +183,23 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// Backend failures.
     async fn ack_outbox(&self, keys: &[String]) -> Result<usize, StoreError>;
+
+    /// Changes a run's mailbox (see [`crate::mailbox`]): reads its bytes under the store's lock (with
+    /// whether the run row exists), applies `op` with [`crate::mailbox::apply_to_bytes`] (the rules,
+    /// written once), and writes the bytes back when they changed, in one atomic, durable write (as
+    /// durable as a commit), or nothing.
+    ///
+    /// # Errors
+    ///
+    /// Backend failures (nothing written then); `Corrupted` for damaged bytes.
+    async fn mailbox_op(&self, run_id: &str, op: MailboxOp) -> Result<MailboxReply, StoreError>;
+
+    /// A run's mailbox (empty when it has none).
+    ///
+    /// # Errors
+    ///
+    /// Backend failures; `Corrupted` for damaged bytes.
+    async fn mailbox(&self, run_id: &str) -> Result<Mailbox, StoreError>;
 
     /// Reads the whole store to check what its reads cannot: that its structures agree with each
     /// other (for the SQLite store, `PRAGMA integrity_check`: every index entry against its table, so an

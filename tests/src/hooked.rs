@@ -84,6 +84,16 @@ impl<St: Store, H: Hooks> Store for Hooked<St, H> {
     async fn pending(&self, run: &str) -> Result<Option<Vec<u8>>, StoreError> {
         self.saw(self.inner.pending(run).await)
     }
+    async fn mailbox_op(
+        &self,
+        run: &str,
+        op: graph_runtime::store::mailbox::MailboxOp,
+    ) -> Result<graph_runtime::store::mailbox::MailboxReply, StoreError> {
+        self.saw(self.inner.mailbox_op(run, op).await)
+    }
+    async fn mailbox(&self, run: &str) -> Result<graph_runtime::store::mailbox::Mailbox, StoreError> {
+        self.saw(self.inner.mailbox(run).await)
+    }
     async fn run_info(&self, run: &str) -> Result<Option<RunInfo>, StoreError> {
         self.saw(self.inner.run_info(run).await)
     }

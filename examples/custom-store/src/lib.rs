@@ -37,6 +37,7 @@ use async_trait::async_trait;
 use graph_store::commit::{CommitFacts, Verdict, decide, decide_status};
 use graph_store::events::{Event, head_after};
 use graph_store::journal::{decide_effect, decode_effect, decode_outbox, encode_effect, encode_outbox};
+use graph_store::mailbox::{self, Mailbox, MailboxOp, MailboxReply};
 use graph_store::record::{decode, decode_run_of, encode, encode_run};
 use graph_store::{
     Checkpoint, CheckpointMeta, CommitOutcome, EffectOutcome, EffectRecord, EffectState, FailPoint,
@@ -70,6 +71,8 @@ struct Tables {
     effects: BTreeMap<String, Vec<u8>>,
     /// Outbox rows: their key and bytes (`journal::encode_outbox`), by (run, step, emit order).
     outbox: BTreeMap<(String, u64, usize), (String, Vec<u8>)>,
+    /// Mailboxes (`mailbox::encode`), by run.
+    mailboxes: BTreeMap<String, Vec<u8>>,
 }
 
 /// A store over a [`Disk`]. Clones share it.
@@ -202,6 +205,22 @@ impl Store for RowStore {
 
     async fn pending(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
         Ok(self.tables().pending.get(run_id).cloned())
+    }
+
+    async fn mailbox_op(&self, run_id: &str, op: MailboxOp) -> Result<MailboxReply, StoreError> {
+        let mut t = self.tables();
+        let exists = t.runs.contains_key(run_id);
+        // The contract's rule decides; the table holds its bytes.
+        let (reply, write) = mailbox::apply_to_bytes(t.mailboxes.get(run_id).map(Vec::as_slice), op, exists)?;
+        self.wrote(1)?;
+        if let Some(bytes) = write {
+            t.mailboxes.insert(run_id.to_owned(), bytes);
+        }
+        Ok(reply)
+    }
+
+    async fn mailbox(&self, run_id: &str) -> Result<Mailbox, StoreError> {
+        Ok(self.tables().mailboxes.get(run_id).map(|b| mailbox::decode(b)).transpose()?.unwrap_or_default())
     }
 
     async fn run_info(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {

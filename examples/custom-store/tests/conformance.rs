@@ -51,6 +51,7 @@ suite![
     outbox_rows_come_with_their_commit,
     events_and_pending_steps_go_with_their_writes,
     parked_runs_keep_their_due_times,
+    mailboxes_deliver_each_message_once,
 ];
 
 /// `n` operations of every kind, on a few runs and steps so that they collide, drawn from a fixed

@@ -1,4 +1,5 @@
--- graph-runtime schema 5 (PostgreSQL): when a parked run is due, for claims. Each statement is idempotent.
+-- graph-runtime schema 5 (PostgreSQL): when a parked run is due, for claims, and the runs' mailboxes. Each
+-- statement is idempotent.
 --
 -- A run that sleeps (`Ctx::sleep`) or asks with a deadline is parked (`waiting`, or `interrupted`) with
 -- the time it is due, ms since the Unix epoch (`RunStatus::wake_at_ms`), written by every status change
@@ -8,3 +9,10 @@
 ALTER TABLE graph_runs ADD COLUMN IF NOT EXISTS wake_at_ms BIGINT;
 -- Claims: the parked runs due by now.
 CREATE INDEX IF NOT EXISTS graph_runs_due ON graph_runs (status, wake_at_ms) WHERE wake_at_ms IS NOT NULL;
+
+-- Each run's mailbox (the external events sent to it): `graph_store::mailbox::encode` bytes, read and
+-- written back under the run row's lock (`Store::mailbox_op`).
+CREATE TABLE IF NOT EXISTS graph_mailboxes (
+    run_id TEXT COLLATE "C" PRIMARY KEY,
+    bytes  BYTEA NOT NULL
+);

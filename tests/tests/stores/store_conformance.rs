@@ -17,6 +17,7 @@ graph_tests::for_backends! {
         outbox_rows_come_with_their_commit,
         events_and_pending_steps_go_with_their_writes,
         parked_runs_keep_their_due_times,
+        mailboxes_deliver_each_message_once,
     ];
     memory => Memory::new(),
     sled => Sled::new(),
@@ -60,6 +61,7 @@ graph_tests::for_backends! {
         outbox_rows_come_with_their_commit,
         events_and_pending_steps_go_with_their_writes,
         parked_runs_keep_their_due_times,
+        mailboxes_deliver_each_message_once,
     ];
     sqlite => graph_tests::backends::Sqlite::new(),
     // The smallest page SQLite allows: records and events span overflow pages.
