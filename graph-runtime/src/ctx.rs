@@ -344,7 +344,7 @@ impl Ctx {
             return self.read_input(index, input);
         }
         let payload = self.payload_of(payload)?;
-        Err(self.ask(Asked { index, kind: InterruptKind::Input, payload, wake_at_ms: None }))
+        Err(self.ask(Asked { index, kind: InterruptKind::Input, payload, wake_at_ms: None, topic: None }))
     }
 
     /// [`Ctx::interrupt`] with a deadline `within` from now (the engine's clock): when nobody answers in
@@ -406,7 +406,7 @@ impl Ctx {
         if let Some(input) = given {
             let reply: Reply<R> = self.read_input(index, input)?;
             return Ok(match reply {
-                Reply::Answer(r) => Answer::Given(r),
+                Reply::Answer(r) | Reply::Event { payload: r, .. } => Answer::Given(r),
                 Reply::TimedOutAt(ms) => Answer::TimedOut { at: time_of(ms) },
             });
         }
@@ -418,7 +418,13 @@ impl Ctx {
             )));
         }
         let payload = self.payload_of(payload)?;
-        Err(self.ask(Asked { index, kind: InterruptKind::Input, payload, wake_at_ms: Some(deadline_ms) }))
+        Err(self.ask(Asked {
+            index,
+            kind: InterruptKind::Input,
+            payload,
+            wake_at_ms: Some(deadline_ms),
+            topic: None,
+        }))
     }
 
     /// Sleeps durably for `duration` (the engine's clock): the first time, the node stops here (return
@@ -477,8 +483,87 @@ impl Ctx {
             kind: InterruptKind::Sleep,
             payload: serde_json::Value::Null,
             wake_at_ms: Some(at_ms),
+            topic: None,
         };
         Err(self.ask(asked))
+    }
+
+    /// Waits durably for an external event of `topic` sent to this run (`Engine::send_event`, from any
+    /// process): the first time, the node stops here and the run parks as
+    /// [`RunStatus::Waiting`](crate::store::RunStatus::Waiting) until a message of the topic is in its
+    /// mailbox (one sent before the wait is delivered at once); then the node runs again and this call
+    /// returns its payload, read as `T`. Messages of a topic are delivered in send order, each to one
+    /// waiting call; the delivery is recorded, so a resume or replay returns the same payload. A
+    /// payload that does not read as `T` is rejected: the message is kept, marked rejected, and the
+    /// run waits for the next (`Error::EventRejected` from whoever delivered it).
+    ///
+    /// # Errors
+    ///
+    /// The stop itself, when no event was delivered yet: propagate it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use graph_runtime::{Ctx, NodeError};
+    /// # #[derive(serde::Deserialize)] struct Payment { amount_cents: u64 }
+    /// # fn settle(ctx: &mut Ctx) -> Result<u64, NodeError> {
+    /// let paid: Payment = ctx.wait_event("payment.received")?;
+    /// # Ok(paid.amount_cents)
+    /// # }
+    /// ```
+    pub fn wait_event<T: DeserializeOwned>(&mut self, topic: &str) -> Result<T, NodeError> {
+        match self.wait_event_until_ms(topic, None)? {
+            Answer::Given(t) => Ok(t),
+            Answer::TimedOut { .. } => Err(NodeError::fatal(format!(
+                "node `{}` waits for `{topic}` without a timeout, yet was given one",
+                self.item.node
+            ))),
+        }
+    }
+
+    /// [`Ctx::wait_event`] with a timeout `within` from now (the engine's clock): when no message of the
+    /// topic has come by then, the run is woken and this call returns [`Answer::TimedOut`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Ctx::wait_event`]; a zero `within` is a non-retryable error.
+    pub fn wait_event_with_timeout<T: DeserializeOwned>(
+        &mut self,
+        topic: &str,
+        within: Duration,
+    ) -> Result<Answer<T>, NodeError> {
+        if within.is_zero() {
+            // Counted like any waiting call, so the calls after it keep their indexes.
+            let _ = self.next_wait();
+            return Err(NodeError::fatal(format!(
+                "node `{}` waits for `{topic}` with a timeout of zero",
+                self.item.node
+            )));
+        }
+        let at = self.clock_now_ms().saturating_add(duration_ms(within));
+        self.wait_event_until_ms(topic, Some(at))
+    }
+
+    fn wait_event_until_ms<T: DeserializeOwned>(
+        &mut self,
+        topic: &str,
+        timeout_ms: Option<u64>,
+    ) -> Result<Answer<T>, NodeError> {
+        let (index, given) = self.next_wait();
+        if let Some(input) = given {
+            let reply: Reply<T> = self.read_input(index, input)?;
+            return Ok(match reply {
+                Reply::Answer(t) | Reply::Event { payload: t, .. } => Answer::Given(t),
+                Reply::TimedOutAt(ms) => Answer::TimedOut { at: time_of(ms) },
+            });
+        }
+        Err(self.ask(Asked {
+            index,
+            kind: InterruptKind::Event,
+            payload: serde_json::Value::Null,
+            wake_at_ms: timeout_ms,
+            topic: Some(topic.to_owned()),
+        }))
     }
 
     /// The index of the attempt's next waiting call and the input a resumption gave it.
@@ -518,6 +603,7 @@ impl Ctx {
     fn ask(&mut self, asked: Asked) -> NodeError {
         let what = match asked.kind {
             InterruptKind::Sleep => "sleeps",
+            InterruptKind::Event => "waits for an event",
             _ => "waits for input",
         };
         let error = NodeError::fatal(format!("node `{}` {what} (interrupt {})", self.item.node, asked.index));
@@ -639,11 +725,17 @@ pub enum Answer<R> {
     },
 }
 
-/// The stored input of a question with a deadline: `{"answer": …}` or `{"timed_out_at": ms}`.
+/// The stored input of a question with a deadline or an event wait: `{"answer": …}`,
+/// `{"event": {"seq": n, "payload": …}}` or `{"timed_out_at": ms}`.
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum Reply<R> {
     Answer(R),
+    Event {
+        #[allow(dead_code, reason = "recorded with the answer; the node reads the payload")]
+        seq: u64,
+        payload: R,
+    },
     TimedOutAt(u64),
 }
 

@@ -269,6 +269,23 @@ pub enum Error {
         /// The engine's clock when the answer came.
         now_ms: u64,
     },
+    /// An external event delivered to a waiting node could not be read as the type it waits for: the
+    /// message is kept in the run's mailbox, marked rejected (never delivered again), and the run keeps
+    /// waiting for the next message of the topic.
+    #[error(
+        "event {seq} of topic `{topic}` sent to run `{run}` was rejected by the waiting node: {detail}; the \
+         message is kept, marked rejected, and the run keeps waiting"
+    )]
+    EventRejected {
+        /// The run.
+        run: String,
+        /// The topic.
+        topic: String,
+        /// The message's sequence number in the run's mailbox.
+        seq: u64,
+        /// Why.
+        detail: String,
+    },
     /// A step of a run that the store does not hold (never reached, or pruned).
     #[error("run `{run}` has no checkpoint at step {step} in this store (never reached, or pruned)")]
     StepNotFound {
@@ -556,6 +573,8 @@ pub(crate) struct Asked {
     pub(crate) index: u32,
     pub(crate) kind: graph_store::InterruptKind,
     pub(crate) payload: serde_json::Value,
-    /// A sleep's end or a question's deadline, ms since the Unix epoch.
+    /// A sleep's end, a question's deadline or an event wait's timeout, ms since the Unix epoch.
     pub(crate) wake_at_ms: Option<u64>,
+    /// The topic of an event wait.
+    pub(crate) topic: Option<String>,
 }

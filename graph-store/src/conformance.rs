@@ -453,6 +453,7 @@ pub fn wait(kind: InterruptKind, wake_at_ms: Option<u64>) -> Interrupt {
         index: 0,
         payload: serde_json::Value::Null,
         wake_at_ms,
+        topic: None,
     }
 }
 

@@ -18,9 +18,10 @@ pub enum RunStatus {
     /// Stopped for a person: nodes asked for input (`Ctx::interrupt`, perhaps with a deadline), or a
     /// breakpoint was reached. `Engine::resume_with_input` answers; `resume` continues past breakpoints.
     Interrupted(Vec<Interrupt>),
-    /// Parked for time alone: every item that stopped sleeps (`Ctx::sleep`), so no person is asked. The
-    /// run holds no task; whoever wakes due runs (an engine's timer service, a worker) continues it at
-    /// the earliest [`Interrupt::wake_at_ms`] ([`RunStatus::wake_at_ms`]).
+    /// Parked for time or mail alone: every item that stopped sleeps (`Ctx::sleep`) or waits for an
+    /// external event (`Ctx::wait_event`), so no person is asked. The run holds no task; whoever wakes
+    /// due runs (an engine's timer service, a worker) continues it at the earliest
+    /// [`Interrupt::wake_at_ms`] ([`RunStatus::wake_at_ms`]).
     Waiting(Vec<Interrupt>),
     /// Stopped by an error; `resume` retries from the last committed step.
     Failed(String),
@@ -69,7 +70,7 @@ impl RunStatus {
     /// use graph_store::{Interrupt, InterruptKind, RunStatus};
     /// let sleep = |at| Interrupt {
     ///     id: "p#0".into(), kind: InterruptKind::Sleep, node: "n".into(), path: "p".into(),
-    ///     step: 1, index: 0, payload: serde_json::Value::Null, wake_at_ms: Some(at),
+    ///     step: 1, index: 0, payload: serde_json::Value::Null, wake_at_ms: Some(at), topic: None,
     /// };
     /// assert_eq!(RunStatus::Waiting(vec![sleep(9), sleep(5)]).wake_at_ms(), Some(5));
     /// assert_eq!(RunStatus::Running.wake_at_ms(), None);
@@ -207,6 +208,9 @@ pub struct Interrupt {
     /// for breakpoints. Absent from records written before timers existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wake_at_ms: Option<u64>,
+    /// The topic an [`InterruptKind::Event`] wait is for (`None` for the other kinds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
 }
 
 /// What an [`Interrupt`] is.
@@ -221,6 +225,10 @@ pub enum InterruptKind {
     After,
     /// The node sleeps (`Ctx::sleep`, `Ctx::sleep_until`) until [`Interrupt::wake_at_ms`].
     Sleep,
+    /// The node waits for an external event of [`Interrupt::topic`] (`Ctx::wait_event`), until
+    /// [`Interrupt::wake_at_ms`] when it gave a timeout. The wake time is moved to the send's time when
+    /// a message of the topic arrives, so whoever wakes due runs delivers it.
+    Event,
 }
 
 /// A run row.

@@ -85,10 +85,15 @@ pub(crate) fn status_short(s: &RunStatus) -> String {
             "interrupted (questions and sleeps)".into()
         }
         RunStatus::Interrupted(_) => "interrupted (breakpoint)".into(),
-        RunStatus::Waiting(_) => match s.wake_at_ms() {
-            Some(at) => format!("waiting (asleep until {})", time(at)),
-            None => "waiting".into(),
-        },
+        RunStatus::Waiting(list) => {
+            let topics: Vec<&str> = list.iter().filter_map(|i| i.topic.as_deref()).collect();
+            match (topics.is_empty(), s.wake_at_ms()) {
+                (true, Some(at)) => format!("waiting (asleep until {})", time(at)),
+                (true, None) => "waiting".into(),
+                (false, Some(at)) => format!("waiting (for {}, due {})", topics.join(", "), time(at)),
+                (false, None) => format!("waiting (for {})", topics.join(", ")),
+            }
+        }
         other => other.as_str().into(),
     }
 }
@@ -117,15 +122,22 @@ pub(crate) fn interrupt_line(i: &Interrupt) -> String {
         InterruptKind::Before => "breakpoint before",
         InterruptKind::After => "breakpoint after",
         InterruptKind::Sleep => "sleeps",
+        InterruptKind::Event => "waits for an event",
         _ => "stopped",
     };
     let mut line = format!("{kind}: node `{}` at step {}, id `{}`", i.node, i.step, short_id(&i.id));
+    if let Some(topic) = &i.topic {
+        let _ = write!(line, ", topic `{topic}`");
+    }
     if !i.payload.is_null() {
         let _ = write!(line, ", asks {}", i.payload);
     }
     match (i.kind, i.wake_at_ms) {
         (InterruptKind::Sleep, Some(at)) => {
             let _ = write!(line, ", until {}", time(at));
+        }
+        (InterruptKind::Event, Some(at)) => {
+            let _ = write!(line, ", due {}", time(at));
         }
         (_, Some(at)) => {
             let _ = write!(line, ", deadline {}", time(at));
@@ -264,6 +276,7 @@ mod tests {
             index: 0,
             payload: Value::Null,
             wake_at_ms: at,
+            topic: None,
         };
         // date -u -d @951782400.5 → 2000-02-29 00:00:00.500
         let asleep = RunStatus::Waiting(vec![wait(InterruptKind::Sleep, Some(951_782_400_500))]);

@@ -701,12 +701,41 @@ impl<S: Reducer> Engine<S> {
         let engine = self.clone();
         let mut task =
             AbortOnDrop(tokio::spawn(async move { engine.drive_here(run).await }.instrument(span)));
-        match (&mut task.0).await {
-            Ok(result) => result,
+        let out = match (&mut task.0).await {
+            Ok(result) => result?,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             // The runtime is shutting down.
-            Err(_) => Err(Error::Cancelled { run: run_id.to_string(), step }),
-        }
+            Err(_) => return Err(Error::Cancelled { run: run_id.to_string(), step }),
+        };
+        self.mail_waiting(out).await
+    }
+
+    /// A run that just parked waiting for a topic whose message is already in its mailbox (sent before
+    /// the wait, or while it parked: a sender that found it not yet waiting made nothing due) is woken
+    /// at once: both sides look after their own write, so one of them sees the other's.
+    ///
+    /// Boxed as a `dyn Future`: waking drives the run again, through this function.
+    fn mail_waiting(
+        &self,
+        out: RunOutcome<S>,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<RunOutcome<S>>> + Send + '_>> {
+        Box::pin(async move {
+            let topics: Vec<String> = out
+                .status
+                .waits()
+                .iter()
+                .filter(|i| i.kind == InterruptKind::Event)
+                .filter_map(|i| i.topic.clone())
+                .collect();
+            if topics.is_empty() || self.inner.env.replay.is_some() {
+                return Ok(out);
+            }
+            let mailbox = self.inner.store.mailbox(&out.run_id).await?;
+            if !topics.iter().any(|t| mailbox.has_unclaimed(t)) {
+                return Ok(out);
+            }
+            Ok(self.wake_now(&out.run_id).await?.unwrap_or(out))
+        })
     }
 
     /// The step loop: advance until the frontier is empty (completed), a limit, an interrupt, a pause or
@@ -961,15 +990,17 @@ impl<S: Reducer> Engine<S> {
                     index: a.index,
                     payload: a.payload,
                     wake_at_ms,
+                    topic: a.topic,
                 }
             })
             .collect();
         let event = payload!({ "step": run.step, "interrupts": interrupts });
-        let status = if interrupts.iter().all(|i| i.kind == InterruptKind::Sleep) {
-            RunStatus::Waiting(interrupts)
-        } else {
-            RunStatus::Interrupted(interrupts)
-        };
+        let status =
+            if interrupts.iter().all(|i| matches!(i.kind, InterruptKind::Sleep | InterruptKind::Event)) {
+                RunStatus::Waiting(interrupts)
+            } else {
+                RunStatus::Interrupted(interrupts)
+            };
         let bytes = pending.encode();
         run.resumption = Some(pending);
         match self.write_status(run, &status, (EventType::Interrupted, event), Some(&bytes)).await {
@@ -1029,6 +1060,7 @@ impl<S: Reducer> Engine<S> {
                 index: 0,
                 payload: serde_json::Value::Null,
                 wake_at_ms: None,
+                topic: None,
             })
             .collect()
     }

@@ -19,8 +19,8 @@
 //! - `step.rs` (executing a step's items) and `frontier.rs` (the next frontier), which the loop calls;
 //! - the calls a caller makes: `api.rs` (run, submit, resume, outcome), `interrupt.rs` (resuming with
 //!   input), `audit.rs` (history, verification, forks), `replay.rs` (replay, effect resolution, the
-//!   outbox), `streaming.rs` (streamed runs), `timers.rs` (waking runs whose sleep or deadline is due,
-//!   and the timer service).
+//!   outbox), `streaming.rs` (streamed runs), `timers.rs` (waking runs whose sleep, deadline or
+//!   message is due, and the timer service), `mail.rs` (sending external events).
 
 mod api;
 mod audit;
@@ -28,6 +28,7 @@ mod core;
 mod drive;
 mod frontier;
 mod interrupt;
+mod mail;
 mod replay;
 mod step;
 mod streaming;
@@ -36,4 +37,5 @@ mod timers;
 pub use self::core::{Engine, EngineBuilder};
 pub use crate::run::{RunOptions, RunOutcome};
 pub use audit::{ChainReport, HistoryEntry, run_history, verify_run};
+pub use mail::Sent;
 pub use replay::ReplayOutcome;

@@ -22,10 +22,12 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::core::Engine;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::persist::PendingStep;
 use crate::run::{RunOptions, RunOutcome};
 use crate::state::Reducer;
-use crate::store::{InterruptKind, RunFilter, RunStatus, StatusKind};
+use crate::store::mailbox::{MailboxOp, MailboxReply};
+use crate::store::{Interrupt, InterruptKind, RunFilter, RunStatus, StatusKind};
 
 /// The due times an engine knows of, earliest first; an entry may be stale (the run was answered, or
 /// waits for a later time): waking reads the run's status first.
@@ -132,28 +134,102 @@ impl<S: Reducer> Engine<S> {
         claimed_due: bool,
     ) -> Result<Option<RunOutcome<S>>> {
         let (info, cp) = self.stored(run_id).await?;
+        let waits = info.status.waits();
+        if waits.is_empty() {
+            return Ok(None);
+        }
+        let store = &*self.inner.store;
         let mut now = self.inner.env.clock.now_ms();
         if claimed_due {
             now = now.max(info.status.wake_at_ms().unwrap_or(0));
         }
-        let due: Vec<_> = info
-            .status
-            .waits()
-            .iter()
-            .filter(|i| i.wake_at_ms.is_some_and(|at| at <= now))
-            .map(|i| {
-                let answer = match i.kind {
-                    InterruptKind::Sleep => serde_json::json!({ "woke_at": now }),
-                    _ => serde_json::json!({ "timed_out_at": now }),
-                };
-                (i.clone(), answer)
-            })
-            .collect();
+        let pending = self.load_pending(run_id, cp.step).await?;
+        let mut due = Vec::new();
+        // What this wake delivers of the mailbox: (interrupt id, topic, seq, claimer).
+        let mut delivered = Vec::new();
+        for i in waits {
+            let answer = match i.kind {
+                InterruptKind::Event => {
+                    let topic = i.topic.clone().unwrap_or_default();
+                    let claimer = claimer_of(i);
+                    // A hand-back leaves events to whoever drives the run (who can reject a payload).
+                    let claimed = match opts.hand_back {
+                        true => None,
+                        false => {
+                            let op = MailboxOp::Claim { topic: topic.clone(), claimer: claimer.clone() };
+                            match store.mailbox_op(run_id, op).await? {
+                                MailboxReply::Claimed(m) => m,
+                                _ => None,
+                            }
+                        }
+                    };
+                    match claimed {
+                        Some(m) => {
+                            delivered.push((i.id.clone(), topic, m.seq, claimer));
+                            Some(serde_json::json!({ "event": { "seq": m.seq, "payload": m.payload } }))
+                        }
+                        None if timeout_of(i, pending.as_ref()).is_some_and(|at| at <= now) => {
+                            Some(serde_json::json!({ "timed_out_at": now }))
+                        }
+                        None => None,
+                    }
+                }
+                InterruptKind::Sleep if i.wake_at_ms.is_some_and(|at| at <= now) => {
+                    Some(serde_json::json!({ "woke_at": now }))
+                }
+                InterruptKind::Input if i.wake_at_ms.is_some_and(|at| at <= now) => {
+                    Some(serde_json::json!({ "timed_out_at": now }))
+                }
+                _ => None,
+            };
+            if let Some(answer) = answer {
+                due.push((i.clone(), answer));
+            }
+        }
         if due.is_empty() {
+            // Woken by a message another wake took first: the due times go back to the waits' own.
+            if info.status.wake_at_ms().is_some_and(|at| at <= now) {
+                self.restore_due_times(run_id).await?;
+            }
             return Ok(None);
         }
-        tracing::info!(run = run_id, step = cp.step, due = due.len(), "run woken");
-        self.continue_answered(&info, cp, due, Some("timer"), opts).await.map(Some)
+        let by = if delivered.is_empty() { "timer" } else { "event" };
+        tracing::info!(run = run_id, step = cp.step, due = due.len(), by, "run woken");
+        match self.continue_answered(&info, cp, due, Some(by), opts).await {
+            Err(Error::ResumeInput { interrupt: Some(id), detail, .. })
+                if delivered.iter().any(|d| d.0 == id) =>
+            {
+                let (_, topic, seq, claimer) =
+                    delivered.into_iter().find(|d| d.0 == id).expect("found above");
+                tracing::warn!(run = run_id, topic, seq, %detail, "an event was rejected by its node; the run keeps waiting");
+                store.mailbox_op(run_id, MailboxOp::Reject { seq, claimer, detail: detail.clone() }).await?;
+                self.restore_due_times(run_id).await?;
+                Err(Error::EventRejected { run: run_id.to_owned(), topic, seq, detail })
+            }
+            other => other.map(Some),
+        }
+    }
+
+    /// Writes the run's status back with each event wait's own due time (its timeout, or none) where a
+    /// message's arrival had moved it to now. Nothing when nothing moved; a conflict means the run moved
+    /// on, which is as good.
+    pub(super) async fn restore_due_times(&self, run_id: &str) -> Result<()> {
+        let store = &*self.inner.store;
+        let Some(info) = store.run_info(run_id).await? else { return Ok(()) };
+        let pending = self.load_pending(run_id, info.latest_step).await?;
+        let restored = map_waits(&info.status, |i| match i.kind {
+            InterruptKind::Event => timeout_of(i, pending.as_ref()),
+            _ => i.wake_at_ms,
+        });
+        if restored != info.status {
+            store.set_status(run_id, &restored, &[], None, info.version).await?;
+        }
+        Ok(())
+    }
+
+    /// Wakes the run for what is due now (the engine that parked it, finding mail for it).
+    pub(super) async fn wake_now(&self, run_id: &str) -> Result<Option<RunOutcome<S>>> {
+        self.try_wake(run_id, RunOptions::default(), false).await
     }
 
     /// The run as stored (it exists: it was just read).
@@ -267,5 +343,29 @@ impl<S: Reducer> Engine<S> {
         drop(index);
         timers.changed.notify_one();
         Ok(())
+    }
+}
+
+/// Who claims an event wait's message: the wait call, `"{step}:{path}#{index}"` of its run.
+pub(super) fn claimer_of(i: &Interrupt) -> String {
+    format!("{}:{}#{}", i.step, i.path, i.index)
+}
+
+/// An event wait's own timeout: the due time its item recorded when it asked (a message's arrival
+/// moves the status's, not this one).
+fn timeout_of(i: &Interrupt, pending: Option<&PendingStep>) -> Option<u64> {
+    let item = pending?.items.iter().find(|p| p.path == i.path)?;
+    item.wakes.iter().find(|(index, _)| *index == i.index).map(|(_, at)| *at)
+}
+
+/// `status` with each wait's due time replaced by `due(wait)`.
+pub(super) fn map_waits(status: &RunStatus, due: impl Fn(&Interrupt) -> Option<u64>) -> RunStatus {
+    let map = |list: &[Interrupt]| -> Vec<Interrupt> {
+        list.iter().map(|i| Interrupt { wake_at_ms: due(i), ..i.clone() }).collect()
+    };
+    match status {
+        RunStatus::Waiting(list) => RunStatus::Waiting(map(list)),
+        RunStatus::Interrupted(list) => RunStatus::Interrupted(map(list)),
+        other => other.clone(),
     }
 }

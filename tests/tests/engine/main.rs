@@ -18,6 +18,7 @@ mod interrupts;
 mod joins;
 mod langgraph;
 mod macro_twins;
+mod mail;
 mod merge_order;
 mod recorded;
 mod retries;
