@@ -107,6 +107,19 @@ mod servers {
         }
     }
 
+    #[graph(state = Job, name = "pool_mail")]
+    pub mod mail {
+        use super::*;
+
+        /// Waits for a `receipt` event, then records it.
+        #[node(entry, to = END)]
+        async fn settle(_s: &Job, ctx: &mut Ctx) -> NodeResult<Job> {
+            let receipt: String = ctx.wait_event("receipt")?;
+            count(ctx.run_id(), "settled");
+            Ok(JobDelta::default().receipt(Some(receipt)))
+        }
+    }
+
     /// Starts `n` in-process workers of `graph` on `store`; cancel the token and await the handles to
     /// stop them.
     fn workers<S: Reducer, L: LeaseStore>(
@@ -334,6 +347,39 @@ mod servers {
         assert_eq!((report.failed, report.fenced, report.completed), (0, 0, runs), "{report:?}");
     }
 
+    /// Events sent to runs the pool parked: each run is made due by its message and a worker delivers
+    /// it, once; a message sent before the run waits is taken when it parks.
+    async fn events_sent_to_parked_runs_are_delivered_by_the_pool<L: LeaseStore>(p: &str, store: L) {
+        let engine = Engine::builder(mail::graph()).store(store.clone()).build();
+        let runs = 6;
+        let (stop, handles) = workers(mail::graph, &store, None, 2);
+        for i in 0..runs {
+            engine.submit(&format!("{p}-mail-{i}"), Job::default()).await.unwrap();
+        }
+        // One message sent before its run is even claimed.
+        engine.send_event(&format!("{p}-mail-0"), "receipt", &"early").await.unwrap();
+        for i in 1..runs {
+            until(&engine, &format!("{p}-mail-{i}"), |s| matches!(s, RunStatus::Waiting(_))).await;
+        }
+        for i in 1..runs {
+            let sent =
+                engine.send_event_once(&format!("{p}-mail-{i}"), "receipt", "hook", &format!("r{i}")).await;
+            assert!(!sent.unwrap().duplicate);
+            // The webhook retried: one message.
+            let again = engine.send_event_once(&format!("{p}-mail-{i}"), "receipt", "hook", &"dup").await;
+            assert!(again.unwrap().duplicate);
+        }
+        for i in 0..runs {
+            let run = format!("{p}-mail-{i}");
+            until(&engine, &run, |s| *s == RunStatus::Completed).await;
+            let want = if i == 0 { "early".to_owned() } else { format!("r{i}") };
+            assert_eq!(engine.outcome(&run).await.unwrap().unwrap().state.receipt, Some(want));
+            assert_eq!(counted(&run, "settled"), 1, "{run} settled once");
+        }
+        let report = stop_all(stop, handles).await;
+        assert_eq!(report.failed, 0, "{report:?}");
+    }
+
     fn approve_id() -> String {
         // The entry item's path and the first waiting call.
         graph_runtime::keys::PathId::entry("approve").as_str().to_owned() + "#0"
@@ -344,7 +390,8 @@ mod servers {
         a_sleeping_run_is_woken_by_the_pool_in_the_databases_clock(p, store.clone()).await;
         answered_runs_handed_back_are_completed_by_the_pool(p, store.clone()).await;
         runs_resumed_beside_the_pool_never_fail(p, store.clone()).await;
-        runs_resumed_and_handed_back_are_completed_by_the_pool(p, store).await;
+        runs_resumed_and_handed_back_are_completed_by_the_pool(p, store.clone()).await;
+        events_sent_to_parked_runs_are_delivered_by_the_pool(p, store).await;
     }
 
     #[cfg(feature = "postgres")]
