@@ -1,13 +1,16 @@
 //! An approval that lives in time: a manager has 72 hours to answer; when nobody does, the request is
-//! escalated to a director. Once approved, the payout waits a day (a durable sleep) before it is made.
+//! escalated to a director. Once approved, the payout waits a day (a durable sleep) before it is made,
+//! and the run then waits for the bank's confirmation, an external event, for up to two days.
 //!
 //! `submit` → `manager` → `book` | `decline` | `escalate` → `director` → `book` | `decline`;
-//! `book` → `payout` → END. `manager` asks with `ctx.interrupt_with_deadline(.., 72 h)`: the run stops
+//! `book` → `payout` → `confirm` → END. `manager` asks with `ctx.interrupt_with_deadline(.., 72 h)`: the run stops
 //! `Interrupted` with the deadline stored beside the question. An answer in time continues it
 //! (`resume_with_input`); at the deadline the engine's timer service ([`Engine::run_timers`], or
 //! [`Engine::wake_due`]) wakes it and `manager` gets [`Answer::TimedOut`]. `payout` calls
 //! `ctx.sleep(24 h)`: the run parks `Waiting`, holding no task, and is woken a day later, in this
-//! process or another.
+//! process or another. `confirm` calls `ctx.wait_event_with_timeout("bank.confirmed", 48 h)`: the
+//! bank's webhook handler calls `engine.send_event(run, "bank.confirmed", &reference)` (or
+//! `graphctl send-event`), and whoever wakes due runs delivers it.
 //!
 //! The tests run it under a [`graph_runtime::TestClock`]: three days pass in a millisecond.
 
@@ -19,6 +22,10 @@ use graph_runtime::prelude::*;
 pub const MANAGER_DEADLINE: Duration = Duration::from_secs(72 * 3600);
 /// How long a booked expense waits before it is paid out.
 pub const PAYOUT_DELAY: Duration = Duration::from_secs(24 * 3600);
+/// How long the run waits for the bank's confirmation of the payout.
+pub const CONFIRMATION_TIMEOUT: Duration = Duration::from_secs(48 * 3600);
+/// The topic of the bank's confirmation.
+pub const CONFIRMED: &str = "bank.confirmed";
 
 /// An expense request, as its run's state.
 #[reducer]
@@ -32,6 +39,8 @@ pub struct Request {
     pub decided_by: Option<String>,
     /// When the payout was made, ms since the Unix epoch (overwrite).
     pub paid_at_ms: Option<u64>,
+    /// The bank's reference for the payout, once confirmed (overwrite).
+    pub bank_reference: Option<String>,
     /// What happened (append).
     #[reduce(append)]
     pub log: Vec<String>,
@@ -90,11 +99,24 @@ pub mod escalation_flow {
     }
 
     /// Waits a day, durably, then pays out.
-    #[node(to = END)]
+    #[node(to = confirm)]
     async fn payout(_s: &Request, ctx: &mut Ctx) -> NodeResult<Request> {
         let woke = ctx.sleep(PAYOUT_DELAY)?;
         let at = woke.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
         Ok(RequestDelta::default().paid_at_ms(Some(at)).log(vec!["paid out".into()]))
+    }
+
+    /// Waits up to two days for the bank to confirm the payout.
+    #[node(to = END)]
+    async fn confirm(_s: &Request, ctx: &mut Ctx) -> NodeResult<Request> {
+        Ok(match ctx.wait_event_with_timeout::<String>(CONFIRMED, CONFIRMATION_TIMEOUT)? {
+            Answer::Given(reference) => RequestDelta::default()
+                .log(vec![format!("the bank confirmed: {reference}")])
+                .bank_reference(Some(reference)),
+            Answer::TimedOut { .. } => {
+                RequestDelta::default().log(vec!["no confirmation in 48 h: chase the bank".into()])
+            }
+        })
     }
 
     /// Tells the requester.

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use graph_examples::escalation::{self, MANAGER_DEADLINE, PAYOUT_DELAY, Request, escalation_flow};
+use graph_examples::escalation::{self, CONFIRMED, MANAGER_DEADLINE, PAYOUT_DELAY, Request, escalation_flow};
 use graph_runtime::prelude::*;
 use graph_runtime::{Error, EventType, Store, TestClock};
 
@@ -67,6 +67,13 @@ async fn nobody_answers_in_72_hours_so_the_director_decides_and_the_payout_sleep
         async move { engine.run_timers(shutdown).await }
     });
     clock.advance(PAYOUT_DELAY);
+    let confirming =
+        wait_for(&engine, "e1", |s| s.waits().iter().any(|i| i.topic.as_deref() == Some(CONFIRMED))).await;
+    assert!(matches!(confirming, RunStatus::Waiting(_)), "{confirming:?}");
+    // The bank's webhook, delivered twice; the timer service delivers the one message.
+    for _ in 0..2 {
+        engine.send_event_once("e1", CONFIRMED, "bank-tx-991", &"BNK-991").await.unwrap();
+    }
     let done = wait_for_completion(&engine, "e1").await;
     shutdown.cancel();
     service.await.unwrap().unwrap();
@@ -81,8 +88,10 @@ async fn nobody_answers_in_72_hours_so_the_director_decides_and_the_payout_sleep
             "director said yes",
             "booked",
             "paid out",
+            "the bank confirmed: BNK-991",
         ]
     );
+    assert_eq!(done.state.bank_reference.as_deref(), Some("BNK-991"));
 
     // The log records both wakes as the timer's; replay makes the same checkpoints and waits for nothing
     // (the clock no longer moves).
@@ -129,12 +138,18 @@ async fn an_answer_in_time_is_taken_and_one_after_the_deadline_is_refused() {
 /// Polls the stored outcome until the run completes (generous bound: the timer service runs on its own
 /// task).
 async fn wait_for_completion(engine: &Engine<Request>, run: &str) -> RunOutcome<Request> {
+    wait_for(engine, run, |s| *s == RunStatus::Completed).await;
+    engine.outcome(run).await.unwrap().unwrap()
+}
+
+/// Polls the stored status until `done` holds of it.
+async fn wait_for(engine: &Engine<Request>, run: &str, done: impl Fn(&RunStatus) -> bool) -> RunStatus {
     for _ in 0..2000 {
-        let out = engine.outcome(run).await.unwrap().unwrap();
-        if out.is_completed() {
-            return out;
+        let status = engine.outcome(run).await.unwrap().unwrap().status;
+        if done(&status) {
+            return status;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    panic!("run {run} did not complete: {:?}", engine.outcome(run).await.unwrap().unwrap().status)
+    panic!("run {run}: {:?}", engine.outcome(run).await.unwrap().unwrap().status)
 }

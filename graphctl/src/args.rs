@@ -120,6 +120,24 @@ pub(crate) enum Command {
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         keep: u64,
     },
+    /// Send an external event to a run (`Ctx::wait_event`): the payload (JSON) goes into the run's
+    /// mailbox; a run that waits for the topic becomes due, and its timer service or a worker delivers it.
+    SendEvent {
+        /// The run id.
+        run: String,
+        /// The topic.
+        topic: String,
+        /// The payload, as JSON (`'{"amount": 300}'`, `'"text"'`, `42`).
+        payload: String,
+        /// A dedupe key: a second send with it is the same message.
+        #[arg(long)]
+        key: Option<String>,
+    },
+    /// A run's mailbox: the external events sent to it and where each stands.
+    Mailbox {
+        /// The run id.
+        run: String,
+    },
     /// Resume a run from its last committed step (its graph must be registered) and print the outcome.
     Resume {
         /// The run id.
@@ -133,7 +151,7 @@ pub(crate) enum Command {
 impl Command {
     /// Whether the command writes to the store (the others open a SQLite store read-only).
     pub(crate) fn writes(&self) -> bool {
-        matches!(self, Command::Prune { .. } | Command::Resume { .. })
+        matches!(self, Command::Prune { .. } | Command::Resume { .. } | Command::SendEvent { .. })
     }
 }
 

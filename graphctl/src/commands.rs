@@ -13,11 +13,13 @@ use super::diff::{Change, diff};
 use super::registry::{Registered, Registry};
 use super::render::{self, Table};
 use super::{Exit, Failure};
+use graph_runtime::Clock as _;
 use graph_runtime::engine::{run_history, verify_run};
 use graph_runtime::error::Error;
 use graph_runtime::events::{ChainKey, Event, EventType};
 use graph_runtime::graph::GraphShape;
 use graph_runtime::keys::{hex, sha256_parts};
+use graph_runtime::store::mailbox::MessageState;
 use graph_runtime::store::record::StateRepr;
 use graph_runtime::store::{Integrity, PauseReason, RunFilter, RunInfo, RunStatus, Store};
 
@@ -79,6 +81,10 @@ impl Session<'_> {
                     None => self.prune_all(keep).await?,
                 }
             }
+            Command::SendEvent { run, topic, payload, key } => {
+                self.send_event(&run, &topic, &payload, key.as_deref()).await?
+            }
+            Command::Mailbox { run } => self.mailbox(&run).await?,
             Command::Resume { run, key_file } => {
                 let key = key_file.as_deref().map(read_key).transpose()?;
                 self.resume(&run, key).await?
@@ -556,6 +562,48 @@ impl Session<'_> {
         j["steps"] = json!(out.steps);
         j["state"] = out.state;
         Ok(Output::ok(text, j))
+    }
+
+    async fn send_event(&self, run: &str, topic: &str, payload: &str, key: Option<&str>) -> Outcome {
+        let payload: Value = serde_json::from_str(payload).map_err(|e| {
+            Failure::new(Exit::Usage, format!("the payload is not JSON ({e}); quote a text: '\"yes\"'"))
+        })?;
+        self.run_info(run).await?;
+        let now = graph_runtime::SystemClock.now_ms();
+        let (sent, due) = graph_runtime::engine::send_event(&*self.store, run, topic, key, payload, now)
+            .await
+            .map_err(|e| Failure::new(Exit::Failure, e.to_string()))?;
+        let what = match (sent.duplicate, due) {
+            (true, _) => "already sent with this key: nothing added",
+            (false, true) => "the run waits for it: due now",
+            (false, false) => "kept until the run waits for the topic",
+        };
+        let text = format!("run {run}: event {} of topic `{topic}` ({what})\n", sent.seq);
+        let j = json!({ "run_id": run, "topic": topic, "seq": sent.seq, "duplicate": sent.duplicate, "due": due });
+        Ok(Output::ok(text, j))
+    }
+
+    async fn mailbox(&self, run: &str) -> Outcome {
+        self.run_info(run).await?;
+        let mailbox = self.store.mailbox(run).await?;
+        let mut t = Table::new(&["SEQ", "TOPIC", "SENT", "STATE", "PAYLOAD"]);
+        for m in &mailbox.messages {
+            let state = match &m.state {
+                MessageState::Unclaimed => "waiting".to_owned(),
+                MessageState::Claimed { by } => format!("delivered to {by}"),
+                MessageState::Rejected { detail, .. } => format!("rejected: {detail}"),
+                other => format!("{other:?}"),
+            };
+            t.row(vec![
+                m.seq.to_string(),
+                m.topic.clone(),
+                render::time(m.sent_at_ms),
+                state,
+                m.payload.to_string(),
+            ]);
+        }
+        let text = if mailbox.messages.is_empty() { format!("run {run}: no events\n") } else { t.render() };
+        Ok(Output::ok(text, json!(mailbox.messages)))
     }
 
     // -----------------------------------------------------------------------------------------------

@@ -792,3 +792,74 @@ fn an_unreachable_server_exits_7() {
             .fails(7, "Connection refused");
     }
 }
+
+#[test]
+fn parked_runs_show_when_they_are_due_and_send_event_fills_the_mailbox() {
+    use graph_examples::escalation::{self, CONFIRMED, PAYOUT_DELAY, escalation_flow};
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    // Two days ago by the test's clock: the payout's sleep has ended by the wall clock graphctl reads.
+    let now = graph_runtime::Clock::now_ms(&graph_runtime::SystemClock);
+    let clock = graph_runtime::TestClock::at_ms(now - 48 * 3600 * 1000);
+    block_on(async {
+        let engine = Engine::builder(escalation_flow::graph())
+            .store(SledStore::open(&store).unwrap())
+            .clock(clock.clone())
+            .build();
+        engine.run("asks", escalation::sample_request()).await.unwrap();
+        engine.run("sleeps", escalation::sample_request()).await.unwrap();
+        engine.run("confirms", escalation::sample_request()).await.unwrap();
+        for run in ["sleeps", "confirms"] {
+            assert!(matches!(
+                engine.resume_with_input(run, &true).await.unwrap().status,
+                RunStatus::Waiting(_)
+            ));
+        }
+        clock.advance(PAYOUT_DELAY);
+        // `sleeps` is left asleep (it was not woken); `confirms` now waits for the bank.
+        let out = engine.wake("confirms").await.unwrap();
+        assert_eq!(out.interrupts()[0].topic.as_deref(), Some(CONFIRMED));
+    });
+    let runs = graphctl(&store, &["runs", "--status", "waiting"]).ok().stdout;
+    assert!(runs.contains("sleeps") && runs.contains("confirms") && !runs.contains("asks"), "{runs}");
+    assert!(runs.contains("waiting (asleep until "), "{runs}");
+    assert!(runs.contains("waiting (for bank.confirmed, due "), "{runs}");
+    let asks = graphctl(&store, &["show", "asks"]).ok().stdout;
+    assert!(asks.contains("interrupted (1 question, due ") && asks.contains(", deadline "), "{asks}");
+    let sleeping = graphctl(&store, &["show", "sleeps"]).ok().stdout;
+    assert!(sleeping.contains("sleeps: node `payout`") && sleeping.contains(", until "), "{sleeping}");
+
+    // An event for a topic the run does not wait for yet is kept; the one `confirms` waits for makes
+    // it due now; a second send with the same key is the first.
+    let kept = graphctl(&store, &["send-event", "sleeps", CONFIRMED, "\"BNK-1\""]).ok().stdout;
+    assert!(
+        kept.contains("event 0 of topic `bank.confirmed` (kept until the run waits for the topic)"),
+        "{kept}"
+    );
+    let due = json(&store, &["send-event", "confirms", CONFIRMED, "\"BNK-2\"", "--key", "tx-2"]);
+    assert_eq!(
+        (due["seq"].as_u64(), due["due"].as_bool(), due["duplicate"].as_bool()),
+        (Some(0), Some(true), Some(false))
+    );
+    let again = json(&store, &["send-event", "confirms", CONFIRMED, "\"other\"", "--key", "tx-2"]);
+    assert_eq!(again["duplicate"], true);
+    let mailbox = graphctl(&store, &["mailbox", "confirms"]).ok().stdout;
+    assert!(
+        mailbox.contains("bank.confirmed") && mailbox.contains("\"BNK-2\"") && mailbox.contains("waiting"),
+        "{mailbox}"
+    );
+    assert!(!mailbox.contains("other"), "{mailbox}");
+    graphctl(&store, &["send-event", "nobody", "t", "1"]).fails(3, "no run `nobody`");
+    graphctl(&store, &["send-event", "confirms", "t", "not json"]).fails(2, "the payload is not JSON");
+
+    // The event is delivered by whoever wakes the run.
+    block_on(async {
+        let engine =
+            Engine::builder(escalation_flow::graph()).store(SledStore::open(&store).unwrap()).build();
+        let out = engine.wake("confirms").await.unwrap();
+        assert!(out.is_completed(), "{:?}", out.status);
+        assert_eq!(out.state.bank_reference.as_deref(), Some("BNK-2"));
+    });
+    let mailbox = json(&store, &["mailbox", "confirms"]);
+    assert!(mailbox[0]["state"]["Claimed"].is_object(), "{mailbox}");
+}

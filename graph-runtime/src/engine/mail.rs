@@ -11,7 +11,7 @@ use super::timers::map_waits;
 use crate::error::{Error, Result};
 use crate::state::Reducer;
 use crate::store::mailbox::{Mailbox, MailboxOp, MailboxReply};
-use crate::store::{InterruptKind, RunStatus};
+use crate::store::{InterruptKind, RunStatus, Store};
 
 /// What [`Engine::send_event`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,57 +83,67 @@ impl<S: Reducer> Engine<S> {
             source: e,
         })?;
         let now = self.inner.env.clock.now_ms();
-        // Every send has a key, so a send the store retries after an error that may have landed is
-        // one message.
-        let dedupe_key = Some(dedupe_key.unwrap_or_else(|| auto_key(now)));
-        let op = MailboxOp::Send { topic: topic.to_owned(), dedupe_key, payload, sent_at_ms: now };
-        let sent = match self.inner.store.mailbox_op(run_id, op).await? {
-            MailboxReply::Sent { seq } => Sent { seq, duplicate: false },
-            MailboxReply::Duplicate { seq } => Sent { seq, duplicate: true },
-            MailboxReply::NoSuchRun => return Err(Error::RunNotFound { run: run_id.to_owned() }),
-            other => {
-                return Err(crate::StoreError::backend(
-                    "a send answered another reply",
-                    format!("{other:?}"),
-                )
-                .into());
-            }
-        };
-        tracing::info!(run = run_id, topic, seq = sent.seq, duplicate = sent.duplicate, "event sent");
-        self.make_due(run_id, topic, now).await?;
+        let (sent, due) =
+            send_event(&*self.inner.store, run_id, topic, dedupe_key.as_deref(), payload, now).await?;
+        if due {
+            self.inner.timers.note(now, &run_id.into());
+        }
         Ok(sent)
     }
+}
 
-    /// When the run waits for `topic`, moves that wait's due time to `now` (its status written again,
-    /// under the version check; a run that moved meanwhile is read again), and tells this engine's
-    /// timer service.
-    async fn make_due(&self, run_id: &str, topic: &str, now: u64) -> Result<()> {
-        let store = &*self.inner.store;
-        for _ in 0..16 {
-            let Some(info) = store.run_info(run_id).await? else { return Ok(()) };
-            let waits_here = |i: &crate::store::Interrupt| {
-                i.kind == InterruptKind::Event && i.topic.as_deref() == Some(topic)
-            };
-            if !info.status.waits().iter().any(waits_here) {
-                return Ok(());
-            }
-            let due = map_waits(&info.status, |i| match waits_here(i) {
-                true => Some(i.wake_at_ms.map_or(now, |at| at.min(now))),
-                false => i.wake_at_ms,
-            });
-            if due != info.status {
-                match store.set_status(run_id, &due, &[], None, info.version).await? {
-                    crate::store::CommitOutcome::Committed { .. } => {}
-                    _ => continue,
-                }
-            }
-            if matches!(due, RunStatus::Waiting(_) | RunStatus::Interrupted(_)) {
-                self.inner.timers.note(now, &run_id.into());
-            }
-            return Ok(());
+/// What [`Engine::send_event`] does, for a store without an engine (graphctl's `send-event`): puts the
+/// message in the run's mailbox (with `dedupe_key`, or one of its own) at `now_ms`, then, when the run
+/// waits for `topic`, moves that wait's due time to `now_ms` (its status written again under the version
+/// check; a run that moved meanwhile is read again). Returns what was sent and whether the run was
+/// made due.
+///
+/// # Errors
+///
+/// [`Error::RunNotFound`] for a run the store does not have (nothing is kept); store errors.
+pub async fn send_event(
+    store: &dyn Store,
+    run_id: &str,
+    topic: &str,
+    dedupe_key: Option<&str>,
+    payload: serde_json::Value,
+    now_ms: u64,
+) -> Result<(Sent, bool)> {
+    // Every send has a key, so a send the store retries after an error that may have landed is one
+    // message.
+    let dedupe_key = Some(dedupe_key.map_or_else(|| auto_key(now_ms), str::to_owned));
+    let op = MailboxOp::Send { topic: topic.to_owned(), dedupe_key, payload, sent_at_ms: now_ms };
+    let sent = match store.mailbox_op(run_id, op).await? {
+        MailboxReply::Sent { seq } => Sent { seq, duplicate: false },
+        MailboxReply::Duplicate { seq } => Sent { seq, duplicate: true },
+        MailboxReply::NoSuchRun => return Err(Error::RunNotFound { run: run_id.to_owned() }),
+        other => {
+            return Err(
+                crate::StoreError::backend("a send answered another reply", format!("{other:?}")).into()
+            );
         }
-        Ok(())
+    };
+    tracing::info!(run = run_id, topic, seq = sent.seq, duplicate = sent.duplicate, "event sent");
+    for _ in 0..16 {
+        let Some(info) = store.run_info(run_id).await? else { return Ok((sent, false)) };
+        let waits_here =
+            |i: &crate::store::Interrupt| i.kind == InterruptKind::Event && i.topic.as_deref() == Some(topic);
+        if !info.status.waits().iter().any(waits_here) {
+            return Ok((sent, false));
+        }
+        let due = map_waits(&info.status, |i| match waits_here(i) {
+            true => Some(i.wake_at_ms.map_or(now_ms, |at| at.min(now_ms))),
+            false => i.wake_at_ms,
+        });
+        if due != info.status {
+            match store.set_status(run_id, &due, &[], None, info.version).await? {
+                crate::store::CommitOutcome::Committed { .. } => {}
+                _ => continue,
+            }
+        }
+        return Ok((sent, matches!(due, RunStatus::Waiting(_) | RunStatus::Interrupted(_))));
     }
+    Ok((sent, false))
 }
 
 /// A dedupe key for a send that gave none: unique to this process and moment.

@@ -37,5 +37,5 @@ mod timers;
 pub use self::core::{Engine, EngineBuilder};
 pub use crate::run::{RunOptions, RunOutcome};
 pub use audit::{ChainReport, HistoryEntry, run_history, verify_run};
-pub use mail::Sent;
+pub use mail::{Sent, send_event};
 pub use replay::ReplayOutcome;
