@@ -29,6 +29,7 @@ use graph_store::group::GroupQueue;
 use graph_store::journal::{decide_effect, decode_effect, encode_effect, encode_outbox};
 use graph_store::mailbox::{MailboxOp, MailboxReply, apply_to_bytes};
 use graph_store::record::{decode, encode, encode_run};
+use graph_store::schedule::{ScheduleOp, ScheduleReply};
 use graph_store::{
     Checkpoint, CommitOutcome, EffectOutcome, EffectRecord, EffectState, FailPoint, OutboxRow, RunInfo,
     RunStatus, StoreError,
@@ -66,6 +67,8 @@ pub(super) enum Request {
     Effect { record: Box<EffectRecord>, expected: Option<EffectState> },
     /// `Store::mailbox_op`.
     Mailbox { run_id: String, op: MailboxOp },
+    /// `Store::schedule_op`.
+    Schedule { name: String, op: ScheduleOp },
     /// Makes sled durable now (`SledStore::flush`).
     Checkpoint,
 }
@@ -93,6 +96,7 @@ pub(super) enum Reply {
     Removed(usize),
     Effect(EffectOutcome),
     Mailbox(MailboxReply),
+    Schedule(ScheduleReply),
     Done,
 }
 
@@ -312,6 +316,16 @@ impl Overlay<'_> {
                     self.put(TreeId::Mailboxes, run_id.as_bytes(), &bytes);
                 }
                 Reply::Mailbox(reply)
+            }
+            Request::Schedule { name, op } => {
+                let stored = self.get(TreeId::Schedules, name.as_bytes())?;
+                let (reply, write) = graph_store::schedule::apply_to_bytes(stored.as_deref(), op.clone())?;
+                match write {
+                    Some(Some(bytes)) => self.put(TreeId::Schedules, name.as_bytes(), &bytes),
+                    Some(None) => self.remove(TreeId::Schedules, name.as_bytes()),
+                    None => {}
+                }
+                Reply::Schedule(reply)
             }
             Request::Checkpoint => Reply::Done,
         })

@@ -55,6 +55,7 @@ use graph_store::events::Event;
 use graph_store::journal::{decode_effect, decode_outbox};
 use graph_store::mailbox::{Mailbox, MailboxOp, MailboxReply};
 use graph_store::record::{decode, decode_run, of_run};
+use graph_store::schedule::{Schedule, ScheduleOp, ScheduleReply};
 use graph_store::{
     Checkpoint, CheckpointMeta, CommitOutcome, Durability, EffectOutcome, EffectRecord, EffectState,
     FailPoint, OutboxRow, RunFilter, RunInfo, RunStatus, Store, StoreError,
@@ -130,6 +131,7 @@ struct Inner {
     events: Quiet<sled::Tree>,
     pending: Quiet<sled::Tree>,
     mailboxes: Quiet<sled::Tree>,
+    schedules: Quiet<sled::Tree>,
     /// sled's log file, for the `fdatasync` its own flush leaves out (see [`Inner::flush_index`]).
     sled_log: File,
     options: SledOptions,
@@ -196,6 +198,7 @@ impl SledStore {
             (tree("runs")?, tree("checkpoints")?, tree("keys")?, tree("meta")?);
         let (effects, effect_keys, outbox) = (tree("effects")?, tree("effect_keys")?, tree("outbox")?);
         let (events, pending, mailboxes) = (tree("events")?, tree("pending")?, tree("mailboxes")?);
+        let schedules = tree("schedules")?;
         let log_options = LogOptions { segment_size: options.log_segment_size, ..LogOptions::default() };
         let (log, records) = CommitLog::open(&wal_dir, log_options).map_err(log_error)?;
         let sled_log = open_sled_log(&path)?;
@@ -213,6 +216,7 @@ impl SledStore {
             events,
             pending,
             mailboxes,
+            schedules,
             sled_log,
             options,
             queue: commit::Queue::new(1),
@@ -450,6 +454,7 @@ impl Inner {
             TreeId::Events => &self.events,
             TreeId::Pending => &self.pending,
             TreeId::Mailboxes => &self.mailboxes,
+            TreeId::Schedules => &self.schedules,
         }
     }
 
@@ -982,6 +987,19 @@ impl Store for SledStore {
             Reply::Mailbox(r) => Ok(r),
             other => unreachable!("a mailbox change replies a mailbox reply, not {other:?}"),
         }
+    }
+
+    async fn schedule_op(&self, name: &str, op: ScheduleOp) -> Result<ScheduleReply, StoreError> {
+        match self.request(Request::Schedule { name: name.to_owned(), op }).await? {
+            Reply::Schedule(r) => Ok(r),
+            other => unreachable!("a schedule change replies a schedule reply, not {other:?}"),
+        }
+    }
+
+    async fn schedules(&self) -> Result<Vec<Schedule>, StoreError> {
+        let rows =
+            self.inner.read(|| self.inner.schedules.iter().values().collect::<sled::Result<Vec<_>>>())?;
+        rows.iter().map(|b| graph_store::schedule::decode(b)).collect()
     }
 
     async fn mailbox(&self, run_id: &str) -> Result<Mailbox, StoreError> {

@@ -24,6 +24,8 @@ pub(super) enum TreeId {
     Pending = 7,
     /// Mailboxes by run.
     Mailboxes = 8,
+    /// Schedules by name.
+    Schedules = 9,
 }
 
 impl TreeId {
@@ -38,6 +40,7 @@ impl TreeId {
             6 => TreeId::Events,
             7 => TreeId::Pending,
             8 => TreeId::Mailboxes,
+            9 => TreeId::Schedules,
             _ => return None,
         })
     }

@@ -42,6 +42,14 @@ pub struct Statements {
     pub mailbox: &'static str,
     /// (run, bytes): the run's mailbox, inserted or written over.
     pub upsert_mailbox: &'static str,
+    /// (name) → bytes: a schedule, its row locked.
+    pub lock_schedule: &'static str,
+    /// (name, bytes): a schedule, inserted or written over.
+    pub upsert_schedule: &'static str,
+    /// (name).
+    pub delete_schedule: &'static str,
+    /// () → bytes: every schedule, in name order.
+    pub schedules: &'static str,
     /// (status, latest step, version, row bytes, has_pending, wake_at_ms (-1: NULL), run).
     pub update_run: &'static str,
     /// (run, from seq, limit) → seq, bytes.

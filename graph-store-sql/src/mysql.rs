@@ -638,6 +638,11 @@ mod sql {
     pub(super) const MAILBOX: &str = "SELECT bytes FROM graph_mailboxes WHERE run_id = ?";
     pub(super) const UPSERT_MAILBOX: &str = "INSERT INTO graph_mailboxes (run_id, bytes) VALUES (?, ?) \
          ON DUPLICATE KEY UPDATE bytes = VALUES(bytes)";
+    pub(super) const LOCK_SCHEDULE: &str = "SELECT bytes FROM graph_schedules WHERE name = ? FOR UPDATE";
+    pub(super) const UPSERT_SCHEDULE: &str = "INSERT INTO graph_schedules (name, bytes) VALUES (?, ?) \
+         ON DUPLICATE KEY UPDATE bytes = VALUES(bytes)";
+    pub(super) const DELETE_SCHEDULE: &str = "DELETE FROM graph_schedules WHERE name = ?";
+    pub(super) const SCHEDULES: &str = "SELECT bytes FROM graph_schedules ORDER BY name";
     pub(super) const PENDING: &str = "SELECT bytes FROM graph_pending WHERE run_id = ?";
     /// The binds of [`UPDATE_RUN`], then the graph fingerprint.
     pub(super) const INSERT_RUN: &str = "INSERT INTO graph_runs \
@@ -723,6 +728,10 @@ mod sql {
         upsert_pending: UPSERT_PENDING,
         pending: PENDING,
         mailbox: MAILBOX,
+        lock_schedule: LOCK_SCHEDULE,
+        upsert_schedule: UPSERT_SCHEDULE,
+        delete_schedule: DELETE_SCHEDULE,
+        schedules: SCHEDULES,
         upsert_mailbox: UPSERT_MAILBOX,
         update_run: UPDATE_RUN,
         events: EVENTS,

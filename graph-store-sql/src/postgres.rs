@@ -396,6 +396,11 @@ mod sql {
     pub(super) const MAILBOX: &str = "SELECT bytes FROM graph_mailboxes WHERE run_id = $1";
     pub(super) const UPSERT_MAILBOX: &str = "INSERT INTO graph_mailboxes (run_id, bytes) VALUES ($1, $2) \
          ON CONFLICT (run_id) DO UPDATE SET bytes = EXCLUDED.bytes";
+    pub(super) const LOCK_SCHEDULE: &str = "SELECT bytes FROM graph_schedules WHERE name = $1 FOR UPDATE";
+    pub(super) const UPSERT_SCHEDULE: &str = "INSERT INTO graph_schedules (name, bytes) VALUES ($1, $2) \
+         ON CONFLICT (name) DO UPDATE SET bytes = EXCLUDED.bytes";
+    pub(super) const DELETE_SCHEDULE: &str = "DELETE FROM graph_schedules WHERE name = $1";
+    pub(super) const SCHEDULES: &str = "SELECT bytes FROM graph_schedules ORDER BY name";
     pub(super) const PENDING: &str = "SELECT bytes FROM graph_pending WHERE run_id = $1";
     pub(super) const UPDATE_RUN: &str = "UPDATE graph_runs SET status = $1, latest_step = $2, version = $3, row_bytes = $4, \
          has_pending = $5, wake_at_ms = NULLIF($6, -1) WHERE run_id = $7";
@@ -482,6 +487,10 @@ mod sql {
         upsert_pending: UPSERT_PENDING,
         pending: PENDING,
         mailbox: MAILBOX,
+        lock_schedule: LOCK_SCHEDULE,
+        upsert_schedule: UPSERT_SCHEDULE,
+        delete_schedule: DELETE_SCHEDULE,
+        schedules: SCHEDULES,
         upsert_mailbox: UPSERT_MAILBOX,
         update_run: UPDATE_RUN,
         events: EVENTS,

@@ -16,6 +16,7 @@ use graph_store::known::KnownRows;
 use graph_store::lease::Lease;
 use graph_store::mailbox::{Mailbox, MailboxOp, MailboxReply};
 use graph_store::record::{decode, decode_run_of, encode, encode_run};
+use graph_store::schedule::{Schedule, ScheduleOp, ScheduleReply};
 use graph_store::{
     Checkpoint, CheckpointMeta, CommitOutcome, EffectOutcome, EffectRecord, EffectState, FailPoint,
     Integrity, OutboxRow, ReadThrough, RunFilter, RunInfo, RunStatus, Store, StoreError, behind_run_row,
@@ -574,6 +575,32 @@ where
         Ok(reply)
     }
 
+    /// One attempt of `schedule_op`: the row locked (a missing row's insert is made unique by its
+    /// primary key: a concurrent first put is a conflict, retried), changed by the contract's rule.
+    async fn try_schedule(&self, name: &str, op: &ScheduleOp) -> Result<ScheduleReply, Abort> {
+        let mut tx = self.transaction().await.map_err(abort::<D>)?;
+        let row = sqlx::query(D::SQL.lock_schedule)
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(abort::<D>)?;
+        let stored = row.map(|r| Self::bytes(&r, "reading a schedule")).transpose()?;
+        let (reply, write) = graph_store::schedule::apply_to_bytes(stored.as_deref(), op.clone())?;
+        let statement = match &write {
+            Some(Some(bytes)) => Some(sqlx::query(D::SQL.upsert_schedule).bind(name).bind(bytes.as_slice())),
+            Some(None) => Some(sqlx::query(D::SQL.delete_schedule).bind(name)),
+            None => None,
+        };
+        match statement {
+            Some(q) => {
+                q.execute(&mut *tx).await.map_err(abort::<D>)?;
+                tx.commit().await.map_err(abort::<D>)?;
+            }
+            None => tx.rollback().await.map_err(abort::<D>)?,
+        }
+        Ok(reply)
+    }
+
     /// One attempt of `ack_outbox`.
     async fn try_ack(&self, keys: &[String]) -> Result<usize, Abort> {
         let mut tx = self.transaction().await.map_err(abort::<D>)?;
@@ -709,6 +736,16 @@ where
 
     async fn mailbox_op(&self, run_id: &str, op: MailboxOp) -> Result<MailboxReply, StoreError> {
         self.with_conflicts("changing a mailbox", || self.try_mailbox(run_id, &op)).await
+    }
+
+    async fn schedule_op(&self, name: &str, op: ScheduleOp) -> Result<ScheduleReply, StoreError> {
+        self.with_conflicts("changing a schedule", || self.try_schedule(name, &op)).await
+    }
+
+    async fn schedules(&self) -> Result<Vec<Schedule>, StoreError> {
+        let what = "reading the schedules";
+        let rows = self.rows(what, || sqlx::query(D::SQL.schedules)).await?;
+        rows.iter().map(|r| Ok(graph_store::schedule::decode(&Self::bytes(r, what)?)?)).collect()
     }
 
     async fn mailbox(&self, run_id: &str) -> Result<Mailbox, StoreError> {

@@ -1129,6 +1129,28 @@ impl Store for SqliteStore {
         }
     }
 
+    async fn schedule_op(
+        &self,
+        name: &str,
+        op: graph_store::schedule::ScheduleOp,
+    ) -> Result<graph_store::schedule::ScheduleReply, StoreError> {
+        match self.request(Op::Schedule { name: name.to_owned(), op }).await? {
+            Reply::Schedule(r) => Ok(r),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn schedules(&self) -> Result<Vec<graph_store::schedule::Schedule>, StoreError> {
+        let rows: Vec<Vec<u8>> = self
+            .read(move |c| {
+                c.prepare_cached("SELECT bytes FROM schedules ORDER BY name")?
+                    .query_map([], |r| r.get(0))?
+                    .collect()
+            })
+            .await?;
+        rows.iter().map(|b| graph_store::schedule::decode(b)).collect()
+    }
+
     async fn mailbox(&self, run_id: &str) -> Result<graph_store::mailbox::Mailbox, StoreError> {
         let run = run_id.to_owned();
         let bytes: Option<Vec<u8>> = self

@@ -86,6 +86,8 @@ pub(super) enum Op {
     Effect { record: Box<EffectRecord>, expected: Option<EffectState> },
     /// `Store::mailbox_op`.
     Mailbox { run_id: String, op: graph_store::mailbox::MailboxOp },
+    /// `Store::schedule_op`.
+    Schedule { name: String, op: graph_store::schedule::ScheduleOp },
     /// Test hook: overwrite a checkpoint's bytes (`Some`), or delete its row (`None`).
     #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
     PutRaw { run_id: String, step: u64, bytes: Option<Vec<u8>> },
@@ -116,6 +118,7 @@ pub(super) enum Reply {
     Count(usize),
     Effect(EffectOutcome),
     Mailbox(graph_store::mailbox::MailboxReply),
+    Schedule(graph_store::schedule::ScheduleReply),
     /// `journal_mode`, `synchronous`, and the log's syncs (`vfs::log_syncs`, read by a test hook).
     #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
     Pragmas(String, u32, Option<(u64, u64)>),
@@ -352,6 +355,7 @@ impl Writer {
             }
             Op::Effect { record, expected } => self.effect(record, expected.as_ref()),
             Op::Mailbox { run_id, op } => self.mailbox(run_id, op),
+            Op::Schedule { name, op } => self.schedule(name, op),
             Op::PutRaw { run_id, step, bytes } => {
                 let step = int(*step).unwrap_or(i64::MAX);
                 match bytes {
@@ -623,6 +627,28 @@ impl Writer {
                 .map_err(self.err("writing a mailbox"))?;
         }
         Ok(Applied::Keep(Reply::Mailbox(reply)))
+    }
+
+    fn schedule(&self, name: &str, op: &graph_store::schedule::ScheduleOp) -> Result<Applied, StoreError> {
+        let stored: Option<Vec<u8>> = self
+            .conn
+            .prepare_cached("SELECT bytes FROM schedules WHERE name = ?1")
+            .and_then(|mut st| st.query_row(params![name], |r| r.get(0)).optional())
+            .map_err(self.err("reading a schedule"))?;
+        let (reply, write) = graph_store::schedule::apply_to_bytes(stored.as_deref(), op.clone())?;
+        let written = match write {
+            Some(Some(bytes)) => self
+                .conn
+                .prepare_cached("INSERT OR REPLACE INTO schedules (name, bytes) VALUES (?1, ?2)")
+                .and_then(|mut st| st.execute(params![name, bytes])),
+            Some(None) => self
+                .conn
+                .prepare_cached("DELETE FROM schedules WHERE name = ?1")
+                .and_then(|mut st| st.execute(params![name])),
+            None => Ok(0),
+        };
+        written.map_err(self.err("writing a schedule"))?;
+        Ok(Applied::Keep(Reply::Schedule(reply)))
     }
 
     fn effect(&self, record: &EffectRecord, expected: Option<&EffectState>) -> Result<Applied, StoreError> {

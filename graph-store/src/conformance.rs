@@ -577,6 +577,56 @@ pub async fn mailboxes_deliver_each_message_once<B: Backend>(b: &B) {
         MessageState::Rejected { detail, .. } if detail == "not a receipt"));
 }
 
+/// Schedules: a put is checked against the version its writer read (of 10 writers reading one
+/// version, one wins), a delete removes the row, and the rows survive a restart, listed in name order.
+pub async fn schedules_are_written_under_a_version_check<B: Backend>(b: &B) {
+    use crate::schedule::{Missed, Schedule, ScheduleOp, ScheduleReply};
+    let schedule = |name: &str, next: u64| Schedule {
+        name: name.into(),
+        graph_fingerprint: "fp".into(),
+        spec: "@every 1h".into(),
+        input: serde_json::json!({"n": 1}),
+        missed: Missed::CatchUpOne,
+        paused: false,
+        next_fire_ms: next,
+        updated_ms: 5,
+        version: 0,
+    };
+    let put = |s: Schedule, expected| ScheduleOp::Put { schedule: Box::new(s), expected_version: expected };
+    let mut store = b.open().await;
+    assert!(store.schedules().await.unwrap().is_empty());
+    for name in ["nightly", "hourly"] {
+        assert_eq!(
+            store.schedule_op(name, put(schedule(name, 100), Some(0))).await.unwrap(),
+            ScheduleReply::Written { version: 1 }
+        );
+    }
+    assert!(matches!(
+        store.schedule_op("hourly", put(schedule("hourly", 1), Some(0))).await.unwrap(),
+        ScheduleReply::Conflict(Some(s)) if s.version == 1 && s.next_fire_ms == 100
+    ));
+    let racers = (0..10u64).map(|i| {
+        let store = store.clone();
+        let op = put(schedule("nightly", 200 + i), Some(1));
+        async move { store.schedule_op("nightly", op).await.unwrap() }
+    });
+    let won =
+        futures_join(racers).await.into_iter().filter(|r| matches!(r, ScheduleReply::Written { .. })).count();
+    assert_eq!(won, 1, "one of the writers that read version 1");
+    store = b.reopen(store).await;
+    let all = store.schedules().await.unwrap();
+    assert_eq!(
+        all.iter().map(|s| (s.name.as_str(), s.version)).collect::<Vec<_>>(),
+        [("hourly", 1), ("nightly", 2)]
+    );
+    assert!(all[1].next_fire_ms >= 200);
+    assert_eq!(all[0], Schedule { version: 1, ..schedule("hourly", 100) });
+    assert_eq!(store.schedule_op("hourly", ScheduleOp::Delete).await.unwrap(), ScheduleReply::Deleted(true));
+    assert_eq!(store.schedule_op("hourly", ScheduleOp::Delete).await.unwrap(), ScheduleReply::Deleted(false));
+    store = b.reopen(store).await;
+    assert_eq!(store.schedules().await.unwrap().len(), 1);
+}
+
 /// Awaits every future (the suite does not depend on a futures crate).
 async fn futures_join<F: std::future::Future + Send + 'static>(
     fs: impl IntoIterator<Item = F>,

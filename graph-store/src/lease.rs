@@ -267,6 +267,18 @@ impl<L: LeaseStore> Store for LeasedStore<L> {
         self.inner.mailbox(run_id).await
     }
 
+    async fn schedule_op(
+        &self,
+        name: &str,
+        op: crate::schedule::ScheduleOp,
+    ) -> Result<crate::schedule::ScheduleReply, StoreError> {
+        self.inner.schedule_op(name, op).await
+    }
+
+    async fn schedules(&self) -> Result<Vec<crate::schedule::Schedule>, StoreError> {
+        self.inner.schedules().await
+    }
+
     async fn run_info(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {
         self.inner.run_info(run_id).await
     }

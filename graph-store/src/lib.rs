@@ -16,6 +16,7 @@
 //!   [`commit::decide_status`] is the rule of a status change.
 //! - [`journal::decide_effect`]: the effect journal's compare-and-set.
 //! - [`mailbox::Mailbox::apply`]: a run's mailbox (external events: send, dedupe, claim, reject).
+//! - [`schedule::apply`]: a schedule's row (written under a version check).
 //! - [`RunStatus::as_str`] / [`StatusKind`]: the persisted names of the statuses.
 //! - [`RunInfo::after_commit`] / [`RunInfo::after_status`]: the run row a write leaves.
 //!
@@ -51,6 +52,7 @@ mod memory;
 pub mod record;
 pub mod retry;
 mod run;
+pub mod schedule;
 mod store;
 
 pub use commit::{CommitFacts, CommitOutcome, Verdict};

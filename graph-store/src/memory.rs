@@ -45,6 +45,8 @@ struct Inner {
     pending: BTreeMap<Arc<str>, Vec<u8>>,
     /// Mailboxes (`mailbox::encode` bytes), by run.
     mailboxes: BTreeMap<String, Vec<u8>>,
+    /// Schedules (`schedule::encode` bytes), by name.
+    schedules: BTreeMap<String, Vec<u8>>,
 }
 
 /// A set of idempotency keys, compact: an engine-made key (`sha256:` and 64 lowercase hex digits) is
@@ -474,6 +476,33 @@ impl Store for MemoryStore {
             inner.mailboxes.insert(run_id.to_owned(), bytes);
         }
         Ok(reply)
+    }
+
+    async fn schedule_op(
+        &self,
+        name: &str,
+        op: crate::schedule::ScheduleOp,
+    ) -> Result<crate::schedule::ScheduleReply, StoreError> {
+        if self.fail.hit(1) {
+            return Err(StoreError::backend("injected failure", "fail point"));
+        }
+        let mut inner = self.lock();
+        let (reply, write) =
+            crate::schedule::apply_to_bytes(inner.schedules.get(name).map(Vec::as_slice), op)?;
+        match write {
+            Some(Some(bytes)) => {
+                inner.schedules.insert(name.to_owned(), bytes);
+            }
+            Some(None) => {
+                inner.schedules.remove(name);
+            }
+            None => {}
+        }
+        Ok(reply)
+    }
+
+    async fn schedules(&self) -> Result<Vec<crate::schedule::Schedule>, StoreError> {
+        self.lock().schedules.values().map(|b| crate::schedule::decode(b)).collect()
     }
 
     async fn mailbox(&self, run_id: &str) -> Result<crate::mailbox::Mailbox, StoreError> {

@@ -178,6 +178,20 @@ impl Store for RetryStore {
         self.retry("mailbox", |_| self.inner.mailbox(run_id)).await
     }
 
+    /// Retried like the other writes: a put is checked against the version it read (a retried put
+    /// that landed is a conflict the writer reads again), a delete is a delete.
+    async fn schedule_op(
+        &self,
+        name: &str,
+        op: crate::schedule::ScheduleOp,
+    ) -> Result<crate::schedule::ScheduleReply, StoreError> {
+        self.retry("schedule_op", |_| self.inner.schedule_op(name, op.clone())).await
+    }
+
+    async fn schedules(&self) -> Result<Vec<crate::schedule::Schedule>, StoreError> {
+        self.retry("schedules", |_| self.inner.schedules()).await
+    }
+
     async fn run_info(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {
         self.retry("run_info", |_| self.inner.run_info(run_id)).await
     }
@@ -305,6 +319,16 @@ mod tests {
         }
         async fn mailbox(&self, run_id: &str) -> Result<crate::mailbox::Mailbox, StoreError> {
             self.inner.mailbox(run_id).await
+        }
+        async fn schedule_op(
+            &self,
+            name: &str,
+            op: crate::schedule::ScheduleOp,
+        ) -> Result<crate::schedule::ScheduleReply, StoreError> {
+            self.inner.schedule_op(name, op).await
+        }
+        async fn schedules(&self) -> Result<Vec<crate::schedule::Schedule>, StoreError> {
+            self.inner.schedules().await
         }
         async fn run_info(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {
             if take(&self.down) {

@@ -4,6 +4,7 @@ use async_trait::async_trait;
 
 use crate::events::Event;
 use crate::mailbox::{Mailbox, MailboxOp, MailboxReply};
+use crate::schedule::{Schedule, ScheduleOp, ScheduleReply};
 use crate::{
     Checkpoint, CheckpointMeta, CommitOutcome, EffectOutcome, EffectRecord, EffectState, OutboxRow,
     RunFilter, RunInfo, RunStatus, StoreError,
@@ -200,6 +201,22 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// Backend failures; `Corrupted` for damaged bytes.
     async fn mailbox(&self, run_id: &str) -> Result<Mailbox, StoreError>;
+
+    /// Changes the schedule `name` (see [`crate::schedule`]): reads its row under the store's lock,
+    /// applies `op` with [`crate::schedule::apply_to_bytes`] (the rule, written once), and writes the row
+    /// back (or deletes it) when the rule says so, in one atomic, durable write, or nothing.
+    ///
+    /// # Errors
+    ///
+    /// Backend failures (nothing written then); `Corrupted` for damaged bytes.
+    async fn schedule_op(&self, name: &str, op: ScheduleOp) -> Result<ScheduleReply, StoreError>;
+
+    /// Every schedule, in name order.
+    ///
+    /// # Errors
+    ///
+    /// Backend failures; `Corrupted` for damaged bytes.
+    async fn schedules(&self) -> Result<Vec<Schedule>, StoreError>;
 
     /// Reads the whole store to check what its reads cannot: that its structures agree with each
     /// other (for the SQLite store, `PRAGMA integrity_check`: every index entry against its table, so an

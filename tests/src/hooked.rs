@@ -94,6 +94,16 @@ impl<St: Store, H: Hooks> Store for Hooked<St, H> {
     async fn mailbox(&self, run: &str) -> Result<graph_runtime::store::mailbox::Mailbox, StoreError> {
         self.saw(self.inner.mailbox(run).await)
     }
+    async fn schedule_op(
+        &self,
+        name: &str,
+        op: graph_runtime::store::schedule::ScheduleOp,
+    ) -> Result<graph_runtime::store::schedule::ScheduleReply, StoreError> {
+        self.saw(self.inner.schedule_op(name, op).await)
+    }
+    async fn schedules(&self) -> Result<Vec<graph_runtime::store::schedule::Schedule>, StoreError> {
+        self.saw(self.inner.schedules().await)
+    }
     async fn run_info(&self, run: &str) -> Result<Option<RunInfo>, StoreError> {
         self.saw(self.inner.run_info(run).await)
     }

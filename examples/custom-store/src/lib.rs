@@ -39,6 +39,7 @@ use graph_store::events::{Event, head_after};
 use graph_store::journal::{decide_effect, decode_effect, decode_outbox, encode_effect, encode_outbox};
 use graph_store::mailbox::{self, Mailbox, MailboxOp, MailboxReply};
 use graph_store::record::{decode, decode_run_of, encode, encode_run};
+use graph_store::schedule::{self, Schedule, ScheduleOp, ScheduleReply};
 use graph_store::{
     Checkpoint, CheckpointMeta, CommitOutcome, EffectOutcome, EffectRecord, EffectState, FailPoint,
     OutboxRow, RunFilter, RunInfo, RunStatus, Store, StoreError,
@@ -73,6 +74,8 @@ struct Tables {
     outbox: BTreeMap<(String, u64, usize), (String, Vec<u8>)>,
     /// Mailboxes (`mailbox::encode`), by run.
     mailboxes: BTreeMap<String, Vec<u8>>,
+    /// Schedules (`schedule::encode`), by name.
+    schedules: BTreeMap<String, Vec<u8>>,
 }
 
 /// A store over a [`Disk`]. Clones share it.
@@ -217,6 +220,26 @@ impl Store for RowStore {
             t.mailboxes.insert(run_id.to_owned(), bytes);
         }
         Ok(reply)
+    }
+
+    async fn schedule_op(&self, name: &str, op: ScheduleOp) -> Result<ScheduleReply, StoreError> {
+        let mut t = self.tables();
+        let (reply, write) = schedule::apply_to_bytes(t.schedules.get(name).map(Vec::as_slice), op)?;
+        self.wrote(1)?;
+        match write {
+            Some(Some(bytes)) => {
+                t.schedules.insert(name.to_owned(), bytes);
+            }
+            Some(None) => {
+                t.schedules.remove(name);
+            }
+            None => {}
+        }
+        Ok(reply)
+    }
+
+    async fn schedules(&self) -> Result<Vec<Schedule>, StoreError> {
+        self.tables().schedules.values().map(|b| schedule::decode(b)).collect()
     }
 
     async fn mailbox(&self, run_id: &str) -> Result<Mailbox, StoreError> {

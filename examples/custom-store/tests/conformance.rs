@@ -52,6 +52,7 @@ suite![
     events_and_pending_steps_go_with_their_writes,
     parked_runs_keep_their_due_times,
     mailboxes_deliver_each_message_once,
+    schedules_are_written_under_a_version_check,
 ];
 
 /// `n` operations of every kind, on a few runs and steps so that they collide, drawn from a fixed

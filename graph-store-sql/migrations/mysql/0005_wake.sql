@@ -1,4 +1,4 @@
--- graph-runtime schema 5 (MySQL / MariaDB): when a parked run is due, for claims, and the runs' mailboxes.
+-- graph-runtime schema 5 (MySQL / MariaDB): when a parked run is due, for claims, the runs' mailboxes, and schedules.
 -- A rerun after a crash part-way through is harmless (the runner takes "duplicate column" and "duplicate
 -- key name" as applied).
 --
@@ -16,4 +16,11 @@ CREATE INDEX graph_runs_due ON graph_runs (status, wake_at_ms);
 CREATE TABLE IF NOT EXISTS graph_mailboxes (
     run_id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY,
     bytes  LONGBLOB NOT NULL
+) ENGINE = InnoDB;
+
+-- Schedules: `graph_store::schedule::encode` bytes by name, read and written back under the row's lock
+-- (`Store::schedule_op`).
+CREATE TABLE IF NOT EXISTS graph_schedules (
+    name  VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY,
+    bytes LONGBLOB NOT NULL
 ) ENGINE = InnoDB;

@@ -1,4 +1,4 @@
--- graph-runtime schema 5 (PostgreSQL): when a parked run is due, for claims, and the runs' mailboxes. Each
+-- graph-runtime schema 5 (PostgreSQL): when a parked run is due, for claims, the runs' mailboxes, and schedules. Each
 -- statement is idempotent.
 --
 -- A run that sleeps (`Ctx::sleep`) or asks with a deadline is parked (`waiting`, or `interrupted`) with
@@ -15,4 +15,11 @@ CREATE INDEX IF NOT EXISTS graph_runs_due ON graph_runs (status, wake_at_ms) WHE
 CREATE TABLE IF NOT EXISTS graph_mailboxes (
     run_id TEXT COLLATE "C" PRIMARY KEY,
     bytes  BYTEA NOT NULL
+);
+
+-- Schedules: `graph_store::schedule::encode` bytes by name, read and written back under the row's lock
+-- (`Store::schedule_op`).
+CREATE TABLE IF NOT EXISTS graph_schedules (
+    name  TEXT COLLATE "C" PRIMARY KEY,
+    bytes BYTEA NOT NULL
 );

@@ -18,6 +18,7 @@ graph_tests::for_backends! {
         events_and_pending_steps_go_with_their_writes,
         parked_runs_keep_their_due_times,
         mailboxes_deliver_each_message_once,
+        schedules_are_written_under_a_version_check,
     ];
     memory => Memory::new(),
     sled => Sled::new(),
@@ -62,6 +63,7 @@ graph_tests::for_backends! {
         events_and_pending_steps_go_with_their_writes,
         parked_runs_keep_their_due_times,
         mailboxes_deliver_each_message_once,
+        schedules_are_written_under_a_version_check,
     ];
     sqlite => graph_tests::backends::Sqlite::new(),
     // The smallest page SQLite allows: records and events span overflow pages.
