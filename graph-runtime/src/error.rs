@@ -286,6 +286,15 @@ pub enum Error {
         /// Why.
         detail: String,
     },
+    /// A schedule that cannot be made or changed: a spec that does not parse (the detail says what is
+    /// wrong), an empty name, or a schedule of this graph that does not exist.
+    #[error("schedule `{name}`: {detail}")]
+    InvalidSchedule {
+        /// The schedule.
+        name: String,
+        /// What is wrong.
+        detail: String,
+    },
     /// A step of a run that the store does not hold (never reached, or pruned).
     #[error("run `{run}` has no checkpoint at step {step} in this store (never reached, or pruned)")]
     StepNotFound {

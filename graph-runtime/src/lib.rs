@@ -31,6 +31,7 @@
 
 pub use graph_store::{canonical, keys};
 pub mod clock;
+pub mod cron;
 pub mod ctx;
 pub mod effect;
 pub mod engine;

@@ -246,7 +246,16 @@ impl<S: Reducer, L: LeaseStore> Worker<S, L> {
         let held: Arc<Mutex<HashMap<String, Lease>>> = Arc::default();
         let mut runs: JoinSet<End> = JoinSet::new();
         let mut backoff = me.poll;
+        let scheduler = self.engine(me.store.clone());
+        let mut fired_at: Option<tokio::time::Instant> = None;
         while !shutdown.is_cancelled() {
+            // Schedules, at most once a poll interval: the runs they start are claimed like any other.
+            if fired_at.is_none_or(|t| t.elapsed() >= me.poll) {
+                fired_at = Some(tokio::time::Instant::now());
+                if let Err(e) = scheduler.fire_schedules().await {
+                    tracing::warn!(worker = %me.id, error = %e, "firing schedules failed; retrying");
+                }
+            }
             let free = me.concurrency.saturating_sub(runs.len());
             let mut claimed_any = false;
             if free > 0 {
@@ -327,6 +336,27 @@ impl<S: Reducer, L: LeaseStore> Worker<S, L> {
     }
 }
 
+impl<S: Reducer, L: LeaseStore> Worker<S, L> {
+    /// An engine of the worker's graph, options, key and clock on `store`.
+    fn engine<T: crate::store::Store>(&self, store: T) -> Engine<S> {
+        self.inner.engine(Arc::new(store))
+    }
+}
+
+impl<S: Reducer, L: LeaseStore> Shared<S, L> {
+    fn engine(&self, store: Arc<dyn crate::store::Store>) -> Engine<S> {
+        let mut builder =
+            Engine::builder(self.graph.clone()).shared_store(store).options(self.options.clone());
+        if let Some(key) = &self.chain_key {
+            builder = builder.chain_key(key.clone());
+        }
+        if let Some(clock) = &self.clock {
+            builder = builder.shared_clock(clock.clone());
+        }
+        builder.build()
+    }
+}
+
 fn count(report: &mut WorkerReport, done: Result<End, tokio::task::JoinError>) {
     match done {
         Ok(End::Completed) => report.completed += 1,
@@ -360,16 +390,7 @@ async fn drive<S: Reducer, L: LeaseStore>(
     drain: CancellationToken,
     held: Arc<Mutex<HashMap<String, Lease>>>,
 ) -> End {
-    let mut builder = Engine::builder(me.graph.clone())
-        .shared_store(Arc::new(me.store.leased(lease.clone())))
-        .options(me.options.clone());
-    if let Some(key) = &me.chain_key {
-        builder = builder.chain_key(key.clone());
-    }
-    if let Some(clock) = &me.clock {
-        builder = builder.shared_clock(clock.clone());
-    }
-    let engine = builder.build();
+    let engine = me.engine(Arc::new(me.store.leased(lease.clone())));
     let run_id = lease.run_id.clone();
     // A parked run was claimed because it is due (by the database's clock, which rules the pool).
     let driving = engine.continue_claimed(&run_id, RunOptions::default().stop(drain));

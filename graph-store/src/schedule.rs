@@ -27,7 +27,6 @@ pub enum Missed {
 
 /// A schedule, as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[non_exhaustive]
 pub struct Schedule {
     /// Its name: unique in the store, part of every run id it makes.
     pub name: String,

@@ -20,7 +20,8 @@
 //! - the calls a caller makes: `api.rs` (run, submit, resume, outcome), `interrupt.rs` (resuming with
 //!   input), `audit.rs` (history, verification, forks), `replay.rs` (replay, effect resolution, the
 //!   outbox), `streaming.rs` (streamed runs), `timers.rs` (waking runs whose sleep, deadline or
-//!   message is due, and the timer service), `mail.rs` (sending external events).
+//!   message is due, and the timer service), `mail.rs` (sending external events), `schedules.rs`
+//!   (schedules and their firings).
 
 mod api;
 mod audit;
@@ -30,6 +31,7 @@ mod frontier;
 mod interrupt;
 mod mail;
 mod replay;
+mod schedules;
 mod step;
 mod streaming;
 mod timers;
@@ -39,3 +41,4 @@ pub use crate::run::{RunOptions, RunOutcome};
 pub use audit::{ChainReport, HistoryEntry, run_history, verify_run};
 pub use mail::{Sent, send_event};
 pub use replay::ReplayOutcome;
+pub use schedules::fired_run_id;

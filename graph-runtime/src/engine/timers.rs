@@ -34,8 +34,8 @@ use crate::store::{Interrupt, InterruptKind, RunFilter, RunStatus, StatusKind};
 #[derive(Default)]
 pub(super) struct Timers {
     index: Mutex<Index>,
-    /// Told when a time earlier than the service's next one is noted.
-    changed: Notify,
+    /// Told when a time earlier than the service's next one is noted, and when a schedule changes.
+    pub(super) changed: Notify,
 }
 
 #[derive(Default)]
@@ -271,8 +271,9 @@ impl<S: Reducer> Engine<S> {
     }
 
     /// The timer service of an embedded store: wakes the runs of this engine's graph as they come due
-    /// (by the engine's clock, a [`crate::TestClock`] included), each on a task of its own, until
-    /// `shutdown` is cancelled; then waits for the runs it woke. Runs parked before it started are read
+    /// (by the engine's clock, a [`crate::TestClock`] included), each on a task of its own, and fires
+    /// its schedules ([`Engine::fire_schedules`], driving the runs they start), until `shutdown` is
+    /// cancelled; then waits for the runs it woke. Runs parked before it started are read
     /// from the store first. Run one per store and graph; on a server store with workers, the workers
     /// wake due runs instead.
     ///
@@ -299,7 +300,32 @@ impl<S: Reducer> Engine<S> {
                     }
                 });
             }
+            // Schedules: the runs fired here are driven here.
+            let next_firing = match self.fire_schedules().await {
+                Ok(started) => {
+                    for run in started {
+                        let engine = self.clone();
+                        runs.spawn(async move {
+                            if let Err(e) = engine.resume(&run).await {
+                                tracing::warn!(run = %run, error = %e, "a scheduled run failed");
+                            }
+                        });
+                    }
+                    self.next_firing().await.unwrap_or_else(|e| {
+                        tracing::warn!(error = %e, "reading the schedules failed; retrying in a second");
+                        Some(clock.now_ms() + 1_000)
+                    })
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "firing schedules failed; retrying in a second");
+                    Some(clock.now_ms() + 1_000)
+                }
+            };
             while runs.try_join_next().is_some() {}
+            let next = match (next, next_firing) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             let sleep = async {
                 match next {
                     Some(at) => clock.sleep_until(at).await,

@@ -23,6 +23,7 @@ mod merge_order;
 mod recorded;
 mod retries;
 mod rng;
+mod schedules;
 mod streaming;
 mod submit;
 mod timeouts;

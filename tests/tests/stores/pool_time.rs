@@ -17,9 +17,11 @@ mod servers {
     use std::sync::Mutex;
     use std::time::Duration;
 
+    use graph_runtime::engine::fired_run_id;
     use graph_runtime::prelude::*;
     use graph_runtime::store::conformance::Backend;
     use graph_runtime::store::lease::LeaseStore;
+    use graph_runtime::store::schedule::Missed;
     use graph_runtime::worker::{Worker, WorkerReport};
     use graph_runtime::{Error, TestClock};
 
@@ -120,6 +122,17 @@ mod servers {
         }
     }
 
+    #[graph(state = Job, name = "pool_report")]
+    pub mod report {
+        use super::*;
+
+        #[node(entry, to = END)]
+        async fn make(_s: &Job, ctx: &mut Ctx) -> NodeResult<Job> {
+            count(ctx.run_id(), "made");
+            Ok(JobDelta::default().receipt(Some(ctx.run_id().to_owned())))
+        }
+    }
+
     /// Starts `n` in-process workers of `graph` on `store`; cancel the token and await the handles to
     /// stop them.
     fn workers<S: Reducer, L: LeaseStore>(
@@ -162,20 +175,21 @@ mod servers {
         total
     }
 
-    /// Polls until `done` holds of the run's stored status (generous bound).
+    /// Polls until the run exists and `done` holds of its stored status (generous bound).
     async fn until<S: Reducer>(
         engine: &Engine<S>,
         run: &str,
         done: impl Fn(&RunStatus) -> bool,
     ) -> RunStatus {
         for _ in 0..3000 {
-            let status = engine.outcome(run).await.unwrap().unwrap().status;
-            if done(&status) {
-                return status;
+            if let Some(out) = engine.outcome(run).await.unwrap()
+                && done(&out.status)
+            {
+                return out.status;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        panic!("run {run}: {:?}", engine.outcome(run).await.unwrap().unwrap().status)
+        panic!("run {run}: {:?}", engine.outcome(run).await.unwrap().map(|o| o.status))
     }
 
     async fn sleeping_runs_are_woken_by_the_pool_when_due_by_the_test_clock<L: LeaseStore>(
@@ -380,6 +394,57 @@ mod servers {
         assert_eq!(report.failed, 0, "{report:?}");
     }
 
+    /// A schedule fired by 4 workers while the test aborts one every few firings (mid-claim,
+    /// mid-firing, mid-run) and starts another: every firing starts exactly one run, and each completes.
+    async fn a_schedule_on_four_workers_fires_each_time_exactly_once<L: LeaseStore>(p: &str, store: L) {
+        let start = 1_796_083_200_000;
+        let clock = TestClock::at_ms(start);
+        let engine = Engine::builder(report::graph()).store(store.clone()).clock(clock.clone()).build();
+        let name = format!("{p}-tick");
+        engine.schedule_with(&name, "@every 1m", &Job::default(), Missed::CatchUpAll).await.unwrap();
+        let spawn = |i: usize| {
+            let w = Worker::builder(report::graph(), store.clone())
+                .id(format!("{p}-sched-{i}"))
+                .poll(Duration::from_millis(10))
+                .lease(Duration::from_millis(600))
+                .clock(clock.clone())
+                .build();
+            tokio::spawn(async move { w.run(CancellationToken::new()).await })
+        };
+        let mut pool: Vec<_> = (0..4).map(spawn).collect();
+        let minutes = 16u64;
+        for m in 1..=minutes {
+            clock.advance(Duration::from_secs(60));
+            if m % 3 == 0 {
+                // A worker dies, whatever it was doing; another starts.
+                let victim = (m as usize) % pool.len();
+                pool[victim].abort();
+                pool[victim] = spawn(10 + m as usize);
+            }
+            let run = fired_run_id(&name, start + m * 60_000);
+            until(&engine, &run, |_| true).await;
+            until(&engine, &run, |s| *s == RunStatus::Completed).await;
+        }
+        for w in &pool {
+            w.abort();
+        }
+        let ours: Vec<String> = engine
+            .store()
+            .list_runs(&graph_runtime::store::RunFilter::all())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.run_id)
+            .filter(|r| r.starts_with(&format!("{name}@")))
+            .collect();
+        let expected: Vec<String> = (1..=minutes).map(|m| fired_run_id(&name, start + m * 60_000)).collect();
+        assert_eq!(ours, expected, "one run a firing, no more");
+        for run in &expected {
+            assert!(counted(run, "made") >= 1, "{run}");
+            assert_eq!(engine.history(run).await.unwrap().len(), 2, "{run}: step 0 and its one step, once");
+        }
+    }
+
     fn approve_id() -> String {
         // The entry item's path and the first waiting call.
         graph_runtime::keys::PathId::entry("approve").as_str().to_owned() + "#0"
@@ -391,7 +456,8 @@ mod servers {
         answered_runs_handed_back_are_completed_by_the_pool(p, store.clone()).await;
         runs_resumed_beside_the_pool_never_fail(p, store.clone()).await;
         runs_resumed_and_handed_back_are_completed_by_the_pool(p, store.clone()).await;
-        events_sent_to_parked_runs_are_delivered_by_the_pool(p, store).await;
+        events_sent_to_parked_runs_are_delivered_by_the_pool(p, store.clone()).await;
+        a_schedule_on_four_workers_fires_each_time_exactly_once(p, store).await;
     }
 
     #[cfg(feature = "postgres")]
