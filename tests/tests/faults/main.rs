@@ -8,3 +8,4 @@ mod faults_damage;
 mod faults_device;
 mod sqlite_damage;
 mod sqlite_faults;
+mod timers_crash;
