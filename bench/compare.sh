@@ -24,6 +24,13 @@ echo "graph-runtime workloads..." >&2
 # and 1, 2, 4 workers draining submitted runs on each.
 "$TARGET/release/graph-bench" --repeat "$REPEAT" --dir "$WORK" --workloads postgres,mysql,workers_postgres,workers_mysql \
     >> "$RESULTS/graph-runtime.jsonl"
+# Runs that wait: 100,000 sleeping runs (sled's cache bounded to 64 MiB, then at its default), wake-up
+# lateness at 1,000 timers due a second, event delivery on sled and on PostgreSQL.
+"$TARGET/release/graph-bench" --dir "$WORK" --workloads sleepers >> "$RESULTS/graph-runtime.jsonl"
+GRAPH_BENCH_SLED_CACHE=1073741824 "$TARGET/release/graph-bench" --dir "$WORK" --workloads sleepers \
+    >> "$RESULTS/graph-runtime.jsonl"
+"$TARGET/release/graph-bench" --dir "$WORK" --workloads wake_lateness,event_latency,event_latency_postgres \
+    >> "$RESULTS/graph-runtime.jsonl"
 echo "LangGraph workloads..." >&2
 bench/.venv/bin/python bench/langgraph/bench.py --repeat "$REPEAT" --tmp "$WORK" > "$RESULTS/langgraph.jsonl"
 python3 bench/report.py "$RESULTS/graph-runtime.jsonl" "$RESULTS/langgraph.jsonl" \

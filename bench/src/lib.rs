@@ -4,6 +4,8 @@
 /// The `postgres` and `mysql` workloads of the runner (features `postgres`, `mysql`).
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub mod servers;
+/// The workloads of runs that wait: sleepers, wake lateness, event latency.
+pub mod timers;
 /// The `workers_postgres` and `workers_mysql` workloads of the runner.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub mod workers;

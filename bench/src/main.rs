@@ -51,8 +51,18 @@ const DEFAULT_WORKLOADS: &[&str] =
     &["loop", "fanout", "metrics", "durable", "effects", "concurrent", "growth", "resume", "memory"];
 
 /// The other workloads `main` knows (those of a server need its feature, which `main` says).
-const OTHER_WORKLOADS: &[&str] =
-    &["durable_sqlite", "concurrent_sqlite", "postgres", "mysql", "workers_postgres", "workers_mysql"];
+const OTHER_WORKLOADS: &[&str] = &[
+    "durable_sqlite",
+    "concurrent_sqlite",
+    "postgres",
+    "mysql",
+    "workers_postgres",
+    "workers_mysql",
+    "sleepers",
+    "wake_lateness",
+    "event_latency",
+    "event_latency_postgres",
+];
 
 /// The command line, for `--help` and with an error.
 fn usage() -> String {
@@ -165,6 +175,32 @@ fn main() {
                 assert!(child.status().expect("runs itself").success(), "the memory workload failed");
             }
             "memory" => rt.block_on(memory_workload(scale(10_000) as usize)),
+            // Resident memory again: a process of its own.
+            "sleepers" if a.workloads.len() > 1 => {
+                let mut child = std::process::Command::new(std::env::current_exe().expect("own path"));
+                child.args(["--workloads", "sleepers", "--dir"]).arg(&a.dir);
+                if a.quick {
+                    child.arg("--quick");
+                }
+                assert!(child.status().expect("runs itself").success(), "the sleepers workload failed");
+            }
+            "sleepers" => {
+                rt.block_on(graph_bench::timers::sleepers(scale(100_000) as usize, &a.dir, rss_bytes, &emit))
+            }
+            "wake_lateness" => {
+                rt.block_on(graph_bench::timers::wake_lateness(scale(5_000) as usize, &a.dir, &emit))
+            }
+            "event_latency" => {
+                rt.block_on(graph_bench::timers::event_latency_sled(scale(200) as usize, &a.dir, &emit))
+            }
+            #[cfg(feature = "postgres")]
+            "event_latency_postgres" => {
+                rt.block_on(graph_bench::timers::event_latency_postgres(scale(200) as usize, &emit))
+            }
+            #[cfg(not(feature = "postgres"))]
+            "event_latency_postgres" => panic!(
+                "built without feature postgres: cargo run --release -p graph-bench --features postgres"
+            ),
             // Database servers (features `postgres`, `mysql`): see `graph_bench::servers`.
             #[cfg(feature = "postgres")]
             "postgres" => {

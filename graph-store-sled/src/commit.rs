@@ -29,7 +29,7 @@ use graph_store::group::GroupQueue;
 use graph_store::journal::{decide_effect, decode_effect, encode_effect, encode_outbox};
 use graph_store::mailbox::{MailboxOp, MailboxReply, apply_to_bytes};
 use graph_store::record::{decode, encode, encode_run};
-use graph_store::schedule::{ScheduleOp, ScheduleReply};
+use graph_store::schedule::{RowWrite, ScheduleOp, ScheduleReply};
 use graph_store::{
     Checkpoint, CommitOutcome, EffectOutcome, EffectRecord, EffectState, FailPoint, OutboxRow, RunInfo,
     RunStatus, StoreError,
@@ -321,8 +321,8 @@ impl Overlay<'_> {
                 let stored = self.get(TreeId::Schedules, name.as_bytes())?;
                 let (reply, write) = graph_store::schedule::apply_to_bytes(stored.as_deref(), op.clone())?;
                 match write {
-                    Some(Some(bytes)) => self.put(TreeId::Schedules, name.as_bytes(), &bytes),
-                    Some(None) => self.remove(TreeId::Schedules, name.as_bytes()),
+                    Some(RowWrite::Put(bytes)) => self.put(TreeId::Schedules, name.as_bytes(), &bytes),
+                    Some(RowWrite::Delete) => self.remove(TreeId::Schedules, name.as_bytes()),
                     None => {}
                 }
                 Reply::Schedule(reply)

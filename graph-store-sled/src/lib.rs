@@ -73,11 +73,19 @@ pub struct SledOptions {
     /// Bytes of log between two checkpoints (sled flushed, old segments retired; default 8 MiB). What
     /// `open` replays after a crash is bounded by about twice this.
     pub checkpoint_bytes: u64,
+    /// Bytes of sled's page cache (default 1 GiB, sled's own default): what the store may hold in
+    /// memory of what it has written or read, beside sled's table of every page.
+    pub cache_bytes: u64,
 }
 
 impl Default for SledOptions {
     fn default() -> Self {
-        SledOptions { durability: Durability::Sync, log_segment_size: 16 << 20, checkpoint_bytes: 8 << 20 }
+        SledOptions {
+            durability: Durability::Sync,
+            log_segment_size: 16 << 20,
+            checkpoint_bytes: 8 << 20,
+            cache_bytes: 1 << 30,
+        }
     }
 }
 
@@ -97,6 +105,12 @@ impl SledOptions {
     /// Sets the bytes of log between two checkpoints.
     pub fn checkpoint_bytes(mut self, bytes: u64) -> Self {
         self.checkpoint_bytes = bytes;
+        self
+    }
+
+    /// Sets the size of sled's page cache.
+    pub fn cache_bytes(mut self, bytes: u64) -> Self {
+        self.cache_bytes = bytes;
         self
     }
 }
@@ -188,7 +202,7 @@ impl SledStore {
         let lock = lock(&path)?;
         let wal_dir = path.join("wal");
         let manifest = Manifest::load(&wal_dir).map_err(log_error)?.unwrap_or_default();
-        let db = Quiet::new(open_sled(&sled_folder(&path))?);
+        let db = Quiet::new(open_sled(&sled_folder(&path), options.cache_bytes)?);
         let tree = |name: &str| {
             guard(&path, || db.open_tree(name))?
                 .map(Quiet::new)
@@ -639,12 +653,14 @@ fn lock(path: &Path) -> Result<File, StoreError> {
 /// lock is still taken, it is by this process's previous instance, whose background writes sled
 /// finishes on its thread pool after the `Db` is dropped. Wait for them (bounded), rather than fail a
 /// reopen. (sled reports its lock only as an `Io` error of kind `Other`.)
-fn open_sled(path: &Path) -> Result<sled::Db, StoreError> {
+fn open_sled(path: &Path, cache_bytes: u64) -> Result<sled::Db, StoreError> {
     let store = path.parent().unwrap_or(path);
     check_sled_conf(path)?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
-        let opened = guard(store, || sled::Config::new().path(path).mode(sled::Mode::HighThroughput).open())?;
+        let opened = guard(store, || {
+            sled::Config::new().path(path).mode(sled::Mode::HighThroughput).cache_capacity(cache_bytes).open()
+        })?;
         match opened {
             Err(sled::Error::Io(e))
                 if e.kind() == std::io::ErrorKind::Other && std::time::Instant::now() < deadline =>

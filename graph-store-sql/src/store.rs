@@ -16,7 +16,7 @@ use graph_store::known::KnownRows;
 use graph_store::lease::Lease;
 use graph_store::mailbox::{Mailbox, MailboxOp, MailboxReply};
 use graph_store::record::{decode, decode_run_of, encode, encode_run};
-use graph_store::schedule::{Schedule, ScheduleOp, ScheduleReply};
+use graph_store::schedule::{RowWrite, Schedule, ScheduleOp, ScheduleReply};
 use graph_store::{
     Checkpoint, CheckpointMeta, CommitOutcome, EffectOutcome, EffectRecord, EffectState, FailPoint,
     Integrity, OutboxRow, ReadThrough, RunFilter, RunInfo, RunStatus, Store, StoreError, behind_run_row,
@@ -587,8 +587,10 @@ where
         let stored = row.map(|r| Self::bytes(&r, "reading a schedule")).transpose()?;
         let (reply, write) = graph_store::schedule::apply_to_bytes(stored.as_deref(), op.clone())?;
         let statement = match &write {
-            Some(Some(bytes)) => Some(sqlx::query(D::SQL.upsert_schedule).bind(name).bind(bytes.as_slice())),
-            Some(None) => Some(sqlx::query(D::SQL.delete_schedule).bind(name)),
+            Some(RowWrite::Put(bytes)) => {
+                Some(sqlx::query(D::SQL.upsert_schedule).bind(name).bind(bytes.as_slice()))
+            }
+            Some(RowWrite::Delete) => Some(sqlx::query(D::SQL.delete_schedule).bind(name)),
             None => None,
         };
         match statement {

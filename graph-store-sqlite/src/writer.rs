@@ -637,11 +637,11 @@ impl Writer {
             .map_err(self.err("reading a schedule"))?;
         let (reply, write) = graph_store::schedule::apply_to_bytes(stored.as_deref(), op.clone())?;
         let written = match write {
-            Some(Some(bytes)) => self
+            Some(graph_store::schedule::RowWrite::Put(bytes)) => self
                 .conn
                 .prepare_cached("INSERT OR REPLACE INTO schedules (name, bytes) VALUES (?1, ?2)")
                 .and_then(|mut st| st.execute(params![name, bytes])),
-            Some(None) => self
+            Some(graph_store::schedule::RowWrite::Delete) => self
                 .conn
                 .prepare_cached("DELETE FROM schedules WHERE name = ?1")
                 .and_then(|mut st| st.execute(params![name])),

@@ -490,10 +490,10 @@ impl Store for MemoryStore {
         let (reply, write) =
             crate::schedule::apply_to_bytes(inner.schedules.get(name).map(Vec::as_slice), op)?;
         match write {
-            Some(Some(bytes)) => {
+            Some(crate::schedule::RowWrite::Put(bytes)) => {
                 inner.schedules.insert(name.to_owned(), bytes);
             }
-            Some(None) => {
+            Some(crate::schedule::RowWrite::Delete) => {
                 inner.schedules.remove(name);
             }
             None => {}

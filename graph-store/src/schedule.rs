@@ -114,9 +114,17 @@ pub fn decode(bytes: &[u8]) -> Result<Schedule, StoreError> {
     crate::envelope::unseal(SCHEDULE_MAGIC, bytes, "a schedule")
 }
 
+/// What a backend does with a schedule's row after [`apply_to_bytes`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RowWrite {
+    /// Writes these bytes.
+    Put(Vec<u8>),
+    /// Deletes the row.
+    Delete,
+}
+
 /// The whole of [`crate::Store::schedule_op`] for a backend that holds the row's bytes (`stored`) under
-/// its lock: the reply, and what to do with the row (`Some(Some(bytes))`: write them; `Some(None)`:
-/// delete it; `None`: nothing).
+/// its lock: the reply, and what to do with the row (`None`: nothing).
 ///
 /// # Errors
 ///
@@ -124,10 +132,14 @@ pub fn decode(bytes: &[u8]) -> Result<Schedule, StoreError> {
 pub fn apply_to_bytes(
     stored: Option<&[u8]>,
     op: ScheduleOp,
-) -> Result<(ScheduleReply, Option<Option<Vec<u8>>>), StoreError> {
+) -> Result<(ScheduleReply, Option<RowWrite>), StoreError> {
     let current = stored.map(decode).transpose()?;
     let (reply, write) = apply(current.as_ref(), op);
-    Ok((reply, write.map(|row| row.map(|s| encode(&s)))))
+    let write = write.map(|row| match row {
+        Some(s) => RowWrite::Put(encode(&s)),
+        None => RowWrite::Delete,
+    });
+    Ok((reply, write))
 }
 
 #[cfg(test)]

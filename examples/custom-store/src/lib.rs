@@ -227,10 +227,10 @@ impl Store for RowStore {
         let (reply, write) = schedule::apply_to_bytes(t.schedules.get(name).map(Vec::as_slice), op)?;
         self.wrote(1)?;
         match write {
-            Some(Some(bytes)) => {
+            Some(schedule::RowWrite::Put(bytes)) => {
                 t.schedules.insert(name.to_owned(), bytes);
             }
-            Some(None) => {
+            Some(schedule::RowWrite::Delete) => {
                 t.schedules.remove(name);
             }
             None => {}
