@@ -154,10 +154,23 @@ pub enum StreamEvent<S: Reducer> {
         /// The state.
         state: S,
     },
-    /// `DEBUG`: the run stopped for input or at a breakpoint (`Finished` follows).
+    /// `DEBUG`: the run stopped for input, at a breakpoint, for a time (`InterruptKind::Sleep`, with its
+    /// wake time) or for an external event (`InterruptKind::Event`, with its topic); `Finished` follows,
+    /// its status `Interrupted` or `Waiting`.
     Interrupted {
         /// What it waits for.
         interrupts: Vec<Interrupt>,
+    },
+    /// `DEBUG`: the run was woken at `step` (after `RunStarted`): `by` is `"timer"` (a sleep ended, a
+    /// deadline or timeout passed) or `"event"` (an external event was delivered), and `inputs` what each
+    /// woken wait was given (as the `RESUMED` event records them: `{id, node, path, index, input}`).
+    Woken {
+        /// The step.
+        step: u64,
+        /// What woke it.
+        by: String,
+        /// What each wait was given.
+        inputs: Vec<serde_json::Value>,
     },
     /// Events were dropped because the consumer was behind ([`Overflow::Drop`]).
     Dropped {

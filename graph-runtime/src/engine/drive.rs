@@ -1146,6 +1146,15 @@ async fn emit_started<S: Reducer>(run: &Driven<S>) {
     let started =
         StreamEvent::RunStarted { run_id: run.run_id.to_string(), step: run.step, resumed: run.resumed };
     o.emit(StreamModes::DEBUG, started).await;
+    // A wake's `RESUMED` event, queued for the first write, says what woke the run.
+    for (t, p) in &run.queued {
+        let p = p.value();
+        if let (EventType::Resumed, Some(by)) = (t, p.get("by").and_then(|b| b.as_str())) {
+            let inputs = p.get("inputs").and_then(|i| i.as_array()).cloned().unwrap_or_default();
+            o.emit(StreamModes::DEBUG, StreamEvent::Woken { step: run.step, by: by.to_owned(), inputs })
+                .await;
+        }
+    }
     if o.wants(StreamModes::VALUES) {
         o.emit(StreamModes::VALUES, StreamEvent::Values { step: run.step, state: (*run.state).clone() })
             .await;

@@ -70,6 +70,13 @@ impl<S: Reducer> Engine<S> {
         })
     }
 
+    /// Wakes the run, as [`Engine::wake`] does, and streams its events (a `Woken` event after
+    /// `RunStarted` says what woke it). A run with nothing due ends the stream at once, as it stands.
+    pub fn stream_wake(&self, run_id: &str, options: StreamOptions) -> RunStream<S> {
+        let (run_id, engine) = (run_id.to_owned(), self.clone());
+        self.spawn_streamed(options, move |opts| async move { engine.wake_with(&run_id, opts).await })
+    }
+
     /// Runs `call` on a task with an observer in its options; its result ends the stream.
     fn spawn_streamed<F, Fut>(&self, options: StreamOptions, call: F) -> RunStream<S>
     where

@@ -168,3 +168,36 @@ async fn an_event_sent_while_no_engine_runs_is_delivered_by_the_next_ones_timer_
     service.await.unwrap().unwrap();
     assert_eq!(done.expect("delivered").state.got, ["a", "b", "c", "paid 100"]);
 }
+
+#[tokio::test]
+async fn the_stream_shows_the_wait_and_what_woke_the_run() {
+    use graph_runtime::{StreamEvent, StreamModes, StreamOptions};
+    let engine = Engine::builder(orders::graph()).clock(TestClock::at_ms(START)).build();
+    let mut parked = engine.stream("s1", Orders::default(), StreamOptions::default().modes(StreamModes::ALL));
+    let mut waits = Vec::new();
+    while let Some(e) = parked.next().await {
+        if let StreamEvent::Interrupted { interrupts } = e {
+            waits.extend(interrupts.into_iter().map(|i| (i.kind, i.topic)));
+        }
+    }
+    assert_eq!(waits, [(InterruptKind::Event, Some("item".to_owned()))]);
+    engine.send_event("s1", "item", &item("a")).await.unwrap();
+    let mut woken = engine.stream_wake("s1", StreamOptions::default().modes(StreamModes::ALL));
+    let mut seen = Vec::new();
+    while let Some(e) = woken.next().await {
+        match e {
+            StreamEvent::RunStarted { .. } => seen.push("started".to_owned()),
+            StreamEvent::Woken { by, inputs, .. } => {
+                assert_eq!(inputs[0]["input"]["event"]["payload"]["sku"], "a");
+                seen.push(format!("woken by {by}"));
+            }
+            StreamEvent::Interrupted { .. } => seen.push("waits again".to_owned()),
+            StreamEvent::Finished(out) => {
+                assert!(matches!(out.unwrap().status, RunStatus::Waiting(_)));
+                seen.push("finished".to_owned());
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(seen, ["started", "woken by event", "waits again", "finished"]);
+}
