@@ -455,7 +455,11 @@ def limits(rep):
       "its page cache, filled with what was written up to its bound, and its table of every page. With the "
       "cache bounded, the second half's growth is the marginal cost of a sleeping run. Lateness is the "
       "timer service's: it sleeps until the earliest due time and wakes each due run on a task of its own, "
-      "which resumes the node before anything is written. An event on sled reaches its node through the "
+      "which reads the run and resumes the node before anything is written. Its tail is set by the store's "
+      "checkpoints: the woken runs commit their steps, and when the sled store's log reaches "
+      "`checkpoint_bytes` (8 MiB) the store flushes sled, and the wakes due meanwhile wait behind it "
+      "(bench/analysis.md, \"Wake-up lateness\", has the runs with the checkpoint moved out of the window). "
+      "An event on sled reaches its node through the "
       "same service, told at once by the send; on PostgreSQL a worker finds the run made due at its next "
       "poll, so the poll interval bounds the latency.")
     w()

@@ -131,8 +131,12 @@ pub async fn sleepers(n: usize, dir: &std::path::Path, rss: fn() -> u64, emit: E
 
 /// `wake_lateness`: `n` runs due 1 ms apart, woken by the timer service on sled.
 pub async fn wake_lateness(n: usize, dir: &std::path::Path, emit: Emit<'_>) {
+    let mut options = graph_runtime::store::SledOptions::default();
+    if let Ok(bytes) = std::env::var("GRAPH_BENCH_SLED_CHECKPOINT") {
+        options = options.checkpoint_bytes(bytes.parse().expect("GRAPH_BENCH_SLED_CHECKPOINT is bytes"));
+    }
     let engine = Engine::builder(waiter::graph())
-        .store(SledStore::open(dir.join("lateness")).expect("sled"))
+        .store(SledStore::open_with(dir.join("lateness"), options).expect("sled"))
         .options(EngineOptions::default().queue_depth(4096))
         .build();
     let lead = Duration::from_secs(5) + Duration::from_millis(n as u64 * 2);
