@@ -19,10 +19,8 @@ use graph_runtime::{Clock as _, TestClock, cron::utc};
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::env::temp_dir().join(format!("graph-runtime-escalation-{}", std::process::id()));
     let clock = TestClock::at(std::time::SystemTime::now());
-    let engine = Engine::builder(escalation_flow::graph())
-        .store(SledStore::open(&dir)?)
-        .clock(clock.clone())
-        .build();
+    let engine =
+        Engine::builder(escalation_flow::graph()).store(SledStore::open(&dir)?).clock(clock.clone()).build();
     let shutdown = CancellationToken::new();
     let service = tokio::spawn({
         let (engine, shutdown) = (engine.clone(), shutdown.clone());
@@ -40,7 +38,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     say(&format!("the director is asked {}", out.interrupts()[0].payload));
 
     let out = engine.resume_with_input("expense-1", &true).await?;
-    say(&format!("the director said yes; the payout sleeps until {}", utc(out.status.wake_at_ms().unwrap_or(0))));
+    say(&format!(
+        "the director said yes; the payout sleeps until {}",
+        utc(out.status.wake_at_ms().unwrap_or(0))
+    ));
 
     clock.advance(PAYOUT_DELAY);
     wait_until(&engine, |s| s.waits().iter().any(|i| i.topic.as_deref() == Some(CONFIRMED))).await?;

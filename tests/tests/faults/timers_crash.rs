@@ -1,5 +1,6 @@
-//! Durable timers across a SIGKILL: a run asleep on sled when its process is killed wakes once, on
-//! time, in the next process to serve the store's timers (`src/bin/timer_child.rs`).
+//! Durable timers and events across processes: a run asleep on sled when its process is SIGKILLed wakes
+//! once, on time, in the next process to serve the store's timers; an event sent by a process of its own
+//! while no process serves the store is delivered, once, by the next one (`src/bin/timer_child.rs`).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -14,6 +15,7 @@ fn a_run_sleeping_through_a_sigkill_wakes_once_on_time_in_another_process() {
             .arg(&store)
             .arg(&ledger)
             .arg("1500")
+            .arg("0")
             .arg(command)
             .stdout(Stdio::piped())
             .spawn()
@@ -40,4 +42,35 @@ fn a_run_sleeping_through_a_sigkill_wakes_once_on_time_in_another_process() {
     assert!(started.elapsed() < Duration::from_secs(60));
     let lines: Vec<String> = std::fs::read_to_string(&ledger).unwrap().lines().map(str::to_owned).collect();
     assert_eq!(lines, [format!("woke {woke}")], "the node ran past its sleep once");
+}
+
+#[test]
+fn an_event_sent_while_no_process_serves_the_store_is_delivered_once_by_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, ledger) = (dir.path().join("store"), dir.path().join("ledger"));
+    let child = |args: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_timer_child"));
+        c.arg(&store).arg(&ledger).arg("200").arg("1").args(args).stdout(Stdio::piped());
+        c
+    };
+    let mut first = child(&["start"]).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(first.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.starts_with("parked "), "{line:?}");
+    // Let its timer service wake the sleep, so the run waits for the event; then kill it.
+    std::thread::sleep(Duration::from_millis(800));
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // A sender of its own, twice with no dedupe key: two messages; the first is delivered.
+    for expected in ["sent 0", "sent 1"] {
+        let sent = child(&["send", "first"]).output().unwrap();
+        assert!(sent.status.success());
+        assert_eq!(String::from_utf8(sent.stdout).unwrap().trim(), expected);
+    }
+    assert!(!ledger.exists(), "nothing delivered while no process serves the store");
+    let served = child(&["serve"]).output().unwrap();
+    assert!(served.status.success());
+    let lines: Vec<String> = std::fs::read_to_string(&ledger).unwrap().lines().map(str::to_owned).collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].ends_with(" got first"), "{lines:?}");
 }
