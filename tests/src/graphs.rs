@@ -561,3 +561,20 @@ pub fn worker_fanout(
 pub fn no_log() -> ExecutionLog {
     Arc::new(|_, _, _| Box::pin(async {}))
 }
+
+/// The graph the schedule crash test fires (`src/bin/schedule_child.rs`): one node that sleeps `delay`
+/// (so a kill may land mid-run) and logs the run it belongs to.
+pub fn schedule_tick(delay: Duration) -> Graph<Trace> {
+    Graph::<Trace>::builder("schedule-tick")
+        .node("tick", move |_s, ctx| {
+            let run = ctx.run_id().to_owned();
+            Box::pin(async move {
+                tokio::time::sleep(delay).await;
+                Ok((TraceDelta::default().log(format!("ticked {run}")), Route::Declared))
+            })
+        })
+        .entry("tick")
+        .edge("tick", END)
+        .build()
+        .expect("the schedule graph is valid")
+}

@@ -445,6 +445,83 @@ mod servers {
         }
     }
 
+    /// A schedule (`@every 1s`, missed firings caught up) fired by four worker processes while the test
+    /// SIGKILLs one every 1.2 s, at random, for ten seconds, and starts another: every second from the
+    /// first firing on has exactly one run, and each completes once (its two checkpoints).
+    async fn a_schedule_fired_by_worker_processes_through_sigkills_starts_each_run_once<L: LeaseStore>(
+        p: &str,
+        store: L,
+        url: String,
+    ) {
+        use std::process::{Child, Command, Stdio};
+        let graph = || graph_tests::graphs::schedule_tick(Duration::from_millis(150));
+        let engine = Engine::builder(graph()).store(store.clone()).build();
+        let name = format!("{p}-proc");
+        let first = engine
+            .schedule_with(&name, "@every 1s", &graph_tests::Trace::default(), Missed::CatchUpAll)
+            .await
+            .unwrap()
+            .next_fire_ms;
+        let spawn = |i: usize| -> Child {
+            Command::new(env!("CARGO_BIN_EXE_schedule_child"))
+                .arg(&url)
+                .arg(format!("{p}-child-{i}"))
+                .stdin(Stdio::piped())
+                .spawn()
+                .expect("the child starts")
+        };
+        let mut pool: Vec<Child> = (0..4).map(spawn).collect();
+        let mut seed = first;
+        let started = std::time::Instant::now();
+        let mut kills = 0;
+        while started.elapsed() < Duration::from_secs(10) {
+            tokio::time::sleep(Duration::from_millis(1200)).await;
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            let victim = (seed >> 33) as usize % pool.len();
+            pool[victim].kill().unwrap();
+            pool[victim].wait().unwrap();
+            pool[victim] = spawn(100 + kills);
+            kills += 1;
+        }
+        let cutoff = graph_runtime::Clock::now_ms(&graph_runtime::SystemClock);
+        // Every firing up to the cutoff has its run, completed.
+        let mut at = first;
+        while at <= cutoff {
+            until(&engine, &fired_run_id(&name, at), |s| *s == RunStatus::Completed).await;
+            at += 1000;
+        }
+        engine.delete_schedule(&name).await.unwrap();
+        // A worker that read the schedule before the delete may fire once more: wait for its run too.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let prefix = format!("{name}@");
+        let ours: Vec<String> = engine
+            .store()
+            .list_runs(&graph_runtime::store::RunFilter::all())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.run_id)
+            .filter(|r| r.starts_with(&prefix))
+            .collect();
+        for run in &ours {
+            until(&engine, run, |s| *s == RunStatus::Completed).await;
+        }
+        for mut child in pool {
+            drop(child.stdin.take());
+            child.wait().unwrap();
+        }
+        let expected: Vec<String> =
+            (0..ours.len() as u64).map(|i| fired_run_id(&name, first + i * 1000)).collect();
+        assert_eq!(ours, expected, "one run a second from the first firing, none twice, none missing");
+        assert!(ours.len() as u64 > (cutoff - first) / 1000, "{} runs", ours.len());
+        for run in &ours {
+            let status = engine.outcome(run).await.unwrap().unwrap().status;
+            assert_eq!(status, RunStatus::Completed, "{run}");
+            assert_eq!(engine.history(run).await.unwrap().len(), 2, "{run}: committed once");
+        }
+        eprintln!("{p}: {} firings, {kills} kills", ours.len());
+    }
+
     fn approve_id() -> String {
         // The entry item's path and the first waiting call.
         graph_runtime::keys::PathId::entry("approve").as_str().to_owned() + "#0"
@@ -458,6 +535,24 @@ mod servers {
         runs_resumed_and_handed_back_are_completed_by_the_pool(p, store.clone()).await;
         events_sent_to_parked_runs_are_delivered_by_the_pool(p, store.clone()).await;
         a_schedule_on_four_workers_fires_each_time_exactly_once(p, store).await;
+    }
+
+    #[cfg(feature = "postgres")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_schedule_processes() {
+        let b = graph_tests::backends::Postgres::new();
+        let store = b.open().await;
+        a_schedule_fired_by_worker_processes_through_sigkills_starts_each_run_once("pgp", store, b.url())
+            .await;
+    }
+
+    #[cfg(feature = "mysql")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mysql_schedule_processes() {
+        let b = graph_tests::backends::MySql::new();
+        let store = b.open().await;
+        a_schedule_fired_by_worker_processes_through_sigkills_starts_each_run_once("myp", store, b.url())
+            .await;
     }
 
     #[cfg(feature = "postgres")]
