@@ -747,7 +747,7 @@ where
     async fn schedules(&self) -> Result<Vec<Schedule>, StoreError> {
         let what = "reading the schedules";
         let rows = self.rows(what, || sqlx::query(D::SQL.schedules)).await?;
-        rows.iter().map(|r| Ok(graph_store::schedule::decode(&Self::bytes(r, what)?)?)).collect()
+        rows.iter().map(|r| graph_store::schedule::decode(&Self::bytes(r, what)?)).collect()
     }
 
     async fn mailbox(&self, run_id: &str) -> Result<Mailbox, StoreError> {
