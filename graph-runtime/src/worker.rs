@@ -405,7 +405,12 @@ async fn drive<S: Reducer, L: LeaseStore>(
                 RunStatus::Running => End::HandedBack,
                 _ => End::Stopped,
             },
-            Err(Error::Fenced { step, .. } | Error::Superseded { step, .. }) => {
+            // Another writer drives the run: this worker's lease is still its own, so it is released.
+            Err(Error::Superseded { step, .. }) => {
+                tracing::warn!(worker = %me.id, run = %run_id, step, "another writer drives the run; leaving it");
+                End::Stopped
+            }
+            Err(Error::Fenced { step, .. }) => {
                 tracing::warn!(worker = %me.id, run = %run_id, token = lease.token, step, "fenced: the lease was lost; dropping the run");
                 End::Fenced
             }

@@ -107,10 +107,13 @@ impl<S: Reducer> Engine<S> {
         if waiting.is_empty() {
             let status = match &info.status {
                 RunStatus::Interrupted(_) => "stopped at a breakpoint (`resume` continues it)".to_owned(),
-                RunStatus::Waiting(list) => format!(
+                RunStatus::Waiting(list) if list.iter().all(|i| i.kind == InterruptKind::Sleep) => format!(
                     "asleep until {} ms since the epoch (a timer wakes it)",
                     list.iter().filter_map(|i| i.wake_at_ms).min().unwrap_or_default()
                 ),
+                RunStatus::Waiting(_) => {
+                    "waiting for a time or an external event (a timer or `send_event` wakes it)".to_owned()
+                }
                 other => format!("{other:?}"),
             };
             return Err(reject(None, format!("the run waits for no input: it is {status}")));
