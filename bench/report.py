@@ -456,9 +456,9 @@ def limits(rep):
       "cache bounded, the second half's growth is the marginal cost of a sleeping run. Lateness is the "
       "timer service's: it sleeps until the earliest due time and wakes each due run on a task of its own, "
       "which reads the run and resumes the node before anything is written. Its tail is set by the store's "
-      "checkpoints: the woken runs commit their steps, and when the sled store's log reaches "
-      "`checkpoint_bytes` (8 MiB) the store flushes sled, and the wakes due meanwhile wait behind it "
-      "(bench/analysis.md, \"Wake-up lateness\", has the runs with the checkpoint moved out of the window). "
+      "checkpoints: the woken runs commit their steps, and each time the sled store's log reaches "
+      "`checkpoint_bytes` the store flushes sled, and the wakes due meanwhile wait behind the flush, for a "
+      "time that grows with the interval (bench/analysis.md §8b: the reason its default is 2 MiB). "
       "An event on sled reaches its node through the "
       "same service, told at once by the send; on PostgreSQL a worker finds the run made due at its next "
       "poll, so the poll interval bounds the latency.")

@@ -303,8 +303,14 @@ fn fresh_dir(a: &Args) -> tempfile::TempDir {
     tempfile::tempdir_in(&a.dir).expect("a temp dir in --dir")
 }
 
+/// A sled store with `durability` (and the checkpoint interval `GRAPH_BENCH_SLED_CHECKPOINT`, bytes of
+/// log, when set: for A/B runs of the interval).
 fn sled(dir: &Path, durability: Durability) -> SledStore {
-    SledStore::open_with(dir, SledOptions::default().durability(durability)).expect("sled opens")
+    let mut options = SledOptions::default().durability(durability);
+    if let Ok(bytes) = std::env::var("GRAPH_BENCH_SLED_CHECKPOINT") {
+        options = options.checkpoint_bytes(bytes.parse().expect("GRAPH_BENCH_SLED_CHECKPOINT is bytes"));
+    }
+    SledStore::open_with(dir, options).expect("sled opens")
 }
 
 fn sqlite(dir: &Path, durability: Durability) -> SqliteStore {

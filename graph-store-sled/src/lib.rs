@@ -70,8 +70,9 @@ pub struct SledOptions {
     pub durability: Durability,
     /// Bytes of one commit-log segment file, preallocated (default 16 MiB).
     pub log_segment_size: u64,
-    /// Bytes of log between two checkpoints (sled flushed, old segments retired; default 8 MiB). What
-    /// `open` replays after a crash is bounded by about twice this.
+    /// Bytes of log between two checkpoints (sled flushed, old segments retired; default 2 MiB). What
+    /// `open` replays after a crash is bounded by about twice this; a checkpoint's flush stalls the
+    /// store's reads for a time that grows with it (bench/analysis.md §8b).
     pub checkpoint_bytes: u64,
     /// Bytes of sled's page cache (default 1 GiB, sled's own default): what the store may hold in
     /// memory of what it has written or read, beside sled's table of every page.
@@ -83,7 +84,7 @@ impl Default for SledOptions {
         SledOptions {
             durability: Durability::Sync,
             log_segment_size: 16 << 20,
-            checkpoint_bytes: 8 << 20,
+            checkpoint_bytes: 2 << 20,
             cache_bytes: 1 << 30,
         }
     }
