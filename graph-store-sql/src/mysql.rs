@@ -447,7 +447,7 @@ async fn write_step_in_statements(
     if w.clear_pending {
         sqlx::query(sql::DELETE_PENDING).bind(w.run_id).execute(&mut **tx).await?;
     }
-    let run = sqlx::query(if w.new_run { sql::INSERT_RUN } else { sql::UPDATE_RUN })
+    let run = sqlx::query(if w.new_run { sql::INSERT_RUN } else { sql::COMMIT_RUN })
         .bind(w.status)
         .bind(w.latest_step)
         .bind(w.version)
@@ -644,9 +644,13 @@ mod sql {
     pub(super) const DELETE_SCHEDULE: &str = "DELETE FROM graph_schedules WHERE name = ?";
     pub(super) const SCHEDULES: &str = "SELECT bytes FROM graph_schedules ORDER BY name";
     pub(super) const PENDING: &str = "SELECT bytes FROM graph_pending WHERE run_id = ?";
-    /// The binds of [`UPDATE_RUN`], then the graph fingerprint.
+    /// The binds of [`COMMIT_RUN`], then the graph fingerprint.
     pub(super) const INSERT_RUN: &str = "INSERT INTO graph_runs \
          (status, latest_step, version, row_bytes, has_pending, run_id, graph_fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?)";
+    /// A commit's run row: (status, latest step, version, row bytes, has_pending, run). A commit leaves
+    /// `wake_at_ms` as it was: its status is `running` or `completed`, which claims read without it.
+    pub(super) const COMMIT_RUN: &str = "UPDATE graph_runs SET status = ?, latest_step = ?, version = ?, row_bytes = ?, \
+         has_pending = ? WHERE run_id = ?";
     pub(super) const UPDATE_RUN: &str = "UPDATE graph_runs SET status = ?, latest_step = ?, version = ?, row_bytes = ?, \
          has_pending = ?, wake_at_ms = NULLIF(?, -1) WHERE run_id = ?";
     pub(super) const EVENTS: &str =
@@ -667,7 +671,8 @@ mod sql {
     pub(super) const RUNS: &str =
         "SELECT row_bytes, CAST(run_id AS CHAR) FROM graph_runs ORDER BY run_id LIMIT ?";
     pub(super) const CHECK_TABLES: &str = "CHECK TABLE graph_runs, graph_checkpoints, graph_keys, graph_events, \
-        graph_pending, graph_effects, graph_outbox, graph_leases, graph_lease_claims";
+        graph_pending, graph_effects, graph_outbox, graph_leases, graph_lease_claims, graph_mailboxes, \
+        graph_schedules";
     pub(super) const RUNS_BY_STATUS: &str =
         "SELECT row_bytes, CAST(run_id AS CHAR) FROM graph_runs WHERE status = ? ORDER BY run_id LIMIT ?";
     pub(super) const LOCK_EFFECT: &str = "SELECT record FROM graph_effects WHERE effect_key = ? FOR UPDATE";

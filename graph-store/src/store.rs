@@ -245,7 +245,7 @@ pub trait Store: Send + Sync + 'static {
 #[non_exhaustive]
 pub enum Integrity {
     /// The check read the whole store and found nothing wrong; `check` names it and what it covered
-    /// (e.g. "PRAGMA integrity_check", "CHECK TABLE on 9 tables").
+    /// (e.g. "PRAGMA integrity_check", "CHECK TABLE on 11 tables").
     Sound {
         /// The check that ran.
         check: String,
