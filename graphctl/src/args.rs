@@ -133,6 +133,8 @@ pub(crate) enum Command {
         #[arg(long)]
         key: Option<String>,
     },
+    /// The store's schedules: spec, next firing, policy, whether paused, and their graph.
+    Schedules,
     /// A run's mailbox: the external events sent to it and where each stands.
     Mailbox {
         /// The run id.

@@ -21,6 +21,7 @@ use graph_runtime::graph::GraphShape;
 use graph_runtime::keys::{hex, sha256_parts};
 use graph_runtime::store::mailbox::MessageState;
 use graph_runtime::store::record::StateRepr;
+use graph_runtime::store::schedule::Missed;
 use graph_runtime::store::{Integrity, PauseReason, RunFilter, RunInfo, RunStatus, Store};
 
 /// An open store and what the command line asked for.
@@ -85,6 +86,7 @@ impl Session<'_> {
                 self.send_event(&run, &topic, &payload, key.as_deref()).await?
             }
             Command::Mailbox { run } => self.mailbox(&run).await?,
+            Command::Schedules => self.schedules().await?,
             Command::Resume { run, key_file } => {
                 let key = key_file.as_deref().map(read_key).transpose()?;
                 self.resume(&run, key).await?
@@ -581,6 +583,36 @@ impl Session<'_> {
         let text = format!("run {run}: event {} of topic `{topic}` ({what})\n", sent.seq);
         let j = json!({ "run_id": run, "topic": topic, "seq": sent.seq, "duplicate": sent.duplicate, "due": due });
         Ok(Output::ok(text, j))
+    }
+
+    async fn schedules(&self) -> Outcome {
+        let schedules = self.store.schedules().await?;
+        let mut t = Table::new(&["SCHEDULE", "SPEC", "NEXT", "MISSED", "STATE", "GRAPH"]);
+        let mut list = Vec::new();
+        for s in &schedules {
+            let graph = self.graphs.get(&s.graph_fingerprint).map(|g| g.name().to_owned());
+            let missed = match s.missed {
+                Missed::Skip => "skip",
+                Missed::CatchUpOne => "catch up one",
+                Missed::CatchUpAll => "catch up all",
+                _ => "other",
+            };
+            t.row(vec![
+                s.name.clone(),
+                s.spec.clone(),
+                render::time(s.next_fire_ms),
+                missed.into(),
+                (if s.paused { "paused" } else { "active" }).into(),
+                graph.clone().unwrap_or_else(|| {
+                    format!("{}…", &s.graph_fingerprint[..12.min(s.graph_fingerprint.len())])
+                }),
+            ]);
+            let mut j = json!(s);
+            j["graph"] = json!(graph);
+            list.push(j);
+        }
+        let text = if schedules.is_empty() { "no schedules in the store\n".to_owned() } else { t.render() };
+        Ok(Output::ok(text, json!({ "schedules": list })))
     }
 
     async fn mailbox(&self, run: &str) -> Outcome {

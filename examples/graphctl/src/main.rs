@@ -1,6 +1,6 @@
 //! The workspace's example graphctl: [`graphctl::Cli`] with the example graphs of graph-examples'
-//! library registered (review, approval, checkout, word_count, research), so it rebuilds their runs'
-//! states and resumes them.
+//! library registered (review, approval, escalation, checkout, word_count, research), so it rebuilds
+//! their runs' states and resumes them.
 //!
 //! ```text
 //! cargo run -p graphctl-examples -- --store "$TMPDIR/graph-runtime-approval" runs
@@ -8,12 +8,13 @@
 //!
 //! See docs/graphctl.md for every command, and for building a graphctl that registers your own graphs.
 
-use graph_examples::{approval, map_reduce, payments, research, review};
+use graph_examples::{approval, escalation, map_reduce, payments, research, review};
 
 fn main() -> std::process::ExitCode {
     graphctl::Cli::new()
         .graph(review::review::graph())
         .graph(approval::approval_flow::graph())
+        .graph(escalation::escalation_flow::graph())
         .graph(payments::checkout::graph())
         .graph(map_reduce::word_count::graph())
         .graph(research::agent::graph())

@@ -819,7 +819,27 @@ fn parked_runs_show_when_they_are_due_and_send_event_fills_the_mailbox() {
         // `sleeps` is left asleep (it was not woken); `confirms` now waits for the bank.
         let out = engine.wake("confirms").await.unwrap();
         assert_eq!(out.interrupts()[0].topic.as_deref(), Some(CONFIRMED));
+        engine.schedule("nightly", "0 2 * * *", &escalation::sample_request()).await.unwrap();
+        engine.schedule("paused", "@every 15m", &escalation::sample_request()).await.unwrap();
+        engine.pause_schedule("paused").await.unwrap();
     });
+    let schedules = graphctl(&store, &["schedules"]).ok().stdout;
+    let lines: Vec<&str> = schedules.lines().collect();
+    assert!(lines[0].starts_with("SCHEDULE"), "{schedules}");
+    assert!(
+        lines[1].starts_with("nightly")
+            && lines[1].contains("0 2 * * *")
+            && lines[1].contains("T02:00:00.000Z"),
+        "{schedules}"
+    );
+    assert!(
+        lines[1].contains("skip") && lines[1].contains("active") && lines[1].ends_with("escalation"),
+        "{schedules}"
+    );
+    assert!(lines[2].starts_with("paused") && lines[2].contains("paused"), "{schedules}");
+    let listed = json(&store, &["schedules"]);
+    assert_eq!(listed["schedules"][1]["paused"], true);
+    assert_eq!(listed["schedules"][0]["graph"], "escalation");
     let runs = graphctl(&store, &["runs", "--status", "waiting"]).ok().stdout;
     assert!(runs.contains("sleeps") && runs.contains("confirms") && !runs.contains("asks"), "{runs}");
     assert!(runs.contains("waiting (asleep until "), "{runs}");
