@@ -11,6 +11,12 @@
 //! ([`crate::Error::Fenced`]), its in-flight nodes cancelled. A run whose worker died is claimed by
 //! another worker after its lease expires and resumed from its last checkpoint.
 //!
+//! Workers are also the pool's timer service: a claim takes parked runs (`Waiting`, or `Interrupted`
+//! with a deadline) once they are due by the database's clock, and the worker wakes them (a sleep
+//! ended, a deadline passed, an external event made the run due); once a poll interval each worker
+//! fires its graph's schedules ([`crate::Engine::fire_schedules`]), whose runs are claimed like any
+//! other (`docs/time.md`).
+//!
 //! # Examples
 //!
 //! ```no_run
