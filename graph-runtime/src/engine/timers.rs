@@ -60,10 +60,10 @@ impl Timers {
     /// Takes the entries due at `now_ms`, and the earliest time left.
     fn take_due(&self, now_ms: u64) -> (Vec<Arc<str>>, Option<u64>) {
         let mut index = self.index.lock().unwrap_or_else(|e| e.into_inner());
-        let mut due = Vec::new();
+        let (mut due, mut seen) = (Vec::new(), std::collections::HashSet::new());
         while index.due.first().is_some_and(|(t, _)| *t <= now_ms) {
             let (_, run) = index.due.pop_first().expect("checked above");
-            if !due.contains(&run) {
+            if seen.insert(run.clone()) {
                 due.push(run);
             }
         }
@@ -82,8 +82,9 @@ impl Timers {
 
 impl<S: Reducer> Engine<S> {
     /// Wakes the run if what it waits for has come due by the engine's clock: each sleep that ended
-    /// and each question whose deadline passed is given its time, and the run continues (driven here,
-    /// or handed back with [`RunOptions::hand_back`]). A run with nothing due (or not waiting) is
+    /// and each question whose deadline passed is given its time, each event wait whose topic has a
+    /// message in the mailbox is given the oldest, and the run continues (driven here, or handed back
+    /// with [`RunOptions::hand_back`], which leaves the messages to whoever drives it). A run with nothing due (or not waiting) is
     /// returned as it is, without writing anything. Safe from several processes at once: one wake
     /// writes, the others find the run moved on.
     ///
