@@ -14,7 +14,6 @@
 //! state.
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
@@ -83,11 +82,9 @@ pub(crate) struct Draft<'a, S> {
     pub(crate) seed: u64,
     pub(crate) label: Option<String>,
     pub(crate) fingerprint: &'a Arc<str>,
-    /// The previous checkpoint's time: recorded time never goes backwards along a run, whatever the wall
-    /// clock does.
-    pub(crate) not_before_ms: u64,
-    /// The time to record instead of the clock's (a replay records the original times).
-    pub(crate) at_ms: Option<u64>,
+    /// The time the checkpoint records, ms since the Unix epoch: the engine's clock, never before the
+    /// previous checkpoint's (`Engine::step_time`), or a replay's recorded time.
+    pub(crate) at_ms: u64,
     /// The event-log head the checkpoint is committed on.
     pub(crate) event_head: Option<ChainHead>,
 }
@@ -129,7 +126,6 @@ pub(crate) fn draft<S: Reducer>(draft: Draft<'_, S>, chain: &mut Chain) -> Resul
         seed,
         label,
         fingerprint,
-        not_before_ms,
         at_ms,
         event_head,
     } = draft;
@@ -147,11 +143,10 @@ pub(crate) fn draft<S: Reducer>(draft: Draft<'_, S>, chain: &mut Chain) -> Resul
     if let StateRepr::Full(bytes) = &repr {
         check_deterministic::<S>(run_id, step, state, bytes)?;
     }
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
     Ok(Checkpoint {
         run_id: run_id.clone(),
         step,
-        timestamp_ms: at_ms.unwrap_or(now.max(not_before_ms)),
+        timestamp_ms: at_ms,
         label,
         state: repr,
         state_hash,

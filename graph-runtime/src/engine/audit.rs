@@ -280,8 +280,7 @@ fn fork_root<S: Reducer>(
         seed: at.rng_seed,
         label: at.label.clone(),
         fingerprint: graph.fingerprint_arc(),
-        not_before_ms: at.timestamp_ms,
-        at_ms: Some(at.timestamp_ms),
+        at_ms: at.timestamp_ms,
         event_head: None,
     };
     persist::draft(draft, &mut Chain::default())

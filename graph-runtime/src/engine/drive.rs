@@ -331,8 +331,7 @@ impl<S: Reducer> Engine<S> {
             seed: run.seed,
             label: None,
             fingerprint: self.inner.graph.fingerprint_arc(),
-            not_before_ms: run.time_ms,
-            at_ms: Some(self.step_time(step + 1, run.time_ms)),
+            at_ms: self.step_time(step + 1, run.time_ms),
             event_head: run.head.clone(),
         };
         let cp = persist::draft(draft, chain)?;
@@ -857,8 +856,7 @@ impl<S: Reducer> Engine<S> {
             seed,
             label: opts.label.clone(),
             fingerprint: graph.fingerprint_arc(),
-            not_before_ms: 0,
-            at_ms: Some(self.step_time(0, 0)),
+            at_ms: self.step_time(0, 0),
             event_head: None,
         };
         let mut chain = Chain::default();
