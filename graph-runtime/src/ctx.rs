@@ -2,7 +2,7 @@
 
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use rand_chacha::ChaCha20Rng;
 use rand_core::{Rng, SeedableRng};
@@ -649,13 +649,13 @@ impl Ctx {
     /// the clock. It never goes backwards along a run. Use it where a node would call
     /// `SystemTime::now()`; for measuring durations or timeouts use the node's own timers.
     pub fn now(&self) -> SystemTime {
-        UNIX_EPOCH + Duration::from_millis(self.item.now_ms)
+        time_of(self.item.now_ms)
     }
 
     /// This context with [`Ctx::now`] set, for unit tests of time-dependent nodes.
     #[must_use]
     pub fn with_now(mut self, now: SystemTime) -> Self {
-        self.item.now_ms = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        self.item.now_ms = ms_of(now);
         self
     }
 

@@ -252,7 +252,7 @@ impl<S: Reducer, L: LeaseStore> Worker<S, L> {
         let held: Arc<Mutex<HashMap<String, Lease>>> = Arc::default();
         let mut runs: JoinSet<End> = JoinSet::new();
         let mut backoff = me.poll;
-        let scheduler = self.engine(me.store.clone());
+        let scheduler = me.engine(Arc::new(me.store.clone()));
         let mut fired_at: Option<tokio::time::Instant> = None;
         while !shutdown.is_cancelled() {
             // Schedules, at most once a poll interval: the runs they start are claimed like any other.
@@ -342,14 +342,8 @@ impl<S: Reducer, L: LeaseStore> Worker<S, L> {
     }
 }
 
-impl<S: Reducer, L: LeaseStore> Worker<S, L> {
-    /// An engine of the worker's graph, options, key and clock on `store`.
-    fn engine<T: crate::store::Store>(&self, store: T) -> Engine<S> {
-        self.inner.engine(Arc::new(store))
-    }
-}
-
 impl<S: Reducer, L: LeaseStore> Shared<S, L> {
+    /// An engine of the worker's graph, options, key and clock on `store`.
     fn engine(&self, store: Arc<dyn crate::store::Store>) -> Engine<S> {
         let mut builder =
             Engine::builder(self.graph.clone()).shared_store(store).options(self.options.clone());

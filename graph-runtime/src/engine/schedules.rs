@@ -136,10 +136,23 @@ impl<S: Reducer> Engine<S> {
     /// Store errors reading the schedules; a schedule whose input no longer reads as this graph's
     /// state is logged and left as it is.
     pub async fn fire_schedules(&self) -> Result<Vec<String>> {
+        Ok(self.fire_due().await?.0)
+    }
+
+    /// [`Engine::fire_schedules`], and the earliest next firing of this graph's active schedules after
+    /// it, from the one read of the schedules (the timer service sleeps until then). A schedule that
+    /// cannot fire (a spec or input that no longer reads) has none.
+    pub(super) async fn fire_due(&self) -> Result<(Vec<String>, Option<u64>)> {
         let now = self.inner.env.clock.now_ms();
         let mut started = Vec::new();
+        let mut earliest: Option<u64> = None;
+        let mut next_at = |t: u64| earliest = Some(earliest.map_or(t, |e| e.min(t)));
         for s in self.schedules().await? {
-            if s.paused || s.next_fire_ms > now {
+            if s.paused {
+                continue;
+            }
+            if s.next_fire_ms > now {
+                next_at(s.next_fire_ms);
                 continue;
             }
             let Ok(spec) = Spec::parse(&s.spec) else {
@@ -183,13 +196,9 @@ impl<S: Reducer> Engine<S> {
             // A conflict: another engine moved it first, past the same firings.
             let op = ScheduleOp::Put { schedule: Box::new(moved), expected_version: Some(s.version) };
             self.inner.store.schedule_op(&s.name, op).await?;
+            next_at(next);
         }
-        Ok(started)
-    }
-
-    /// The earliest next firing of this graph's schedules that are not paused.
-    pub(super) async fn next_firing(&self) -> Result<Option<u64>> {
-        Ok(self.schedules().await?.iter().filter(|s| !s.paused).map(|s| s.next_fire_ms).min())
+        Ok((started, earliest))
     }
 
     async fn change_schedule(&self, name: &str, change: impl Fn(&mut Schedule, u64)) -> Result<Schedule> {

@@ -101,10 +101,7 @@ impl<S: Reducer> Engine<S> {
     ///
     /// As [`Engine::resume`].
     pub async fn wake_with(&self, run_id: &str, opts: RunOptions) -> Result<RunOutcome<S>> {
-        match self.try_wake(run_id, opts, false).await? {
-            Some(out) => Ok(out),
-            None => self.stored_outcome(run_id).await,
-        }
+        self.wake_or_stored(run_id, opts, false).await
     }
 
     /// A run a worker claimed: woken when it is parked (the store found it due, by the database's clock,
@@ -116,10 +113,7 @@ impl<S: Reducer> Engine<S> {
                 if matches!(info.status, RunStatus::Waiting(_) | RunStatus::Interrupted(_))
                     && info.status.wake_at_ms().is_some() =>
             {
-                match self.try_wake(run_id, opts, true).await? {
-                    Some(out) => Ok(out),
-                    None => self.stored_outcome(run_id).await,
-                }
+                self.wake_or_stored(run_id, opts, true).await
             }
             _ => self.resume_with(run_id, opts).await,
         }
@@ -233,9 +227,17 @@ impl<S: Reducer> Engine<S> {
         self.try_wake(run_id, RunOptions::default(), false).await
     }
 
-    /// The run as stored (it exists: it was just read).
-    async fn stored_outcome(&self, run_id: &str) -> Result<RunOutcome<S>> {
-        self.outcome(run_id).await?.ok_or_else(|| crate::Error::RunNotFound { run: run_id.to_owned() })
+    /// [`Engine::try_wake`], or the run as stored when nothing was due (it exists: it was just read).
+    async fn wake_or_stored(
+        &self,
+        run_id: &str,
+        opts: RunOptions,
+        claimed_due: bool,
+    ) -> Result<RunOutcome<S>> {
+        match self.try_wake(run_id, opts, claimed_due).await? {
+            Some(out) => Ok(out),
+            None => self.outcome(run_id).await?.ok_or_else(|| Error::RunNotFound { run: run_id.to_owned() }),
+        }
     }
 
     /// Wakes every run of this engine's graph that is due by its clock ([`Engine::wake`]), driving
@@ -302,8 +304,8 @@ impl<S: Reducer> Engine<S> {
                 });
             }
             // Schedules: the runs fired here are driven here.
-            let next_firing = match self.fire_schedules().await {
-                Ok(started) => {
+            let next_firing = match self.fire_due().await {
+                Ok((started, next_firing)) => {
                     for run in started {
                         let engine = self.clone();
                         runs.spawn(async move {
@@ -312,10 +314,7 @@ impl<S: Reducer> Engine<S> {
                             }
                         });
                     }
-                    self.next_firing().await.unwrap_or_else(|e| {
-                        tracing::warn!(error = %e, "reading the schedules failed; retrying in a second");
-                        Some(clock.now_ms() + 1_000)
-                    })
+                    next_firing
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "firing schedules failed; retrying in a second");
