@@ -268,6 +268,30 @@ impl Ctx {
         self.item.env.clone()
     }
 
+    /// Who this item is (a subgraph derives its run from it).
+    pub(crate) fn item(&self) -> &ItemId {
+        &self.item
+    }
+
+    /// Every input given to this item's waiting calls so far, in call order.
+    pub(crate) fn all_resume_inputs(&self) -> &[serde_json::Value] {
+        self.item.resume_inputs.as_deref().map_or(&[], Vec::as_slice)
+    }
+
+    /// Stops the item with a waiting call that stands for interrupt `nested` of a subgraph's run: it
+    /// takes the index after every input given so far, so an answer is delivered in line.
+    pub(crate) fn ask_nested(
+        &mut self,
+        kind: InterruptKind,
+        payload: serde_json::Value,
+        wake_at_ms: Option<u64>,
+        nested: String,
+    ) -> NodeError {
+        let index = u32::try_from(self.all_resume_inputs().len()).unwrap_or(u32::MAX);
+        self.interrupts = index.saturating_add(1);
+        self.ask(Asked { index, kind, payload, wake_at_ms, topic: None, nested: Some(nested) })
+    }
+
     pub(crate) fn stop(&mut self, stop: CtxStop) {
         self.stop.get_or_insert(stop);
     }
@@ -344,7 +368,14 @@ impl Ctx {
             return self.read_input(index, input);
         }
         let payload = self.payload_of(payload)?;
-        Err(self.ask(Asked { index, kind: InterruptKind::Input, payload, wake_at_ms: None, topic: None }))
+        Err(self.ask(Asked {
+            index,
+            kind: InterruptKind::Input,
+            payload,
+            wake_at_ms: None,
+            topic: None,
+            nested: None,
+        }))
     }
 
     /// [`Ctx::interrupt`] with a deadline `within` from now (the engine's clock): when nobody answers in
@@ -424,6 +455,7 @@ impl Ctx {
             payload,
             wake_at_ms: Some(deadline_ms),
             topic: None,
+            nested: None,
         }))
     }
 
@@ -484,6 +516,7 @@ impl Ctx {
             payload: serde_json::Value::Null,
             wake_at_ms: Some(at_ms),
             topic: None,
+            nested: None,
         };
         Err(self.ask(asked))
     }
@@ -563,6 +596,7 @@ impl Ctx {
             payload: serde_json::Value::Null,
             wake_at_ms: timeout_ms,
             topic: Some(topic.to_owned()),
+            nested: None,
         }))
     }
 

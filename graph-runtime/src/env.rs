@@ -16,6 +16,9 @@ pub(crate) struct RunEnv {
     pub(crate) replay: Option<Arc<Replay>>,
     /// What sleeps and deadlines are measured by.
     pub(crate) clock: Arc<dyn Clock>,
+    /// The engine's options and chain key, which a subgraph's runs share.
+    pub(crate) options: crate::policy::EngineOptions,
+    pub(crate) chain_key: Option<crate::events::ChainKey>,
 }
 
 impl std::fmt::Debug for RunEnv {
@@ -48,6 +51,8 @@ pub(crate) struct Replay {
     /// The inputs the original run was resumed with, by (step, item path), in call order.
     pub(crate) inputs: BTreeMap<(u64, String), Vec<serde_json::Value>>,
     pub(crate) divergences: Mutex<Vec<Divergence>>,
+    /// The store that holds the original run (and its subgraphs' runs, whose results a replay reads).
+    pub(crate) source: Arc<dyn Store>,
 }
 
 impl Replay {

@@ -586,4 +586,6 @@ pub(crate) struct Asked {
     pub(crate) wake_at_ms: Option<u64>,
     /// The topic of an event wait.
     pub(crate) topic: Option<String>,
+    /// The id of the interrupt of a subgraph's run this one stands for (`None`: the node's own).
+    pub(crate) nested: Option<String>,
 }

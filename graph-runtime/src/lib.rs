@@ -48,6 +48,7 @@ mod run;
 pub mod state;
 pub mod store;
 pub mod stream;
+pub mod subgraph;
 pub mod telemetry;
 pub mod worker;
 

@@ -578,3 +578,110 @@ pub fn schedule_tick(delay: Duration) -> Graph<Trace> {
         .build()
         .expect("the schedule graph is valid")
 }
+
+/// Adds a node of [`nested_writer`] that appends `name` to the ledger through a journaled effect (once
+/// per committed execution, across kills) and logs `name`.
+fn ledgered(
+    b: GraphBuilder<Trace>,
+    ledger: &Arc<std::path::PathBuf>,
+    name: &'static str,
+) -> GraphBuilder<Trace> {
+    let ledger = ledger.clone();
+    b.node(name, move |_s, ctx| {
+        let ledger = ledger.clone();
+        Box::pin(async move {
+            ctx.effect("ledger", &name)
+                .run(|_key| {
+                    let ledger = ledger.clone();
+                    async move {
+                        ledger_line(&ledger, name);
+                        Ok::<_, NodeError>(())
+                    }
+                })
+                .await?;
+            Ok((TraceDelta::default().log(name).count(1), Route::Declared))
+        })
+    })
+}
+
+/// Three levels of graphs, the composition tests' workflow:
+///
+/// - `writer`: `outline` → `review` (a subgraph) and `sidebar` (one step) → `publish` → END;
+/// - `review`: `draft` → `approve` (a subgraph) → `polish` → END;
+/// - `approve`: `prep` → `ask` → END, where `ask` notifies (a journaled effect, ledger line `notify`),
+///   then asks `ctx.interrupt::<bool>` unless `upfront` gives the answer, then appends `asked` (plain
+///   code, so a line per execution past the question).
+///
+/// Every other node but `sidebar` (plain code) appends its name through a journaled effect. Each subgraph's input carries the
+/// parent's log length, and its output folds the child's log into one parent entry, so the final state
+/// shows the mapping at every level.
+pub fn nested_writer(ledger: std::path::PathBuf, upfront: Option<bool>) -> Graph<Trace> {
+    let ledger = Arc::new(ledger);
+    let ask_ledger = ledger.clone();
+    let approve = ledgered(Graph::<Trace>::builder("approve"), &ledger, "prep")
+        .node("ask", move |s, ctx| {
+            let ledger = ask_ledger.clone();
+            let seen = s.log.len();
+            Box::pin(async move {
+                ctx.effect("notify", &seen)
+                    .run(|_key| {
+                        let ledger = ledger.clone();
+                        async move {
+                            ledger_line(&ledger, "notify");
+                            Ok::<_, NodeError>(())
+                        }
+                    })
+                    .await?;
+                let yes: bool = match upfront {
+                    Some(answer) => answer,
+                    None => ctx.interrupt(&serde_json::json!({ "question": "publish?", "seen": seen }))?,
+                };
+                ledger_line(&ledger, "asked");
+                Ok((TraceDelta::default().log(format!("ask:{yes}")).count(1), Route::Declared))
+            })
+        })
+        .entry("prep")
+        .edge("prep", "ask")
+        .edge("ask", END)
+        .build()
+        .expect("valid graph");
+    let fold = |name: &'static str| {
+        move |_p: &Trace, c: Trace| {
+            TraceDelta::default().log(format!("{name}[{}]", c.log.join(","))).count(c.count)
+        }
+    };
+    let open = |p: &Trace| Trace { log: vec![format!("in:{}", p.log.len())], ..Trace::default() };
+    let review = ledgered(Graph::<Trace>::builder("review"), &ledger, "draft").subgraph(
+        "approve",
+        approve,
+        open,
+        fold("approve"),
+    );
+    let review = ledgered(review, &ledger, "polish")
+        .entry("draft")
+        .edge("draft", "approve")
+        .edge("approve", "polish")
+        .edge("polish", END)
+        .build()
+        .expect("valid graph");
+    let writer = ledgered(Graph::<Trace>::builder("writer"), &ledger, "outline").subgraph(
+        "review",
+        review,
+        open,
+        fold("review"),
+    );
+    // `sidebar` is plain code: it runs beside the review's commits, and a kill there must not find an
+    // effect of its own in flight (that would pause the run for confirmation, as it should).
+    ledgered(writer, &ledger, "publish")
+        .node("sidebar", |_s, _c| {
+            Box::pin(async { Ok((TraceDelta::default().log("sidebar").count(1), Route::Declared)) })
+        })
+        .entry("outline")
+        .edge("outline", "review")
+        .edge("outline", "sidebar")
+        .edge("review", "publish")
+        .edge("sidebar", "publish")
+        .edge("publish", END)
+        .build()
+        .expect("valid graph")
+}

@@ -49,6 +49,25 @@ impl<S: Reducer> Engine<S> {
         EngineBuilder::new(graph)
     }
 
+    /// The engine of a subgraph's runs inside a run of `env`'s engine: the same store (already wrapped
+    /// for retries), clock, options and chain key; its own admission queue (the parent's item holds one
+    /// of the parent's permits while the subgraph runs) and timer index.
+    pub(crate) fn nested(graph: Graph<S>, env: &Arc<RunEnv>) -> Self {
+        let options = env.options.clone();
+        Engine {
+            inner: Arc::new(Inner {
+                graph,
+                store: env.store.clone(),
+                env: env.clone(),
+                admission: Arc::new(Semaphore::new(options.queue_depth)),
+                options,
+                active: Mutex::new(HashMap::new()),
+                chain_key: env.chain_key.clone(),
+                timers: super::timers::Timers::default(),
+            }),
+        }
+    }
+
     /// The graph.
     pub fn graph(&self) -> &Graph<S> {
         &self.inner.graph
@@ -145,6 +164,8 @@ impl<S: Reducer> EngineBuilder<S> {
                     store: store.clone(),
                     replay: None,
                     clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
+                    options: options.clone(),
+                    chain_key: self.chain_key.clone(),
                 }),
                 store,
                 admission: Arc::new(Semaphore::new(options.queue_depth)),

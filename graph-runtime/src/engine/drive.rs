@@ -979,8 +979,12 @@ impl<S: Reducer> Engine<S> {
                         }
                     }
                 });
+                let id = match &a.nested {
+                    Some(nested) => nested_interrupt_id(&path, a.index, nested),
+                    None => interrupt_id(&path, a.index),
+                };
                 Interrupt {
-                    id: interrupt_id(&path, a.index),
+                    id,
                     kind: a.kind,
                     node: graph.node(run.nodes[rank]).name().to_string(),
                     path,
@@ -1084,6 +1088,12 @@ type Resumed<S> = (Vec<Option<ItemOutput<S>>>, Inputs);
 /// The id an interrupt is answered by: its item's path and the call's index.
 pub(super) fn interrupt_id(path: &str, index: u32) -> String {
     format!("{path}#{index}")
+}
+
+/// The id of an interrupt that stands for interrupt `nested` of a subgraph's run:
+/// `"{path}#{index}>{nested}"`, so the id names the nesting, outermost first.
+pub(super) fn nested_interrupt_id(path: &str, index: u32, nested: &str) -> String {
+    format!("{path}#{index}>{nested}")
 }
 
 /// The error of a store outcome that found the run row at another version than `expected`.

@@ -227,7 +227,13 @@ fn deliver(
                 ),
             )));
         }
-        item.inputs.push(value.clone());
+        // An answer to a subgraph's question is the subgraph's to deliver: it names the question
+        // there (`crate::subgraph`).
+        let delivered = match i.id.split_once('>') {
+            Some((_, nested)) => serde_json::json!({ "interrupt": nested, "input": value }),
+            None => value.clone(),
+        };
+        item.inputs.push(delivered);
         answered.push(serde_json::json!({
             "id": i.id, "node": i.node, "path": i.path, "index": i.index, "input": value,
         }));

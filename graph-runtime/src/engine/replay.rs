@@ -83,6 +83,7 @@ impl<S: Reducer> Engine<S> {
             until: info.latest_step,
             inputs: self.recorded_inputs(run_id).await?,
             divergences: Mutex::new(Vec::new()),
+            source: self.inner.store.clone(),
         });
         let scratch: Arc<dyn Store> = Arc::new(MemoryStore::new());
         let options = self.inner.options.clone();
@@ -93,6 +94,8 @@ impl<S: Reducer> Engine<S> {
                     store: scratch.clone(),
                     replay: Some(replay.clone()),
                     clock: self.inner.env.clock.clone(),
+                    options: options.clone(),
+                    chain_key: self.inner.chain_key.clone(),
                 }),
                 store: scratch,
                 admission: Arc::new(Semaphore::new(options.queue_depth)),

@@ -9,6 +9,7 @@ mod audit;
 mod backpressure;
 mod cancellation;
 mod canonical;
+mod composition;
 mod concurrency;
 mod determinism;
 mod effects;

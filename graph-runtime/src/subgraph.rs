@@ -1,0 +1,234 @@
+//! Subgraphs: a graph used as a node of another graph.
+//!
+//! A subgraph node maps the parent's state to the child graph's input, runs the child graph as a run of
+//! its own in the parent's store, and maps the child's final state back to a delta of the parent. The
+//! child's run id is derived from the parent item's identity ([`child_run_id`]: the parent run, the
+//! node, the step and the item's path), so it is deterministic and unique, and everything keyed by a run
+//! id inside the child (order keys, idempotency keys, effect keys, interrupt ids) is too. Every step of
+//! the child is committed like any step, so a parent that crashes, is retried or is resumed finds the
+//! child where it stopped and continues it there: nothing the child completed runs again.
+//!
+//! An interrupt inside the child (at any depth) stops the parent's item with the same question; its id
+//! names the nesting (`"{path}#{index}>{child interrupt id}"`). Answering it delivers the answer to the
+//! child, which resumes in place. A sleep inside the child parks the parent until the same time.
+//! See `docs/composition.md`.
+
+use std::sync::{Arc, Mutex, Weak};
+
+use serde_json::Value;
+
+use crate::ctx::Ctx;
+use crate::engine::Engine;
+use crate::env::RunEnv;
+use crate::error::{CtxStop, Error, NodeError};
+use crate::graph::Graph;
+use crate::node::{BoxFuture, Node, NodeResult, Route};
+use crate::run::{RunOptions, RunOutcome};
+use crate::state::Reducer;
+use crate::store::{InterruptKind, RunStatus};
+
+/// Maps the parent's state to the child graph's input.
+pub type InputMap<P, C> = Arc<dyn Fn(&P) -> C + Send + Sync>;
+/// Maps the child's final state (and the parent's state the node read) to the parent's delta.
+pub type OutputMap<P, C> = Arc<dyn Fn(&P, C) -> <P as Reducer>::Delta + Send + Sync>;
+
+/// The run id of the subgraph run of a parent item: `"{parent run}/{node}.{step}.{path prefix}"` (the
+/// first 12 hex digits of the item's path, which tell apart the items of one step).
+pub fn child_run_id(parent_run: &str, node: &str, step: u64, path: &str) -> String {
+    let short = path.get(..12).unwrap_or(path);
+    format!("{parent_run}/{node}.{step}.{short}")
+}
+
+/// A node whose body is a graph (what [`crate::GraphBuilder::subgraph`] and `#[node(subgraph = ..)]`
+/// add).
+pub struct Subgraph<P: Reducer, C: Reducer> {
+    graph: Graph<C>,
+    input: InputMap<P, C>,
+    output: OutputMap<P, C>,
+    /// The child engine per parent engine (by its run environment), made on first use.
+    engines: Mutex<Vec<(Weak<RunEnv>, Engine<C>)>>,
+}
+
+impl<P: Reducer, C: Reducer> Subgraph<P, C> {
+    /// A subgraph node running `graph`, with the two mapping functions.
+    pub fn new(
+        graph: Graph<C>,
+        input: impl Fn(&P) -> C + Send + Sync + 'static,
+        output: impl Fn(&P, C) -> P::Delta + Send + Sync + 'static,
+    ) -> Self {
+        Subgraph { graph, input: Arc::new(input), output: Arc::new(output), engines: Mutex::new(Vec::new()) }
+    }
+
+    /// The child graph.
+    pub fn graph(&self) -> &Graph<C> {
+        &self.graph
+    }
+
+    fn engine_for(&self, env: &Arc<RunEnv>) -> Engine<C> {
+        let mut engines = self.engines.lock().unwrap_or_else(|e| e.into_inner());
+        engines.retain(|(e, _)| e.strong_count() > 0);
+        if let Some((_, engine)) = engines.iter().find(|(e, _)| e.as_ptr() == Arc::as_ptr(env)) {
+            return engine.clone();
+        }
+        let engine = Engine::nested(self.graph.clone(), env);
+        engines.push((Arc::downgrade(env), engine.clone()));
+        engine
+    }
+
+    async fn step(&self, parent: &P, ctx: &mut Ctx) -> NodeResult<P, Route> {
+        let Some(env) = ctx.env() else {
+            // A standalone context (a unit test of the parent's node): the child runs in memory.
+            let engine = Engine::builder(self.graph.clone()).build();
+            let id = child_run_id(ctx.run_id(), ctx.node(), ctx.step(), ctx.path().as_str());
+            let out = engine.run(&id, (self.input)(parent)).await.map_err(NodeError::fatal)?;
+            return match out.status {
+                RunStatus::Completed => Ok(((self.output)(parent, out.state), Route::Declared)),
+                other => Err(NodeError::fatal(format!(
+                    "subgraph `{}` stopped {} in a standalone context, which cannot wait",
+                    self.graph.name(),
+                    other.as_str()
+                ))),
+            };
+        };
+        let item = ctx.item();
+        let id = child_run_id(&item.run_id, &item.node, item.step, item.path.as_str());
+        if let Some(replay) = &env.replay {
+            // A replay reads the child's result as recorded I/O: replay the child's own run to check
+            // its steps.
+            let engine = Engine::nested(
+                self.graph.clone(),
+                &Arc::new(RunEnv {
+                    store: replay.source.clone(),
+                    replay: None,
+                    clock: env.clock.clone(),
+                    options: env.options.clone(),
+                    chain_key: env.chain_key.clone(),
+                }),
+            );
+            return match engine.outcome(&id).await {
+                Ok(Some(out)) if out.is_completed() => {
+                    Ok(((self.output)(parent, out.state), Route::Declared))
+                }
+                Ok(_) => Err(NodeError::fatal(format!(
+                    "replay: the subgraph run `{id}` the original run made is not complete in the store"
+                ))),
+                Err(e) => Err(NodeError::fatal(format!("replay: the subgraph run `{id}`: {e}"))),
+            };
+        }
+        let engine = self.engine_for(&env);
+        let seed = crate::keys::derive_run_seed(&format!("{:016x}/{id}", item.run_seed));
+        let opts = RunOptions::default().seed(seed).cancel(ctx.cancellation_token());
+        let answers: Vec<(String, Value)> =
+            ctx.all_resume_inputs().iter().filter_map(nested_answer).collect();
+        let mut out = match env.store.run_info(&id).await.map_err(|e| NodeError::new(e.to_string()))? {
+            None => engine.run_with(&id, (self.input)(parent), opts.clone()).await,
+            Some(info) => {
+                let waits = info.status.waits();
+                let open: Vec<(String, Value)> =
+                    answers.into_iter().filter(|(a, _)| waits.iter().any(|w| w.id == *a)).collect();
+                let sleeps = open
+                    .iter()
+                    .any(|(a, _)| waits.iter().any(|w| w.id == *a && w.kind == InterruptKind::Sleep));
+                if sleeps {
+                    engine.wake_with(&id, opts.clone()).await
+                } else if open.is_empty() {
+                    engine.resume_with(&id, opts.clone()).await
+                } else {
+                    engine.resume_with_inputs_with(&id, open, opts.clone()).await
+                }
+            }
+        };
+        loop {
+            let done = self.outcome(ctx, &id, out)?;
+            match done {
+                Next::Done(state) => return Ok(((self.output)(parent, state), Route::Declared)),
+                // A breakpoint inside the child: the parent's run stops at its own breakpoints.
+                Next::PastBreakpoint => out = engine.resume_with(&id, opts.clone()).await,
+            }
+        }
+    }
+
+    /// What the child's outcome means for the parent's item.
+    fn outcome(
+        &self,
+        ctx: &mut Ctx,
+        id: &str,
+        out: crate::Result<RunOutcome<C>>,
+    ) -> Result<Next<C>, NodeError> {
+        let name = self.graph.name();
+        let out = match out {
+            Ok(out) => out,
+            Err(Error::ResumeInput { detail, .. }) => {
+                let index = u32::try_from(ctx.all_resume_inputs().len().saturating_sub(1)).unwrap_or(0);
+                ctx.stop(CtxStop::InputRejected { index, detail: format!("subgraph `{name}`: {detail}") });
+                return Err(NodeError::fatal(format!("subgraph `{name}` refused the answer")));
+            }
+            Err(Error::Superseded { .. }) => {
+                ctx.stop(CtxStop::Superseded);
+                return Err(NodeError::fatal(format!("subgraph run `{id}` is driven elsewhere")));
+            }
+            Err(Error::Fenced { .. }) => {
+                ctx.stop(CtxStop::Fenced);
+                return Err(NodeError::fatal(format!("subgraph run `{id}` was fenced")));
+            }
+            Err(e) => return Err(NodeError::fatal(format!("subgraph `{name}` (run `{id}`) failed: {e}"))),
+        };
+        match &out.status {
+            RunStatus::Completed => Ok(Next::Done(out.state)),
+            RunStatus::Interrupted(list) | RunStatus::Waiting(list) => {
+                if let Some(q) = list.iter().find(|i| i.kind == InterruptKind::Input) {
+                    if q.wake_at_ms.is_some() {
+                        return Err(NodeError::fatal(format!(
+                            "subgraph `{name}` asks `{}` with a deadline; questions with deadlines inside \
+                             subgraphs are not supported (ask without one, or ask in the parent)",
+                            q.id
+                        )));
+                    }
+                    return Err(ctx.ask_nested(InterruptKind::Input, q.payload.clone(), None, q.id.clone()));
+                }
+                if let Some(s) =
+                    list.iter().filter(|i| i.kind == InterruptKind::Sleep).min_by_key(|i| i.wake_at_ms)
+                {
+                    return Err(ctx.ask_nested(
+                        InterruptKind::Sleep,
+                        Value::Null,
+                        s.wake_at_ms,
+                        s.id.clone(),
+                    ));
+                }
+                if list.iter().any(|i| i.kind == InterruptKind::Event) {
+                    return Err(NodeError::fatal(format!(
+                        "subgraph `{name}` waits for an event; event waits inside subgraphs are not \
+                         supported (wait in the parent and pass the payload in the child's input)"
+                    )));
+                }
+                Ok(Next::PastBreakpoint)
+            }
+            RunStatus::Cancelled => Err(NodeError::fatal(format!("subgraph run `{id}` was cancelled"))),
+            other => Err(NodeError::fatal(format!(
+                "subgraph `{name}` (run `{id}`) stopped {}: continue it there, then resume this run",
+                other.as_str()
+            ))),
+        }
+    }
+}
+
+enum Next<C> {
+    Done(C),
+    PastBreakpoint,
+}
+
+/// An answer the parent's engine delivered for a subgraph's question: `(child interrupt id, input)`.
+fn nested_answer(v: &Value) -> Option<(String, Value)> {
+    let o = v.as_object()?;
+    if o.len() != 2 {
+        return None;
+    }
+    Some((o.get("interrupt")?.as_str()?.to_owned(), o.get("input")?.clone()))
+}
+
+impl<P: Reducer, C: Reducer> Node<P> for Subgraph<P, C> {
+    fn run<'a>(&'a self, state: &'a P, ctx: &'a mut Ctx) -> BoxFuture<'a, NodeResult<P, Route>> {
+        Box::pin(self.step(state, ctx))
+    }
+}

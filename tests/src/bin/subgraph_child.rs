@@ -1,0 +1,107 @@
+//! The process the composition tests start, stop and kill: drives one run of
+//! [`graph_tests::graphs::nested_writer`] (three levels of subgraphs) on a store.
+//!
+//! `subgraph_child <store> <run id> <ledger> start` starts or continues the run and prints one
+//! `interrupt <id> <payload JSON>` line per question it waits for, or `done <steps> <state hash>`;
+//! `... answer <input JSON>` answers the one question and prints the same; `... upfront` runs the graph
+//! whose question has its answer (`true`) from the start. The store is read as
+//! [`graph_tests::backends::open_spec`] reads it. With `CRASH_AT=<n>:<before|after>` the process aborts
+//! just before or just after the `n`th commit it makes (counted from 1 over the parent's and the
+//! subgraphs' runs alike); every acknowledged commit is printed as `ack <run> <step>`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use graph_runtime::node::BoxFuture;
+use graph_runtime::store::Checkpoint;
+use graph_runtime::{CommitOutcome, Engine, Error, RunOutcome, Store, StoreError};
+use graph_tests::backends::{SpecStore, open_spec};
+use graph_tests::hooked::{Hooked, Hooks};
+use graph_tests::{Trace, graphs, state_hash};
+
+/// Counts commits and aborts the process at one.
+struct Crashing {
+    at: u64,
+    before: bool,
+    seen: AtomicU64,
+}
+
+impl Hooks for Crashing {
+    fn save<'a>(
+        &'a self,
+        cp: &'a Checkpoint,
+        call: BoxFuture<'a, Result<CommitOutcome, StoreError>>,
+    ) -> BoxFuture<'a, Result<CommitOutcome, StoreError>> {
+        Box::pin(async move {
+            let n = self.seen.fetch_add(1, Ordering::SeqCst) + 1;
+            if n == self.at && self.before {
+                std::process::abort();
+            }
+            let out = call.await?;
+            if matches!(out, CommitOutcome::Committed { .. } | CommitOutcome::AlreadyCommitted { .. }) {
+                println!("ack {} {}", cp.run_id, cp.step);
+            }
+            if n == self.at {
+                std::process::abort();
+            }
+            Ok(out)
+        })
+    }
+}
+
+fn report(out: Result<RunOutcome<Trace>, Error>) {
+    match out {
+        Ok(o) if o.is_completed() => println!("done {} {}", o.steps, state_hash(&o.state)),
+        Ok(o) if o.interrupts().is_empty() => println!("status {:?}", o.status),
+        Ok(o) => {
+            for i in o.interrupts() {
+                println!("interrupt {} {}", i.id, i.payload);
+            }
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(3);
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let (spec, run, ledger, command) = match args.as_slice() {
+        [_, spec, run, ledger, command, ..] => (spec, run, ledger, command),
+        _ => {
+            eprintln!("usage: subgraph_child <store> <run id> <ledger> start|upfront|answer <json>");
+            std::process::exit(2);
+        }
+    };
+    let (at, before) = match std::env::var("CRASH_AT") {
+        Ok(spec) => {
+            let (n, point) = spec.split_once(':').expect("CRASH_AT=<n>:<before|after>");
+            (n.parse().expect("a commit number"), point == "before")
+        }
+        Err(_) => (u64::MAX, false),
+    };
+    let hooks = Crashing { at, before, seen: AtomicU64::new(0) };
+    let store: Arc<dyn Store> = match open_spec(spec).await.expect("the store opens") {
+        SpecStore::Sled(inner) => Arc::new(Hooked { inner, hooks }),
+        #[cfg(feature = "sqlite")]
+        SpecStore::Sqlite(inner) => Arc::new(Hooked { inner, hooks }),
+        #[cfg(feature = "postgres")]
+        SpecStore::Postgres(inner) => Arc::new(Hooked { inner, hooks }),
+    };
+    let upfront = (command == "upfront").then_some(true);
+    let graph = graphs::nested_writer(ledger.into(), upfront);
+    let engine = Engine::builder(graph).shared_store(store).build();
+    match (command.as_str(), &args[5..]) {
+        ("start" | "upfront", []) => report(engine.run_or_resume(run, Trace::default()).await),
+        ("answer", [input]) => {
+            let input: serde_json::Value = serde_json::from_str(input).expect("the input is JSON");
+            report(engine.resume_with_input(run, &input).await)
+        }
+        _ => {
+            eprintln!("unknown command");
+            std::process::exit(2);
+        }
+    }
+}
