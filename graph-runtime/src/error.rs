@@ -422,6 +422,12 @@ pub enum GraphError {
         /// The second.
         second: String,
     },
+    /// A node was given two error handlers.
+    #[error("node `{node}` has two `on_error` handlers; keep one")]
+    TwoHandlers {
+        /// The node.
+        node: String,
+    },
     /// A node cannot be reached from the entry.
     #[error("node `{node}` is unreachable from the entry `{entry}`; add an edge to it or remove it")]
     Unreachable {

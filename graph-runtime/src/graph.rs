@@ -18,6 +18,10 @@ use crate::telemetry::Meters;
 /// The reserved name of the terminal pseudo-node.
 pub const END: &str = "__end__";
 
+/// The edge index a failed item's route takes to its node's error handler (`on_error`): outside the
+/// declared edges, so `Route::Declared` never follows it.
+pub(crate) const ERROR_EDGE: u32 = u32::MAX;
+
 pub use graph_core::Target;
 
 /// A router: chooses a node's edge (by index) from the state with the node's own update applied.
@@ -36,6 +40,8 @@ pub(crate) struct NodeEntry<S: Reducer> {
     interrupt_before: bool,
     /// A breakpoint after the node's steps.
     interrupt_after: bool,
+    /// The node its failures are routed to (`on_error`), by index.
+    on_error: Option<usize>,
 }
 
 impl<S: Reducer> NodeEntry<S> {
@@ -77,6 +83,11 @@ impl<S: Reducer> NodeEntry<S> {
     /// The run stops after a step that ran this node.
     pub(crate) fn interrupt_after(&self) -> bool {
         self.interrupt_after
+    }
+
+    /// The node this node's failures are routed to, when it has an error handler.
+    pub(crate) fn on_error(&self) -> Option<usize> {
+        self.on_error
     }
 }
 
@@ -125,6 +136,7 @@ impl<S: Reducer> Graph<S> {
             routers: Vec::new(),
             waits: Vec::new(),
             breakpoints: Vec::new(),
+            handlers: Vec::new(),
         }
     }
 
@@ -324,6 +336,8 @@ pub struct GraphBuilder<S: Reducer> {
     waits: Vec<(String, Vec<String>)>,
     /// `(node, before)`: a breakpoint before (`true`) or after the node's steps.
     breakpoints: Vec<(String, bool)>,
+    /// `(node, handler)`: error handlers.
+    handlers: Vec<(String, String)>,
 }
 
 impl<S: Reducer> GraphBuilder<S> {
@@ -492,6 +506,44 @@ impl<S: Reducer> GraphBuilder<S> {
         self
     }
 
+    /// Gives `node` an error handler, as LangGraph's `error_handler` or a saga's compensation step: when
+    /// `node` fails after its retries (an error or a timeout; not a panic, which is a bug), its step
+    /// does not fail; instead `handler` runs in the next step with the failure as its input
+    /// ([`crate::node::NodeFailure`], read with `ctx.input()`), and routes like any node. The failed
+    /// item's delta is empty. Without a handler a failure fails the run (its siblings' work kept).
+    /// The handler is part of the graph's structure (and fingerprint); `node` needs no edge to it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use graph_runtime::prelude::*;
+    /// use graph_runtime::node::NodeFailure;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), graph_runtime::Error> {
+    /// let g = Graph::<()>::builder("charge")
+    ///     .node_with("charge", |_s, _c| Box::pin(async { Err(NodeError::fatal("card declined")) }),
+    ///         NodePolicy::default())
+    ///     .node("refund", |_s, ctx| Box::pin(async move {
+    ///         let failure: NodeFailure = ctx.input()?.expect("the failure");
+    ///         assert_eq!(failure.error, "card declined");
+    ///         Ok(((), Route::Declared))
+    ///     }))
+    ///     .on_error("charge", "refund")
+    ///     .entry("charge")
+    ///     .edge("charge", END)
+    ///     .edge("refund", END)
+    ///     .build()?;
+    /// let out = Engine::builder(g).build().run("r", ()).await?;
+    /// assert!(out.is_completed());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn on_error(mut self, node: impl Into<String>, handler: impl Into<String>) -> Self {
+        self.handlers.push((node.into(), handler.into()));
+        self
+    }
+
     /// Records a node's signature (the macros pass the function's tokens) so that the fingerprint changes
     /// when it does.
     pub fn signature(mut self, node: impl Into<String>, signature: impl Into<String>) -> Self {
@@ -525,6 +577,7 @@ impl<S: Reducer> GraphBuilder<S> {
                 wait_for: Vec::new(),
                 interrupt_before: false,
                 interrupt_after: false,
+                on_error: None,
             });
         }
         let names: Vec<&str> = nodes.iter().map(|n| &*n.name).collect();
@@ -552,14 +605,28 @@ impl<S: Reducer> GraphBuilder<S> {
             };
             adjacency[f].push(t);
         }
+        let mut handlers = Vec::with_capacity(self.handlers.len());
+        for (node, handler) in &self.handlers {
+            let n = lookup(node, format!("the `on_error` of `{node}`"))?;
+            let h = lookup(handler, format!("the `on_error` of `{node}`"))?;
+            if handlers.iter().any(|(m, _)| *m == n) {
+                return Err(GraphError::TwoHandlers { node: node.clone() });
+            }
+            handlers.push((n, h));
+        }
+        // What the structural rules see: the declared edges and the error handlers' edges.
+        let mut checked = adjacency.clone();
+        for (n, h) in &handlers {
+            checked[*n].push(Target::Node(*h));
+        }
         // The first finding of each rule, as the macros report it first.
-        if let Some(group) = graph_core::algo::unreachable(entry, &adjacency).first() {
+        if let Some(group) = graph_core::algo::unreachable(entry, &checked).first() {
             return Err(GraphError::Unreachable {
                 node: names[group.nodes[0]].to_owned(),
                 entry: names[entry].to_owned(),
             });
         }
-        if let Some(trap) = graph_core::algo::traps(&adjacency).first() {
+        if let Some(trap) = graph_core::algo::traps(&checked).first() {
             return Err(GraphError::NoWayToEnd { node: names[trap.nodes[0]].to_owned() });
         }
         let mut routers = Vec::with_capacity(self.routers.len());
@@ -585,8 +652,14 @@ impl<S: Reducer> GraphBuilder<S> {
         for (node, before) in &self.breakpoints {
             breakpoints.push((lookup(node, format!("a breakpoint on `{node}`"))?, *before));
         }
-        let signatures: Vec<(&str, &str)> =
-            self.signatures.iter().map(|(n, sig)| (n.as_str(), sig.as_str())).collect();
+        let handler_sigs: Vec<(&str, String)> =
+            handlers.iter().map(|(n, h)| (names[*n], format!("on_error {}", names[*h]))).collect();
+        let signatures: Vec<(&str, &str)> = self
+            .signatures
+            .iter()
+            .map(|(n, sig)| (n.as_str(), sig.as_str()))
+            .chain(handler_sigs.iter().map(|(n, sig)| (*n, sig.as_str())))
+            .collect();
         let routed: Vec<usize> = routers.iter().map(|(n, _)| *n).collect();
         let shape = graph_core::Shape {
             names: &names,
@@ -597,7 +670,7 @@ impl<S: Reducer> GraphBuilder<S> {
             waits: &waits,
         };
         let fingerprint = graph_core::fingerprint(&shape);
-        let reaches = graph_core::algo::reachability(&adjacency);
+        let reaches = graph_core::algo::reachability(&checked);
         for (node, edges) in nodes.iter_mut().zip(adjacency) {
             node.edges = edges;
         }
@@ -606,6 +679,9 @@ impl<S: Reducer> GraphBuilder<S> {
         }
         for (n, preds) in waits {
             nodes[n].wait_for = preds;
+        }
+        for (n, h) in handlers {
+            nodes[n].on_error = Some(h);
         }
         for (n, before) in breakpoints {
             if before {

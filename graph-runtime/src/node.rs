@@ -59,6 +59,34 @@ impl Branch {
     }
 }
 
+/// What an error handler (`on_error`) reads as its input ([`Ctx::input`]): the node that failed after
+/// its retries and why.
+///
+/// # Examples
+///
+/// ```
+/// # use graph_runtime::{Ctx, NodeError, node::NodeFailure};
+/// # fn handler(ctx: &Ctx) -> Result<String, NodeError> {
+/// let failure: NodeFailure = ctx.input()?.expect("a handler runs with the failure as its input");
+/// # Ok(failure.error)
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct NodeFailure {
+    /// The node that failed.
+    pub node: String,
+    /// The step it failed in.
+    pub step: u64,
+    /// How many attempts it made.
+    pub attempts: u32,
+    /// Its last error.
+    pub error: String,
+    /// The last attempt ran out of time.
+    #[serde(default)]
+    pub timed_out: bool,
+}
+
 /// What the engine executes for a node.
 ///
 /// Implemented for closures `for<'a> Fn(&'a S, &'a mut Ctx) -> BoxFuture<'a, NodeResult<S, Route>>`, and

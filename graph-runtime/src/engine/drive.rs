@@ -256,7 +256,12 @@ impl<S: Reducer> Engine<S> {
             let nodes = run.nodes.iter().map(|n| graph.node(*n).name().to_string()).collect();
             o.emit(StreamModes::DEBUG, StreamEvent::StepStarted { step: run.step, nodes }).await;
         }
-        let done = self.execute(run).await?;
+        let mut done = self.execute(run).await?;
+        if let Some((rank, attempts, error)) = done.failed.take() {
+            // The finished items' outputs are kept with the failure: resuming runs the others alone.
+            self.keep_finished(run, &done)?;
+            return Err(self.step_stop(run, StepStop::Failed { rank, attempts, error }));
+        }
         if !done.interrupts.is_empty() {
             return Err(self.interrupted(run, done).await);
         }
@@ -946,6 +951,24 @@ impl<S: Reducer> Engine<S> {
 
     /// Items of the step asked for input: records the finished items' outputs and the interrupts, and
     /// writes the `Interrupted` status with them.
+    /// Adds the outputs of the step's finished items to the run's resumption (its pending step), which
+    /// the failure's status write stores.
+    fn keep_finished(&self, run: &mut Driven<S>, done: &StepDone<S>) -> Result<(), Stop> {
+        let mut pending = run
+            .resumption
+            .take()
+            .filter(|p| p.step == run.step)
+            .unwrap_or(PendingStep { step: run.step, items: Vec::new() });
+        for (item, out) in run.frontier.iter().zip(&done.outputs) {
+            if let Some(out) = out {
+                pending.item_mut(item.path.as_str()).done =
+                    Some(done_of::<S>(&run.run_id, out).map_err(Stop::Error)?);
+            }
+        }
+        run.resumption = Some(pending);
+        Ok(())
+    }
+
     async fn interrupted(&self, run: &mut Driven<S>, done: StepDone<S>) -> Stop {
         let mut pending = run
             .resumption

@@ -46,6 +46,11 @@ pub(crate) fn next_frontier<S: Reducer>(
     for (rank, (item, (node, route))) in items.iter().zip(done).enumerate() {
         let entry = graph.node(*node);
         let edge_target = |edge: u32| -> Result<Target, Error> {
+            if edge == crate::graph::ERROR_EDGE
+                && let Some(handler) = entry.on_error()
+            {
+                return Ok(Target::Node(handler));
+            }
             entry.edges().get(edge as usize).copied().ok_or_else(|| Error::UndeclaredEdge {
                 run: run.to_owned(),
                 step,

@@ -4,9 +4,10 @@
 //! most `max_concurrent_nodes` of the run at once and at most the node's limit per node, each after
 //! admission into the engine-wide queue of `queue_depth` items. A started item runs its attempts
 //! (timeout, retry with deterministic backoff) against the step's shared state. The step ends when all
-//! items finished (the barrier), or at the first failure, cancellation, budget expiry or admission
-//! timeout, in which case every running item is cancelled and awaited before returning: no item of a
-//! stopped step outlives it.
+//! items finished (the barrier) — an item that fails after its retries goes to its error handler, or is
+//! reported at the barrier with its siblings' outputs kept — or at the first panic, effect stop,
+//! cancellation, budget expiry or admission timeout, in which case every running item is cancelled and
+//! awaited before returning: no item of a stopped step outlives it.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -46,6 +47,10 @@ pub(crate) struct ItemOutput<S: Reducer> {
 pub(crate) struct StepDone<S: Reducer> {
     pub(crate) outputs: Vec<Option<ItemOutput<S>>>,
     pub(crate) interrupts: Vec<(usize, Asked)>,
+    /// The lowest-ranked item that failed after its retries (without an error handler), when any did:
+    /// `(rank, attempts, error)`. Its siblings ran to the barrier, and the outputs of those that
+    /// finished are kept, so resuming runs the failed item (and the interrupted ones) alone.
+    pub(crate) failed: Option<(usize, u32, NodeError)>,
 }
 
 /// Why a step stopped before its barrier.
@@ -98,6 +103,7 @@ pub(crate) fn execute_step<'a, S: Reducer>(
             Some(out) => Either::Left(Either::Left(std::future::ready(Ok(StepDone {
                 outputs: vec![Some(out)],
                 interrupts: Vec::new(),
+                failed: None,
             })))),
             None => Either::Left(Either::Right(execute_alone(input))),
         };
@@ -152,7 +158,7 @@ async fn execute_many<S: Reducer>(
             d.stop().await;
             Err(stop)
         }
-        None => Ok(StepDone { outputs: d.outputs, interrupts: d.interrupts }),
+        None => Ok(StepDone { outputs: d.outputs, interrupts: d.interrupts, failed: d.failed }),
     }
 }
 
@@ -164,6 +170,8 @@ struct Dispatch<'i, 'a, S: Reducer> {
     outputs: Vec<Option<ItemOutput<S>>>,
     /// Items that asked for input: `(rank, call index, payload)`.
     interrupts: Vec<(usize, Asked)>,
+    /// The lowest-ranked item that failed, if any (see [`StepDone::failed`]).
+    failed: Option<(usize, u32, NodeError)>,
     running_per_node: HashMap<usize, usize>,
     ranks: HashMap<tokio::task::Id, usize>,
     set: JoinSet<Attempted<S>>,
@@ -184,6 +192,7 @@ impl<'i, 'a, S: Reducer> Dispatch<'i, 'a, S> {
             step_token: input.cancel.child_token(),
             outputs: done,
             interrupts: Vec::new(),
+            failed: None,
             running_per_node: HashMap::new(),
             ranks: HashMap::new(),
             set: JoinSet::new(),
@@ -273,7 +282,21 @@ impl<'i, 'a, S: Reducer> Dispatch<'i, 'a, S> {
                 self.interrupts.push((rank, asked));
                 Ok(())
             }
-            Ok(Err((attempts, error))) => Err(StepStop::Failed { rank, attempts, error }),
+            Ok(Err((attempts, error))) if error.stop.is_some() => {
+                Err(StepStop::Failed { rank, attempts, error })
+            }
+            Ok(Err((attempts, error))) => {
+                match handled(self.input, rank, attempts, error) {
+                    Ok(out) => self.outputs[rank] = Some(out),
+                    // The siblings run on to the barrier: their work is kept with the failure.
+                    Err(failure) => {
+                        if self.failed.as_ref().is_none_or(|(r, ..)| *r > rank) {
+                            self.failed = Some(failure);
+                        }
+                    }
+                }
+                Ok(())
+            }
             Err(e) if e.is_panic() => {
                 Err(StepStop::Panicked { rank, message: panic_message(e.into_panic()) })
             }
@@ -337,17 +360,52 @@ fn execute_alone<'a, S: Reducer>(
             },
         };
         let result = match finished {
-            Ok(Ok(out)) => Ok(StepDone { outputs: vec![Some(out)], interrupts: Vec::new() }),
+            Ok(Ok(out)) => Ok(StepDone { outputs: vec![Some(out)], interrupts: Vec::new(), failed: None }),
             Ok(Err((_, NodeError { stop: Some(stop), .. }))) if matches!(*stop, CtxStop::Interrupt(_)) => {
                 let CtxStop::Interrupt(asked) = *stop else { unreachable!("matched above") };
-                Ok(StepDone { outputs: vec![None], interrupts: vec![(0, asked)] })
+                Ok(StepDone { outputs: vec![None], interrupts: vec![(0, asked)], failed: None })
             }
-            Ok(Err((attempts, error))) => Err(StepStop::Failed { rank: 0, attempts, error }),
+            Ok(Err((attempts, error))) if error.stop.is_some() => {
+                Err(StepStop::Failed { rank: 0, attempts, error })
+            }
+            Ok(Err((attempts, error))) => match handled(&input, 0, attempts, error) {
+                Ok(out) => Ok(StepDone { outputs: vec![Some(out)], interrupts: Vec::new(), failed: None }),
+                Err((rank, attempts, error)) => Err(StepStop::Failed { rank, attempts, error }),
+            },
             Err(payload) => Err(StepStop::Panicked { rank: 0, message: panic_message(payload) }),
         };
         drop((permit, admitted));
         result
     }
+}
+
+/// An item that failed after its retries: routed to its node's error handler (`on_error`) with the
+/// failure as the handler's input, when it has one; otherwise the failure, `(rank, attempts, error)`.
+fn handled<S: Reducer>(
+    input: &StepInput<'_, S>,
+    rank: usize,
+    attempts: u32,
+    error: NodeError,
+) -> Result<ItemOutput<S>, (usize, u32, NodeError)> {
+    let node = input.graph.node(input.nodes[rank]);
+    if node.on_error().is_none() {
+        return Err((rank, attempts, error));
+    }
+    let failure = crate::node::NodeFailure {
+        node: node.name().to_string(),
+        step: input.step,
+        attempts,
+        error: error.to_string(),
+        timed_out: error.timeout().is_some(),
+    };
+    tracing::info!(node = %node.name(), step = input.step, attempts, error = %error, "node failed; its error handler runs");
+    let input = serde_json::to_value(&failure).expect("a failure serializes");
+    Ok(ItemOutput {
+        delta: S::Delta::default(),
+        route: Route::Fork(vec![crate::node::Branch { edge: crate::graph::ERROR_EDGE, input: Some(input) }]),
+        emits: Vec::new(),
+        effects: Vec::new(),
+    })
 }
 
 /// The span of an item's attempts: run, step, node, order key, and the attempt once it starts.

@@ -4,8 +4,8 @@
 use std::path::Path;
 use std::process::Command;
 
-use graph_runtime::store::{RunFilter, SledStore};
 use graph_runtime::Engine;
+use graph_runtime::store::{RunFilter, SledStore};
 use graph_tests::Trace;
 use graph_tests::graphs::{ledger_count, nested_writer};
 
@@ -139,5 +139,168 @@ fn killed_at_every_commit_point_inside_subgraphs_loses_nothing_and_doubles_nothi
             asked.1 = 1;
             assert_eq!(got, each(&all, 1), "commit {n} {point}");
         }
+    }
+}
+
+mod failures {
+    //! A failed branch keeps its siblings' work; error handlers (`on_error`).
+
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+    use std::time::Duration;
+
+    use graph_runtime::node::NodeFailure;
+    use graph_runtime::prelude::*;
+    use graph_runtime::{Error, GraphError};
+    use graph_tests::{Trace, TraceDelta};
+
+    /// plan → a, b, c (one step) → join → END. `b` fails while `broken` is set; `c` fails (at once)
+    /// while `c_broken` is; every execution is counted.
+    fn fanout(broken: Arc<AtomicBool>, c_broken: Arc<AtomicBool>, runs: Arc<[AtomicU32; 3]>) -> Graph<Trace> {
+        let mut b = Graph::<Trace>::builder("fanout").node("plan", |_s, _c| {
+            Box::pin(async { Ok((TraceDelta::default().log("plan"), Route::Declared)) })
+        });
+        for (i, name) in ["a", "b", "c"].into_iter().enumerate() {
+            let (broken, c_broken, runs) = (broken.clone(), c_broken.clone(), runs.clone());
+            b = b
+                .node(name, move |_s, _c| {
+                    let (broken, c_broken, runs) = (broken.clone(), c_broken.clone(), runs.clone());
+                    Box::pin(async move {
+                        runs[i].fetch_add(1, Ordering::SeqCst);
+                        if i == 1 {
+                            // Slower than its siblings: they finish (or fail) first.
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                            if broken.load(Ordering::SeqCst) {
+                                return Err(NodeError::fatal("b is broken"));
+                            }
+                        }
+                        if i == 2 && c_broken.load(Ordering::SeqCst) {
+                            return Err(NodeError::fatal("c is broken"));
+                        }
+                        Ok((TraceDelta::default().log(name).count(1), Route::Declared))
+                    })
+                })
+                .edge("plan", name)
+                .edge(name, "join");
+        }
+        b.node("join", |s, _c| {
+            Box::pin(
+                async move { Ok((TraceDelta::default().log(format!("join:{}", s.count)), Route::Declared)) },
+            )
+        })
+        .edge("join", END)
+        .entry("plan")
+        .build()
+        .unwrap()
+    }
+
+    fn counts(runs: &[AtomicU32; 3]) -> [u32; 3] {
+        [0, 1, 2].map(|i| runs[i].load(Ordering::SeqCst))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_branch_re_runs_alone_after_a_fix_and_keeps_its_siblings_work() {
+        let reference = {
+            let g = fanout(Arc::default(), Arc::default(), Arc::default());
+            Engine::builder(g).build().run("r", Trace::default()).await.unwrap().state
+        };
+        let (broken, runs) = (Arc::new(AtomicBool::new(true)), Arc::new([0, 0, 0].map(AtomicU32::new)));
+        let engine = Engine::builder(fanout(broken.clone(), Arc::default(), runs.clone())).build();
+        let err = engine.run("r", Trace::default()).await.unwrap_err();
+        assert!(matches!(&err, Error::NodeFailed { node, .. } if node == "b"), "{err}");
+        // The siblings ran to the barrier.
+        assert_eq!(counts(&runs), [1, 1, 1]);
+        broken.store(false, Ordering::SeqCst);
+        let out = engine.resume("r").await.unwrap();
+        assert!(out.is_completed());
+        // Only the failed item ran again; the merge is the one of a run that never failed.
+        assert_eq!(counts(&runs), [1, 2, 1]);
+        assert_eq!(out.state, reference);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn of_two_failures_in_one_step_the_lowest_ranked_is_reported() {
+        // `c` fails at once, `b` later: the step reports `b`, whatever the timing.
+        let runs = Arc::new([0, 0, 0].map(AtomicU32::new));
+        let g = fanout(Arc::new(AtomicBool::new(true)), Arc::new(AtomicBool::new(true)), runs.clone());
+        let err = Engine::builder(g).build().run("r", Trace::default()).await.unwrap_err();
+        assert!(matches!(&err, Error::NodeFailed { node, .. } if node == "b"), "{err}");
+        assert_eq!(counts(&runs), [1, 1, 1]);
+    }
+
+    /// charge (fails `failures` times, retried up to 3 attempts) → END, with `refund` as its handler.
+    fn charge(failures: u32, tries: Arc<AtomicU32>) -> Graph<Trace> {
+        Graph::<Trace>::builder("charge")
+            .node_with(
+                "charge",
+                move |_s, _c| {
+                    let tries = tries.clone();
+                    Box::pin(async move {
+                        if tries.fetch_add(1, Ordering::SeqCst) < failures {
+                            return Err(NodeError::new("card declined"));
+                        }
+                        Ok((TraceDelta::default().log("charged"), Route::Declared))
+                    })
+                },
+                NodePolicy::default().retry(RetryPolicy::attempts(3)),
+            )
+            .node("refund", |_s, ctx| {
+                Box::pin(async move {
+                    let f: NodeFailure = ctx.input()?.expect("the failure is the handler's input");
+                    let line = format!("refund:{}:{}:{}:{}", f.node, f.step, f.attempts, f.error);
+                    Ok((TraceDelta::default().log(line), Route::Declared))
+                })
+            })
+            .on_error("charge", "refund")
+            .entry("charge")
+            .edge("charge", END)
+            .edge("refund", END)
+            .build()
+            .unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_error_handler_runs_after_the_retries_with_the_failure_as_input() {
+        let tries = Arc::new(AtomicU32::new(0));
+        let out = Engine::builder(charge(5, tries.clone())).build().run("r", Trace::default()).await.unwrap();
+        assert!(out.is_completed());
+        assert_eq!(out.state.log, ["refund:charge:0:3:card declined"]);
+        assert_eq!(tries.load(Ordering::SeqCst), 3);
+        assert_eq!(out.steps, 2);
+        // A node that succeeds within its retries never reaches its handler.
+        let out =
+            Engine::builder(charge(2, Arc::default())).build().run("r", Trace::default()).await.unwrap();
+        assert_eq!(out.state.log, ["charged"]);
+    }
+
+    #[test]
+    fn error_handlers_are_checked_when_the_graph_is_built() {
+        fn node<'a>(
+            _s: &'a (),
+            _c: &'a mut Ctx,
+        ) -> graph_runtime::node::BoxFuture<'a, NodeResult<(), Route>> {
+            Box::pin(async { Ok(((), Route::Declared)) })
+        }
+        let base = || Graph::<()>::builder("g").node("a", node).node("h", node).entry("a").edge("a", END);
+        // A handler reachable only through `on_error` is reachable; without it, `h` is not.
+        assert!(base().edge("h", END).on_error("a", "h").build().is_ok());
+        assert!(
+            matches!(base().edge("h", END).build(), Err(GraphError::Unreachable { node, .. }) if node == "h")
+        );
+        // A handler with no way to END is a trap.
+        assert!(
+            matches!(base().on_error("a", "h").build(), Err(GraphError::NoWayToEnd { node }) if node == "h")
+        );
+        let unknown = base().edge("h", END).on_error("a", "hh").build();
+        assert!(
+            matches!(&unknown, Err(GraphError::UnknownNode { name, suggestion: Some(s), .. }) if name == "hh" && s == "h"),
+            "{unknown:?}"
+        );
+        let two = base().edge("h", END).on_error("a", "h").on_error("a", "h").build();
+        assert!(matches!(two, Err(GraphError::TwoHandlers { node }) if node == "a"));
+        // The handler is part of the fingerprint.
+        let with = base().edge("h", END).on_error("a", "h").build().unwrap();
+        let without = base().edge("h", END).edge("a", "h").build().unwrap();
+        assert_ne!(with.fingerprint(), without.fingerprint());
     }
 }
