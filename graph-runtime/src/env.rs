@@ -19,6 +19,17 @@ pub(crate) struct RunEnv {
     /// The engine's options and chain key, which a subgraph's runs share.
     pub(crate) options: crate::policy::EngineOptions,
     pub(crate) chain_key: Option<crate::events::ChainKey>,
+    /// The engine whose runs these are, to wake one of them in this process (a child run that finished
+    /// wakes its parent). Unset in a replay.
+    pub(crate) waker: std::sync::OnceLock<std::sync::Weak<dyn RunWaker>>,
+    /// The child runs this engine's runs started in this process (`crate::child`).
+    pub(crate) children: crate::child::Children,
+}
+
+/// Wakes a run of an engine, without the engine's state type.
+pub(crate) trait RunWaker: Send + Sync {
+    /// Wakes `run` if what it waits for is due (an event just sent to it).
+    fn wake(self: Arc<Self>, run: String) -> crate::node::BoxFuture<'static, ()>;
 }
 
 impl std::fmt::Debug for RunEnv {

@@ -30,6 +30,7 @@
 //! ```
 
 pub use graph_store::{canonical, keys};
+pub mod child;
 pub mod clock;
 pub mod cron;
 pub mod ctx;

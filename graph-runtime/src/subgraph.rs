@@ -103,6 +103,8 @@ impl<P: Reducer, C: Reducer> Subgraph<P, C> {
                     clock: env.clock.clone(),
                     options: env.options.clone(),
                     chain_key: env.chain_key.clone(),
+                    waker: Default::default(),
+                    children: Default::default(),
                 }),
             );
             return match engine.outcome(&id).await {

@@ -685,3 +685,66 @@ pub fn nested_writer(ledger: std::path::PathBuf, upfront: Option<bool>) -> Graph
         .build()
         .expect("valid graph")
 }
+
+/// The child graph of [`batch`]: `work` appends `doc <key>` to the ledger (plain code: a line per
+/// execution), waits `delay`, and fails while its key is in `fail`; it logs `done:<key>`.
+pub fn doc(ledger: std::path::PathBuf, delay: Duration, fail: Vec<String>) -> Graph<Trace> {
+    let (ledger, fail) = (Arc::new(ledger), Arc::new(fail));
+    Graph::<Trace>::builder("doc")
+        .node("work", move |s, _c| {
+            let (ledger, fail) = (ledger.clone(), fail.clone());
+            let key = s.last.clone().unwrap_or_default();
+            Box::pin(async move {
+                ledger_line(&ledger, &format!("doc {key}"));
+                tokio::time::sleep(delay).await;
+                if fail.contains(&key) {
+                    return Err(NodeError::fatal(format!("{key} cannot be processed")));
+                }
+                Ok((TraceDelta::default().log(format!("done:{key}")).count(1), Route::Declared))
+            })
+        })
+        .entry("work")
+        .edge("work", END)
+        .build()
+        .expect("valid graph")
+}
+
+/// A batch that fans out child runs: `fan` starts `n` runs of `docs`'s graph (keys `doc-0`…), joins
+/// each (the run parks until they end), with `opts` (where they run, the parent-close policy, how often
+/// a parked parent looks), and logs each child's result
+/// (`doc-i:<log>` or `doc-i:failed`), then appends `fan` to the ledger (plain code) → END.
+pub fn batch(
+    docs: graph_runtime::Engine<Trace>,
+    n: usize,
+    opts: graph_runtime::child::ChildOptions,
+    ledger: std::path::PathBuf,
+) -> Graph<Trace> {
+    let (docs, ledger, opts) = (Arc::new(docs), Arc::new(ledger), Arc::new(opts));
+    Graph::<Trace>::builder("batch")
+        .node("fan", move |_s, ctx| {
+            let (docs, ledger, opts) = (docs.clone(), ledger.clone(), opts.clone());
+            Box::pin(async move {
+                let mut children = Vec::new();
+                for i in 0..n {
+                    let key = format!("doc-{i}");
+                    let input = Trace { last: Some(key.clone()), ..Trace::default() };
+                    children
+                        .push((key.clone(), ctx.spawn_run_with(&docs, &key, input, (*opts).clone()).await?));
+                }
+                let mut delta = TraceDelta::default();
+                for (key, child) in &children {
+                    let line = match ctx.join_run_with(&docs, child, (*opts).clone()).await? {
+                        Ok(state) => format!("{key}:{}", state.log.join(",")),
+                        Err(_) => format!("{key}:failed"),
+                    };
+                    delta = delta.log(line);
+                }
+                ledger_line(&ledger, "fan");
+                Ok((delta.count(1), Route::Declared))
+            })
+        })
+        .entry("fan")
+        .edge("fan", END)
+        .build()
+        .expect("valid graph")
+}

@@ -192,6 +192,50 @@ impl<S: Reducer> Engine<S> {
         }
     }
 
+    /// Cancels a run wherever it stands: driven by this engine (its driver stops and writes
+    /// `Cancelled`, as [`Engine::cancel`]), or stored (waiting, interrupted, paused, failed, or running in
+    /// another process, which then stops at its next commit with a version conflict): the status becomes
+    /// `Cancelled` with its event. A completed or cancelled run is left as it is. Returns the status the
+    /// run has now (a run cancelled here reports `Cancelled` once its driver stopped).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::RunNotFound`], [`Error::GraphChanged`], store errors; a version conflict when another
+    /// writer changed the run meanwhile (call again).
+    pub async fn cancel_run(&self, run_id: &str) -> Result<RunStatus> {
+        if self.cancel(run_id) {
+            return Ok(RunStatus::Cancelled);
+        }
+        let (info, cp) = self.stored(run_id).await?;
+        if matches!(info.status, RunStatus::Completed | RunStatus::Cancelled) || cp.frontier.is_empty() {
+            return Ok(info.status);
+        }
+        let (state, chain) = persist::load_state(&*self.inner.store, &cp).await?;
+        let nodes = self.node_indices(&cp)?;
+        let step = cp.step;
+        let pending = self.load_pending(run_id, step).await?;
+        let start = Start::stored(cp, state, chain, nodes, &info).resuming(pending, false);
+        let mut run = self.driver(start, RunOptions::default());
+        let cancelled = payload!({ "step": step, "from": info.status.as_str() });
+        let pending = run.resumption().map(persist::PendingStep::encode);
+        match self
+            .write_status(
+                &mut run,
+                &RunStatus::Cancelled,
+                (EventType::RunCancelled, cancelled),
+                pending.as_deref(),
+            )
+            .await?
+        {
+            CommitOutcome::Committed { .. } => {
+                tracing::info!(run = run_id, step, "run cancelled");
+                self.inner.env.children.parent_closed(run_id).await;
+                Ok(RunStatus::Cancelled)
+            }
+            other => Err(version_conflict(run_id, info.version, &other)),
+        }
+    }
+
     /// The stored outcome of a run, without executing anything: its status and the state at its latest
     /// committed step (the final state once `Completed`; for a run that is `Running` here or elsewhere,
     /// the last committed step's). `None` when the store has no such run.

@@ -2,13 +2,13 @@
 //! [`EngineBuilder`].
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::{Clock, SystemClock};
-use crate::env::RunEnv;
+use crate::env::{RunEnv, RunWaker};
 use crate::events::ChainKey;
 use crate::graph::Graph;
 use crate::policy::EngineOptions;
@@ -157,7 +157,7 @@ impl<S: Reducer> EngineBuilder<S> {
         let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
         // Every store's retryable errors (a server that went away) are retried for the timeout.
         let store: Arc<dyn Store> = Arc::new(RetryStore::new(store, options.store_retry_timeout));
-        Engine {
+        let engine = Engine {
             inner: Arc::new(Inner {
                 graph: self.graph,
                 env: Arc::new(RunEnv {
@@ -166,6 +166,8 @@ impl<S: Reducer> EngineBuilder<S> {
                     clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
                     options: options.clone(),
                     chain_key: self.chain_key.clone(),
+                    waker: Default::default(),
+                    children: Default::default(),
                 }),
                 store,
                 admission: Arc::new(Semaphore::new(options.queue_depth)),
@@ -174,6 +176,20 @@ impl<S: Reducer> EngineBuilder<S> {
                 chain_key: self.chain_key,
                 timers: super::timers::Timers::default(),
             }),
-        }
+        };
+        let waker: Weak<dyn RunWaker> = Arc::downgrade(&engine.inner) as Weak<dyn RunWaker>;
+        let _ = engine.inner.env.waker.set(waker);
+        engine
+    }
+}
+
+impl<S: Reducer> RunWaker for Inner<S> {
+    fn wake(self: Arc<Self>, run: String) -> crate::node::BoxFuture<'static, ()> {
+        let engine = Engine { inner: self };
+        Box::pin(async move {
+            if let Err(e) = engine.wake_now(&run).await {
+                tracing::warn!(run, error = %e, "waking the run failed; a timer service or worker wakes it");
+            }
+        })
     }
 }

@@ -684,6 +684,13 @@ impl<S: Reducer> Engine<S> {
     }
 }
 
+impl<S: Reducer> Driven<S> {
+    /// What a resumption brought (the pending step), if anything.
+    pub(super) fn resumption(&self) -> Option<&PendingStep> {
+        self.resumption.as_ref()
+    }
+}
+
 impl<S: Reducer> Engine<S> {
     /// Drives the run on a task of its own, inside a `run` span.
     ///
@@ -755,6 +762,7 @@ impl<S: Reducer> Engine<S> {
             loop {
                 if run.frontier.is_empty() {
                     tracing::info!(run = %run.run_id, steps = run.step, "run completed");
+                    self.inner.env.children.parent_closed(&run.run_id).await;
                     return Ok(run.outcome(RunStatus::Completed));
                 }
                 if self.replay_done(run.step) {
@@ -802,6 +810,7 @@ impl<S: Reducer> Engine<S> {
                         let cancelled = payload!({ "step": run.step });
                         let event = (EventType::RunCancelled, cancelled);
                         self.set_final_status(&mut run, &RunStatus::Cancelled, event).await;
+                        self.inner.env.children.parent_closed(&run.run_id).await;
                         return Err(Error::Cancelled { run: run.run_id.to_string(), step: run.step });
                     }
                     Err(Stop::Error(err)) => return Err(self.fail(&mut run, err).await),
@@ -815,6 +824,7 @@ impl<S: Reducer> Engine<S> {
         tracing::warn!(run = %run.run_id, step = run.step, error = %err, "run failed");
         let failed = payload!({ "step": run.step, "error": err.to_string() });
         self.set_final_status(run, &RunStatus::Failed(err.to_string()), (EventType::RunFailed, failed)).await;
+        self.inner.env.children.parent_closed(&run.run_id).await;
         err
     }
 

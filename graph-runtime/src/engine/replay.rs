@@ -96,6 +96,8 @@ impl<S: Reducer> Engine<S> {
                     clock: self.inner.env.clock.clone(),
                     options: options.clone(),
                     chain_key: self.inner.chain_key.clone(),
+                    waker: Default::default(),
+                    children: Default::default(),
                 }),
                 store: scratch,
                 admission: Arc::new(Semaphore::new(options.queue_depth)),

@@ -4,7 +4,9 @@
 //! `subgraph_child <store> <run id> <ledger> start` starts or continues the run and prints one
 //! `interrupt <id> <payload JSON>` line per question it waits for, or `done <steps> <state hash>`;
 //! `... answer <input JSON>` answers the one question and prints the same; `... upfront` runs the graph
-//! whose question has its answer (`true`) from the start. The store is read as
+//! whose question has its answer (`true`) from the start; `... batch` runs (or continues)
+//! [`graph_tests::graphs::batch`] with three child runs instead, serving the store's timers (the parked
+//! parent looks at its children every 100 ms) until it completes, and prints `done`. The store is read as
 //! [`graph_tests::backends::open_spec`] reads it. With `CRASH_AT=<n>:<before|after>` the process aborts
 //! just before or just after the `n`th commit it makes (counted from 1 over the parent's and the
 //! subgraphs' runs alike); every acknowledged commit is printed as `ack <run> <step>`.
@@ -90,6 +92,32 @@ async fn main() {
         #[cfg(feature = "postgres")]
         SpecStore::Postgres(inner) => Arc::new(Hooked { inner, hooks }),
     };
+    if command == "batch" {
+        use graph_runtime::child::ChildOptions;
+        let docs =
+            Engine::builder(graphs::doc(ledger.into(), std::time::Duration::from_millis(20), Vec::new()))
+                .shared_store(store.clone())
+                .build();
+        let opts = ChildOptions::default().poll(std::time::Duration::from_millis(100));
+        let engine = Engine::builder(graphs::batch(docs, 3, opts, ledger.into())).shared_store(store).build();
+        let shutdown = graph_runtime::CancellationToken::new();
+        tokio::spawn({
+            let (engine, shutdown) = (engine.clone(), shutdown.clone());
+            async move { engine.run_timers(shutdown).await }
+        });
+        let out = engine.run_or_resume(run, Trace::default()).await;
+        if let Err(e) = out {
+            eprintln!("{e}");
+            std::process::exit(3);
+        }
+        loop {
+            let out = engine.outcome(run).await.expect("readable").expect("the run exists");
+            if out.is_completed() {
+                return report(Ok(out));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
     let upfront = (command == "upfront").then_some(true);
     let graph = graphs::nested_writer(ledger.into(), upfront);
     let engine = Engine::builder(graph).shared_store(store).build();

@@ -304,3 +304,154 @@ mod failures {
         assert_ne!(with.fingerprint(), without.fingerprint());
     }
 }
+
+mod children {
+    //! Child runs: a batch that fans out child runs and joins them; failures; parent-close policies.
+
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use graph_runtime::child::{ChildOptions, ParentClose};
+    use graph_runtime::prelude::*;
+    use graph_runtime::store::RunFilter;
+    use graph_runtime::{EventType, Store};
+    use graph_tests::Trace;
+    use graph_tests::graphs::{batch, doc, ledger_count};
+
+    struct Batch {
+        parent: Engine<Trace>,
+        store: Arc<dyn Store>,
+        _dir: tempfile::TempDir,
+        ledger: std::path::PathBuf,
+    }
+
+    fn setup(n: usize, delay: Duration, fail: &[&str], opts: ChildOptions) -> Batch {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = dir.path().join("ledger");
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let fail = fail.iter().map(|s| (*s).to_owned()).collect();
+        let docs = Engine::builder(doc(ledger.clone(), delay, fail)).shared_store(store.clone()).build();
+        let parent =
+            Engine::builder(batch(docs, n, opts, ledger.clone())).shared_store(store.clone()).build();
+        Batch { parent, store, _dir: dir, ledger }
+    }
+
+    async fn completed(engine: &Engine<Trace>, run: &str) -> RunOutcome<Trace> {
+        for _ in 0..10_000 {
+            if let Some(out) = engine.outcome(run).await.unwrap()
+                && out.is_completed()
+            {
+                return out;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("run `{run}` did not complete");
+    }
+
+    async fn status(store: &dyn Store, run: &str) -> String {
+        store.run_info(run).await.unwrap().unwrap().status.as_str().to_owned()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_batch_fans_out_child_runs_parks_and_completes_once_they_end() {
+        let b = setup(3, Duration::from_millis(50), &[], ChildOptions::default());
+        let first = b.parent.run("b", Trace::default()).await.unwrap();
+        // The parent parked while its children run: no task held.
+        assert_eq!(first.status.as_str(), "waiting", "{:?}", first.status);
+        let out = completed(&b.parent, "b").await;
+        assert_eq!(out.state.log, ["doc-0:done:doc-0", "doc-1:done:doc-1", "doc-2:done:doc-2"]);
+        // Each child started and ran once; the parent's node got past its joins once and completed once.
+        for i in 0..3 {
+            assert_eq!(ledger_count(&b.ledger, &format!("doc doc-{i}")), 1);
+        }
+        assert_eq!(ledger_count(&b.ledger, "fan"), 1);
+        let runs = b.store.list_runs(&RunFilter::all()).await.unwrap();
+        assert_eq!(runs.len(), 4);
+        for r in runs.iter().filter(|r| r.run_id != "b") {
+            assert!(r.run_id.starts_with("b/fan.0.") && r.run_id.contains("~doc-"), "{}", r.run_id);
+        }
+        let events = b.parent.events("b", 0, 1000).await.unwrap();
+        let done = events.iter().filter(|e| e.event_type == EventType::RunCompleted).count();
+        assert_eq!(done, 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_childs_failure_reaches_the_parent_as_a_typed_error_it_handles() {
+        let b = setup(3, Duration::from_millis(5), &["doc-1"], ChildOptions::default());
+        b.parent.run("b", Trace::default()).await.unwrap();
+        let out = completed(&b.parent, "b").await;
+        assert_eq!(out.state.log, ["doc-0:done:doc-0", "doc-1:failed", "doc-2:done:doc-2"]);
+        // The failed child was not driven again by the parent's looks.
+        assert_eq!(ledger_count(&b.ledger, "doc doc-1"), 1);
+    }
+
+    async fn close_with(policy: ParentClose) -> Vec<String> {
+        let b = setup(2, Duration::from_secs(3600), &[], ChildOptions::default().parent_close(policy));
+        let first = b.parent.run("b", Trace::default()).await.unwrap();
+        assert_eq!(first.status.as_str(), "waiting");
+        // Let the children start their long work.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(b.parent.cancel_run("b").await.unwrap(), RunStatus::Cancelled);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let mut out = Vec::new();
+        for r in b.store.list_runs(&RunFilter::all()).await.unwrap() {
+            out.push(format!(
+                "{}={}",
+                r.run_id.rsplit('~').next().unwrap(),
+                status(&*b.store, &r.run_id).await
+            ));
+        }
+        out
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn cancelling_a_parked_parent_cancels_its_children_or_abandons_them() {
+        assert_eq!(
+            close_with(ParentClose::Cancel).await,
+            ["b=cancelled", "doc-0=cancelled", "doc-1=cancelled"]
+        );
+        assert_eq!(close_with(ParentClose::Abandon).await, ["b=cancelled", "doc-0=running", "doc-1=running"]);
+    }
+}
+
+#[test]
+fn child_runs_killed_at_every_commit_point_start_each_child_once_and_the_parent_completes_once() {
+    use graph_runtime::EventType;
+    let reference = {
+        let dir = tempfile::tempdir().unwrap();
+        let (ok, lines) = child(&dir.path().join("s"), &dir.path().join("l"), &["batch"], None);
+        assert!(ok);
+        let commits = lines.iter().filter(|l| l.starts_with("ack ")).count() as u64;
+        (answers(&lines).into_iter().cloned().collect::<Vec<_>>(), commits)
+    };
+    let (done, commits) = reference;
+    assert_eq!(done.len(), 1, "{done:?}");
+    assert!(commits >= 8, "{commits}");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    for n in 1..=commits {
+        for point in ["before", "after"] {
+            let dir = tempfile::tempdir().unwrap();
+            let (store, ledger) = (dir.path().join("s"), dir.path().join("l"));
+            let (ok, _) = child(&store, &ledger, &["batch"], Some(format!("{n}:{point}")));
+            assert!(!ok, "commit {n} {point}: the process was not killed");
+            let (ok, lines) = child(&store, &ledger, &["batch"], None);
+            assert!(ok);
+            assert_eq!(answers(&lines), done.iter().collect::<Vec<_>>(), "commit {n} {point}");
+            // One run per child, each started once; the parent completed once.
+            rt.block_on(async {
+                let store = SledStore::open(&store).unwrap();
+                let runs = graph_runtime::Store::list_runs(&store, &RunFilter::all()).await.unwrap();
+                assert_eq!(runs.len(), 4, "commit {n} {point}");
+                for r in &runs {
+                    let events = graph_runtime::Store::events(&store, &r.run_id, 0, 10_000).await.unwrap();
+                    let count = |t: EventType| events.iter().filter(|e| e.event_type == t).count();
+                    assert_eq!(count(EventType::RunStarted), 1, "commit {n} {point}: {}", r.run_id);
+                    assert_eq!(count(EventType::RunCompleted), 1, "commit {n} {point}: {}", r.run_id);
+                }
+            });
+            // `fan` is plain code past the joins: a kill before its step's commit runs it again.
+            let fan = ledger_count(&ledger, "fan");
+            assert!((1..=2).contains(&fan), "commit {n} {point}: fan ran {fan} times");
+        }
+    }
+}
