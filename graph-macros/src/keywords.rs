@@ -58,6 +58,9 @@ pub(crate) const ROUTE: &str = "route";
 pub(crate) const WAIT_FOR: &str = "wait_for";
 pub(crate) const INTERRUPT_BEFORE: &str = "interrupt_before";
 pub(crate) const INTERRUPT_AFTER: &str = "interrupt_after";
+pub(crate) const SUBGRAPH: &str = "subgraph";
+pub(crate) const OUTPUT: &str = "output";
+pub(crate) const ON_ERROR: &str = "on_error";
 pub(crate) const ATTEMPTS: &str = "attempts";
 pub(crate) const BACKOFF: &str = "backoff";
 pub(crate) const JITTER: &str = "jitter";
@@ -90,6 +93,9 @@ pub(crate) static NODE: Owner = Owner {
         spec(WAIT_FOR, Kind::Value, "wait_for = [a, b]"),
         spec(INTERRUPT_BEFORE, Kind::Flag, "interrupt_before"),
         spec(INTERRUPT_AFTER, Kind::Flag, "interrupt_after"),
+        spec(SUBGRAPH, Kind::Value, "subgraph = research"),
+        spec(OUTPUT, Kind::Value, "output = merge_research"),
+        spec(ON_ERROR, Kind::Value, "on_error = handler"),
     ],
 };
 

@@ -38,6 +38,17 @@ where
     Box::pin(async move { future.await.map(R::split) })
 }
 
+/// The handler of a `#[node(subgraph = child, output = f)]` node: the child graph, the node's function
+/// (this graph's state to the child's input) and `output` (the child's final state to this graph's
+/// delta). Function pointers, so a mapping of the wrong type is an error at the user's token.
+pub fn subgraph<P: Reducer, C: Reducer>(
+    graph: Graph<C>,
+    input: fn(&P) -> C,
+    output: fn(&P, C) -> P::Delta,
+) -> crate::subgraph::Subgraph<P, C> {
+    crate::subgraph::Subgraph::new(graph, input, output)
+}
+
 /// Freezes a macro-generated graph. The macro has already checked every rule `build` checks, so an error
 /// here is a bug in the macros, reported as such.
 pub fn built<S: Reducer>(graph: &str, result: Result<Graph<S>, GraphError>) -> Graph<S> {

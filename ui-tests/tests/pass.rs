@@ -22,6 +22,8 @@ mod loop_with_exit;
 mod macro_rules_nodes;
 #[path = "pass/router.rs"]
 mod router;
+#[path = "pass/subgraph.rs"]
+mod subgraph;
 #[path = "pass/wait_for.rs"]
 mod wait_for;
 
@@ -73,4 +75,9 @@ async fn router() {
 #[tokio::test(flavor = "current_thread")]
 async fn wait_for() {
     wait_for::main().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn subgraph() {
+    subgraph::main().await;
 }

@@ -51,6 +51,17 @@ pub(crate) struct NodeDef {
     pub(crate) interrupt_after: bool,
     /// How the return type says the node routes.
     pub(crate) routing: Routing,
+    /// `subgraph = module`: the node runs that `#[graph]` module's graph; the function maps this graph's
+    /// state to the child's input.
+    pub(crate) subgraph: Option<syn::Path>,
+    /// The `subgraph` key, when given.
+    pub(crate) subgraph_key: Option<Ident>,
+    /// `output = f`: a subgraph node's `fn(&State, Child) -> StateDelta`.
+    pub(crate) output: Option<syn::Path>,
+    /// The `output` key, when given.
+    pub(crate) output_key: Option<Ident>,
+    /// `on_error = handler`: the node its failures are routed to.
+    pub(crate) on_error: Option<Ident>,
 }
 
 impl NodeDef {

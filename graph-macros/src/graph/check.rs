@@ -24,12 +24,19 @@ pub(crate) struct Resolved {
     pub(crate) routed: Vec<usize>,
     /// `(node, predecessors)` of every `wait_for`.
     pub(crate) waits: Vec<(usize, Vec<usize>)>,
+    /// `(node, handler)` of every `on_error`.
+    pub(crate) handlers: Vec<(usize, usize)>,
 }
 
 /// Runs every rule. Returns the resolved graph when the structure is valid (other errors may remain).
 pub(crate) fn check(g: &GraphDef, errs: &mut Errors) -> Option<Resolved> {
     for n in &g.nodes {
-        check_signature(n, g.state.as_ref(), errs);
+        if n.subgraph.is_some() {
+            check_subgraph_signature(n, g.state.as_ref(), errs);
+        } else {
+            check_signature(n, g.state.as_ref(), errs);
+        }
+        check_subgraph_options(n, errs);
     }
     check_purity(g, errs);
     check_reserved_names(g, errs);
@@ -40,16 +47,22 @@ pub(crate) fn check(g: &GraphDef, errs: &mut Errors) -> Option<Resolved> {
     check_next_variants(g, errs);
     check_undeclared_routes(g, errs);
     check_routers(g, errs);
+    let handlers = check_handlers(g, &index, errs);
     let entry = check_entry(g, errs);
     if errs.len() != before || g.nodes.iter().any(|n| n.edges_invalid) {
         return None;
     }
     let waits = check_wait_for(g, &index, &adjacency, errs);
     let entry = entry?;
-    check_reachable(g, entry, &adjacency, errs);
-    check_reaches_end(g, &adjacency, errs);
+    // What the structural rules see: the declared edges and the error handlers' edges.
+    let mut checked = adjacency.clone();
+    for (n, h) in &handlers {
+        checked[*n].push(Target::Node(*h));
+    }
+    check_reachable(g, entry, &checked, errs);
+    check_reaches_end(g, &checked, errs);
     let routed = (0..g.nodes.len()).filter(|&i| g.nodes[i].router.is_some()).collect();
-    Some(Resolved { entry, adjacency, routed, waits })
+    Some(Resolved { entry, adjacency, routed, waits, handlers })
 }
 
 // A node is `async fn name(state: &S, ctx: &mut Ctx) -> NodeResult<S[, name::Next | name::Fork]>`, not
@@ -114,6 +127,94 @@ fn check_signature(n: &NodeDef, state: Option<&Type>, errs: &mut Errors) {
         }
     }
     check_return(n, state, &state_text, errs);
+}
+
+// A subgraph node is `fn name(state: &S) -> ChildState`: it maps this graph's state to the child's
+// input (rustc checks the child's type against the child graph's state).
+fn check_subgraph_signature(n: &NodeDef, state: Option<&Type>, errs: &mut Errors) {
+    let sig = &n.func.sig;
+    let name = n.name();
+    let state_text = state.map_or_else(|| "S".to_owned(), show);
+    let form = format!("`fn {name}(state: &{state_text}) -> ChildState`");
+    if let Some(a) = &sig.asyncness {
+        errs.at(
+            a.span,
+            format!(
+                "subgraph node `{name}` maps this graph's state to the child graph's input, so it is a plain {form}: remove `async` (the child graph's nodes do the work)"
+            ),
+        );
+    }
+    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
+        errs.spanned(&sig.generics, format!("subgraph node `{name}` cannot be generic"));
+    }
+    let params: Vec<&FnArg> = sig.inputs.iter().collect();
+    match params.as_slice() {
+        [FnArg::Typed(t)] => {
+            let ok = matches!(&*t.ty, Type::Reference(r) if r.mutability.is_none() && state.is_none_or(|s| same_type(s, &r.elem)));
+            if !ok {
+                errs.spanned(
+                    &t.ty,
+                    format!("subgraph node `{name}` reads the graph's state, `&{state_text}`: it is {form}"),
+                );
+            }
+        }
+        _ => errs.at(
+            sig.paren_token.span.join(),
+            format!("subgraph node `{name}` takes one parameter, the graph's state: it is {form}"),
+        ),
+    }
+    if let syn::ReturnType::Default = sig.output {
+        errs.at(
+            sig.paren_token.span.close(),
+            format!("subgraph node `{name}` returns the child graph's input state: it is {form}"),
+        );
+    }
+}
+
+// `subgraph` and `output` go together.
+fn check_subgraph_options(n: &NodeDef, errs: &mut Errors) {
+    let name = n.name();
+    match (&n.subgraph_key, &n.output_key) {
+        (Some(key), None) => errs.at(
+            key.span(),
+            format!(
+                "subgraph node `{name}` needs `output = merge_fn`, a `fn(&State, ChildState) -> StateDelta` mapping the child's final state to this node's update"
+            ),
+        ),
+        (None, Some(key)) => errs.at(
+            key.span(),
+            format!(
+                "`output` maps a subgraph's final state to the node's update; node `{name}` has no `subgraph = module`: add it, or remove `output`"
+            ),
+        ),
+        _ => {}
+    }
+}
+
+// Every `on_error` names another node of the graph.
+fn check_handlers(g: &GraphDef, index: &BTreeMap<String, usize>, errs: &mut Errors) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        let Some(h) = &n.on_error else { continue };
+        let name = n.name();
+        let target = h.to_string();
+        match index.get(&target) {
+            Some(&j) if j == i => errs.at(
+                h.span(),
+                format!("node `{name}` cannot handle its own failures: name another node in `on_error`"),
+            ),
+            Some(&j) => out.push((i, j)),
+            None => errs.at(
+                h.span(),
+                format!(
+                    "unknown node `{target}` in the `on_error` of `{name}`{}; the nodes of this graph are {}",
+                    did_you_mean(&target, index.keys().map(String::as_str)),
+                    list(index.keys().map(String::as_str)),
+                ),
+            ),
+        }
+    }
+    out
 }
 
 // The return type is `NodeResult<S>`, `NodeResult<S, own::Next>` or `NodeResult<S, own::Fork>`.

@@ -156,6 +156,33 @@ fn parse_node(attr: syn::Attribute, func: syn::ItemFn, item: usize, errs: &mut E
             None
         }
     });
+    let path_of = |key: &str, help: &str, errs: &mut Errors| {
+        opts.expr(key).and_then(|(_, e)| match e {
+            Expr::Path(p) if p.qself.is_none() => Some(p.path.clone()),
+            other => {
+                errs.at(other.span(), help);
+                None
+            }
+        })
+    };
+    let subgraph = path_of(
+        kw::SUBGRAPH,
+        "`subgraph` names the `#[graph]` module of the child graph: `subgraph = research`",
+        errs,
+    );
+    let output = path_of(
+        kw::OUTPUT,
+        "`output` names the function mapping the child's final state to this graph's delta: `output = merge_research`",
+        errs,
+    );
+    let on_error = opts.expr(kw::ON_ERROR).and_then(|(_, e)| match e {
+        Expr::Path(p) if p.qself.is_none() && p.path.get_ident().is_some() => p.path.get_ident().cloned(),
+        other => {
+            errs.at(other.span(), "`on_error` names the node of this graph that handles this node's failures: `on_error = handler`");
+            None
+        }
+    });
+    let routing = if subgraph.is_some() { Routing::Static } else { routing };
     let wait_for_key = opts.get(kw::WAIT_FOR).map(|o| o.key.clone());
     let wait_for = opts.expr(kw::WAIT_FOR).map(|(_, e)| parse_targets(e, errs)).unwrap_or_default();
     NodeDef {
@@ -174,6 +201,11 @@ fn parse_node(attr: syn::Attribute, func: syn::ItemFn, item: usize, errs: &mut E
         interrupt_before: opts.get(kw::INTERRUPT_BEFORE).is_some(),
         interrupt_after: opts.get(kw::INTERRUPT_AFTER).is_some(),
         routing,
+        subgraph,
+        subgraph_key: opts.get(kw::SUBGRAPH).map(|o| o.key.clone()),
+        output,
+        output_key: opts.get(kw::OUTPUT).map(|o| o.key.clone()),
+        on_error,
     }
 }
 

@@ -161,9 +161,18 @@ fn stub_state(g: &GraphDef) -> Option<syn::Type> {
     })
 }
 
-/// The signature string a node contributes to the fingerprint.
+/// The signature string a node contributes to the fingerprint (a subgraph node's names its child).
 fn signature(n: &NodeDef) -> String {
-    n.func.sig.to_token_stream().to_string()
+    let sig = n.func.sig.to_token_stream().to_string();
+    match &n.subgraph {
+        Some(child) => format!("{sig} subgraph {}", child.to_token_stream()),
+        None => sig,
+    }
+}
+
+/// The fingerprint's entries for error handlers, as `GraphBuilder::on_error` records them.
+fn handler_signatures(g: &GraphDef, r: &Resolved) -> Vec<(String, String)> {
+    r.handlers.iter().map(|(n, h)| (g.nodes[*n].name(), format!("on_error {}", g.nodes[*h].name()))).collect()
 }
 
 /// `graph_core::fingerprint` of the module, computed at compile time: the runtime's `Graph::fingerprint` of
@@ -172,7 +181,13 @@ pub(crate) fn fingerprint(g: &GraphDef, r: &Resolved) -> String {
     let names: Vec<String> = g.nodes.iter().map(NodeDef::name).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let sigs: Vec<String> = g.nodes.iter().map(signature).collect();
-    let sigs: Vec<(&str, &str)> = names.iter().copied().zip(sigs.iter().map(String::as_str)).collect();
+    let handlers = handler_signatures(g, r);
+    let sigs: Vec<(&str, &str)> = names
+        .iter()
+        .copied()
+        .zip(sigs.iter().map(String::as_str))
+        .chain(handlers.iter().map(|(n, s)| (n.as_str(), s.as_str())))
+        .collect();
     let shape = graph_core::Shape {
         names: &names,
         adjacency: &r.adjacency,
@@ -221,6 +236,17 @@ fn description(g: &GraphDef, r: &Resolved, state: &syn::Type) -> TokenStream {
                 #handler {}
             }
         };
+        let handler_value = match (&n.subgraph, &n.output) {
+            // Spanned on the user's tokens: a child that is not a `#[graph]` module, or a mapping of the
+            // wrong type, is an error there.
+            (Some(child), Some(output)) => {
+                let graph = quote_spanned!(child.span()=> #child::graph());
+                let input = quote_spanned!(f.span()=> self::#f);
+                let output = quote_spanned!(output.span()=> #output);
+                quote!(#rt::subgraph::<#state, _>(#graph, #input, #output))
+            }
+            _ => handler_value,
+        };
         let policy = policy(n);
         let sig = signature(n);
         calls.extend(quote!(.add_node(#node, #handler_value, #policy).signature(#node, #sig)));
@@ -249,6 +275,10 @@ fn description(g: &GraphDef, r: &Resolved, state: &syn::Type) -> TokenStream {
         let node = g.nodes[*n].name();
         let preds: Vec<String> = preds.iter().map(|p| g.nodes[*p].name()).collect();
         calls.extend(quote!(.wait_for(#node, [#(#preds),*])));
+    }
+    for (n, h) in &r.handlers {
+        let (node, handler) = (g.nodes[*n].name(), g.nodes[*h].name());
+        calls.extend(quote!(.on_error(#node, #handler)));
     }
     for n in &g.nodes {
         let node = n.name();
