@@ -10,6 +10,8 @@ mod breakpoints;
 mod conditional;
 #[path = "pass/custom_reducer.rs"]
 mod custom_reducer;
+#[path = "pass/effect_io_zone.rs"]
+mod effect_io_zone;
 #[path = "pass/fan_out_fan_in.rs"]
 mod fan_out_fan_in;
 #[path = "pass/fork_with_inputs.rs"]
@@ -80,4 +82,9 @@ async fn wait_for() {
 #[tokio::test(flavor = "current_thread")]
 async fn subgraph() {
     subgraph::main().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn effect_io_zone() {
+    effect_io_zone::main().await;
 }

@@ -489,6 +489,13 @@ impl<'ast> Visit<'ast> for Walker<'_, '_, '_> {
     }
 
     fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
+        // `ctx.effect(name, &request)...run(call)`: the call is the node's I/O zone, whose response is
+        // journaled (a retry, resume or replay reads it back), so what it reads (the wall clock, a
+        // client in a `static`) cannot change the run. The receiver (the request) is still the node's.
+        if self.cx.rules == Rules::Node && is_effect_run(m) {
+            self.visit_expr(&m.receiver);
+            return;
+        }
         if m.method == "elapsed" && m.args.is_empty() && self.is_fixed_time(&m.receiver) {
             let what = format!("`{}.elapsed()`", tidy(&m.receiver.to_token_stream()));
             let via = self.via("called");
@@ -584,6 +591,21 @@ impl Visit<'_> for Locals {
     fn visit_pat_ident(&mut self, p: &syn::PatIdent) {
         self.0.insert(p.ident.to_string());
         visit::visit_pat_ident(self, p);
+    }
+}
+
+/// `<receiver chain with .effect(..)>.run(..)`: the call that runs a journaled effect.
+fn is_effect_run(m: &syn::ExprMethodCall) -> bool {
+    if m.method != "run" {
+        return false;
+    }
+    let mut r = &*m.receiver;
+    loop {
+        match peel(r) {
+            Expr::MethodCall(inner) if inner.method == "effect" => return true,
+            Expr::MethodCall(inner) => r = &inner.receiver,
+            _ => return false,
+        }
     }
 }
 
