@@ -71,7 +71,7 @@ pub use store::{
     Checkpoint, CommitOutcome, Integrity, Interrupt, InterruptKind, MemoryStore, PauseReason, Resolution,
     RunStatus, Store,
 };
-pub use stream::{NodeOutcome, Overflow, RunStream, StreamEvent, StreamModes, StreamOptions};
+pub use stream::{NodeOutcome, Overflow, RunStream, StreamEvent, StreamModes, StreamOptions, SubgraphEvent};
 
 pub use rand_chacha;
 pub use rand_core;

@@ -172,6 +172,16 @@ pub enum StreamEvent<S: Reducer> {
         /// What each wait was given.
         inputs: Vec<serde_json::Value>,
     },
+    /// An event of a subgraph's run (`UPDATES`, `CUSTOM` or `DEBUG`, as its kind), with where it comes
+    /// from: `namespace` lists, outermost first, each subgraph node's name and the step it ran in
+    /// (`"research@1"`), so a caller sees the child's tokens and updates as LangGraph's
+    /// `stream(subgraphs=True)` shows them.
+    Subgraph {
+        /// The nesting, outermost first: `"{node}@{step}"` of each subgraph node.
+        namespace: Vec<String>,
+        /// What happened there.
+        event: SubgraphEvent,
+    },
     /// Events were dropped because the consumer was behind ([`Overflow::Drop`]).
     Dropped {
         /// How many, since the last notice.
@@ -179,6 +189,86 @@ pub enum StreamEvent<S: Reducer> {
     },
     /// The run ended, paused or stopped: what `run`/`resume` would have returned. Always the last event.
     Finished(Result<RunOutcome<S>, Error>),
+}
+
+/// An event of a subgraph's run ([`StreamEvent::Subgraph`]): the child's state type is not the
+/// stream's, so deltas are JSON.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum SubgraphEvent {
+    /// `CUSTOM`: a payload a node of the subgraph sent with `ctx.stream`.
+    Custom {
+        /// The subgraph's step.
+        step: u64,
+        /// The node.
+        node: String,
+        /// What it sent.
+        payload: serde_json::Value,
+    },
+    /// `UPDATES`: a node of the subgraph finished with this delta.
+    Updated {
+        /// The subgraph's step.
+        step: u64,
+        /// The node.
+        node: String,
+        /// Its delta, as JSON.
+        delta: serde_json::Value,
+    },
+    /// `DEBUG`: an attempt of a node of the subgraph started.
+    NodeStarted {
+        /// The subgraph's step.
+        step: u64,
+        /// The node.
+        node: String,
+        /// The attempt, from 1.
+        attempt: u32,
+    },
+    /// `DEBUG`: an attempt of a node of the subgraph ended.
+    NodeFinished {
+        /// The subgraph's step.
+        step: u64,
+        /// The node.
+        node: String,
+        /// The attempt.
+        attempt: u32,
+        /// How long it ran.
+        duration: Duration,
+        /// How it ended.
+        outcome: NodeOutcome,
+    },
+}
+
+impl SubgraphEvent {
+    /// The mode that carries it.
+    pub(crate) fn mode(&self) -> StreamModes {
+        match self {
+            SubgraphEvent::Custom { .. } => StreamModes::CUSTOM,
+            SubgraphEvent::Updated { .. } => StreamModes::UPDATES,
+            _ => StreamModes::DEBUG,
+        }
+    }
+
+    /// A subgraph's own event as its parent's stream shows it (`None`: not forwarded), with the
+    /// namespace it comes from below this level.
+    pub(crate) fn of<C: Reducer>(event: StreamEvent<C>) -> Option<(Vec<String>, SubgraphEvent)> {
+        Some(match event {
+            StreamEvent::Custom { step, node, payload, .. } => {
+                (Vec::new(), SubgraphEvent::Custom { step, node, payload })
+            }
+            StreamEvent::Updated { step, node, delta, .. } => {
+                let delta = serde_json::to_value(&delta).unwrap_or(serde_json::Value::Null);
+                (Vec::new(), SubgraphEvent::Updated { step, node, delta })
+            }
+            StreamEvent::NodeStarted { step, node, attempt, .. } => {
+                (Vec::new(), SubgraphEvent::NodeStarted { step, node, attempt })
+            }
+            StreamEvent::NodeFinished { step, node, attempt, duration, outcome, .. } => {
+                (Vec::new(), SubgraphEvent::NodeFinished { step, node, attempt, duration, outcome })
+            }
+            StreamEvent::Subgraph { namespace, event } => (namespace, event),
+            _ => return None,
+        })
+    }
 }
 
 /// How an attempt ended.
@@ -409,6 +499,17 @@ impl<S: Reducer> Observer<S> {
 }
 
 impl<S: Reducer> CustomSink for Observer<S> {
+    fn modes(&self) -> StreamModes {
+        self.modes
+    }
+
+    fn subgraph(&self, namespace: Vec<String>, event: SubgraphEvent) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let mode = event.mode();
+            self.emit(mode, StreamEvent::Subgraph { namespace, event }).await;
+        })
+    }
+
     fn custom<'a>(
         &'a self,
         step: u64,

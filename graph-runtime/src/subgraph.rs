@@ -23,9 +23,11 @@ use crate::env::RunEnv;
 use crate::error::{CtxStop, Error, NodeError};
 use crate::graph::Graph;
 use crate::node::{BoxFuture, Node, NodeResult, Route};
+use crate::run::ObserverSlot;
 use crate::run::{RunOptions, RunOutcome};
 use crate::state::Reducer;
 use crate::store::{InterruptKind, RunStatus};
+use crate::stream::{Observer, Overflow, StreamModes, SubgraphEvent};
 
 /// Maps the parent's state to the child graph's input.
 pub type InputMap<P, C> = Arc<dyn Fn(&P) -> C + Send + Sync>;
@@ -119,7 +121,46 @@ impl<P: Reducer, C: Reducer> Subgraph<P, C> {
         }
         let engine = self.engine_for(&env);
         let seed = crate::keys::derive_run_seed(&format!("{:016x}/{id}", item.run_seed));
-        let opts = RunOptions::default().seed(seed).cancel(ctx.cancellation_token());
+        let mut opts = RunOptions::default().seed(seed).cancel(ctx.cancellation_token());
+        // A streamed parent sees the child's events, under the namespace of this node.
+        let forward = item.sink.clone().map(|sink| {
+            let modes = [StreamModes::UPDATES, StreamModes::CUSTOM, StreamModes::DEBUG]
+                .into_iter()
+                .filter(|m| sink.modes().contains(*m))
+                .fold(StreamModes::CUSTOM, |a, m| a | m);
+            let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
+            let observer: Arc<Observer<C>> = Arc::new(Observer::new(tx, modes, Overflow::Wait));
+            opts.observer = ObserverSlot(Some(observer));
+            let here = format!("{}@{}", item.node, item.step);
+            tokio::spawn(async move {
+                while let Some(event) = rx.recv().await {
+                    if let Some((below, event)) = SubgraphEvent::of(event) {
+                        let mut namespace = vec![here.clone()];
+                        namespace.extend(below);
+                        sink.subgraph(namespace, event).await;
+                    }
+                }
+            })
+        });
+        let result = self.drive(parent, ctx, &env, &engine, &id, opts).await;
+        if let Some(forward) = forward {
+            // The child's events are all out before this item's own.
+            let _ = forward.await;
+        }
+        result
+    }
+
+    /// Starts or continues the child run `id` and maps its outcome.
+    async fn drive(
+        &self,
+        parent: &P,
+        ctx: &mut Ctx,
+        env: &Arc<RunEnv>,
+        engine: &Engine<C>,
+        id: &str,
+        opts: RunOptions,
+    ) -> NodeResult<P, Route> {
+        let id = id.to_owned();
         let answers: Vec<(String, Value)> =
             ctx.all_resume_inputs().iter().filter_map(nested_answer).collect();
         let mut out = match env.store.run_info(&id).await.map_err(|e| NodeError::new(e.to_string()))? {

@@ -455,3 +455,37 @@ fn child_runs_killed_at_every_commit_point_start_each_child_once_and_the_parent_
         }
     }
 }
+
+#[tokio::test]
+async fn a_streamed_run_shows_its_subgraphs_events_under_their_namespace() {
+    use graph_runtime::{StreamEvent, StreamOptions, SubgraphEvent};
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::builder(nested_writer(dir.path().join("l"), Some(true))).build();
+    let mut stream = engine.stream("w", Trace::default(), StreamOptions::default());
+    let mut seen = Vec::new();
+    let mut finished = None;
+    while let Some(event) = stream.next().await {
+        match event {
+            StreamEvent::Subgraph { namespace, event: SubgraphEvent::Updated { node, delta, .. } } => {
+                seen.push(format!("{}:{node}:{}", namespace.join("/"), delta["log"][0].as_str().unwrap()));
+            }
+            StreamEvent::Updated { node, .. } => seen.push(format!(":{node}")),
+            StreamEvent::Finished(out) => finished = Some(out),
+            _ => {}
+        }
+    }
+    assert!(finished.unwrap().unwrap().is_completed());
+    // The child's updates come before their subgraph node's own, each under its nesting.
+    let review = seen.iter().position(|s| s == ":review").unwrap();
+    let inner: Vec<&String> = seen[..review].iter().filter(|s| s.starts_with("review@1")).collect();
+    assert_eq!(
+        inner,
+        [
+            "review@1:draft:draft",
+            "review@1/approve@1:prep:prep",
+            "review@1/approve@1:ask:ask:true",
+            "review@1:approve:approve[in:2,prep,ask:true]",
+            "review@1:polish:polish",
+        ]
+    );
+}
