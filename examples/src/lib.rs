@@ -4,6 +4,7 @@
 //! them and check their outcomes; the files in `examples/` parse arguments and print.
 
 pub mod approval;
+pub mod composition;
 pub mod escalation;
 pub mod map_reduce;
 pub mod payments;

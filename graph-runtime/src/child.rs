@@ -138,6 +138,16 @@ impl<C: Reducer> Control for Engine<C> {
     fn cancel(&self, run: String) -> BoxFuture<'static, ()> {
         let engine = self.clone();
         Box::pin(async move {
+            // A child that ended (completed, failed, cancelled) is left as it is.
+            let ended = match engine.store().run_info(&run).await {
+                Ok(Some(info)) => {
+                    matches!(info.status, RunStatus::Completed | RunStatus::Failed(_) | RunStatus::Cancelled)
+                }
+                _ => false,
+            };
+            if ended {
+                return;
+            }
             match engine.cancel_run(&run).await {
                 Ok(_) => tracing::info!(run, "child run cancelled with its parent"),
                 Err(e) => tracing::warn!(run, error = %e, "cancelling a child run with its parent failed"),

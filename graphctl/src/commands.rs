@@ -237,28 +237,71 @@ impl Session<'_> {
 
     async fn history(&self, run: &str) -> Outcome {
         self.run_info(run).await?;
-        let entries = run_history(&*self.store, run).await?;
+        let runs: Vec<String> =
+            self.store.list_runs(&RunFilter::all()).await?.into_iter().map(|i| i.run_id).collect();
         let mut table = Table::new(&["STEP", "TIME", "LABEL", "RAN", "NEXT", "STATE HASH"]);
-        let mut list = Vec::new();
-        for e in &entries {
-            table.row(vec![
-                e.step.to_string(),
-                render::time(e.timestamp_ms),
-                e.label.clone().unwrap_or_else(|| "-".into()),
-                e.ran.as_deref().map_or_else(|| "-".into(), render::names),
-                if e.next.is_empty() { "END".into() } else { render::names(&e.next) },
-                render::short(&e.state_hash, 12).to_owned(),
-            ]);
-            list.push(json!({
-                "step": e.step,
-                "timestamp_ms": e.timestamp_ms,
-                "label": e.label,
-                "ran": e.ran,
-                "next": e.next,
-                "state_hash": e.state_hash,
-            }));
-        }
+        let list = self.history_rows(run, &runs, "", &mut table).await?;
         Ok(Output::ok(table.render(), json!({ "run_id": run, "history": list })))
+    }
+
+    /// The history of `run` as rows of `table` (indented by `indent`) and as JSON; the steps of its
+    /// nested runs (subgraphs, child runs: ids under `{run}/`) follow the parent step that committed them.
+    fn history_rows<'a>(
+        &'a self,
+        run: &'a str,
+        runs: &'a [String],
+        indent: &'a str,
+        table: &'a mut Table,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<Value>, Failure>> + 'a>> {
+        Box::pin(async move {
+            let entries = run_history(&*self.store, run).await?;
+            let nested = nested_runs(run, runs);
+            let mut list = Vec::new();
+            for e in &entries {
+                table.row(vec![
+                    format!("{indent}{}", e.step),
+                    render::time(e.timestamp_ms),
+                    e.label.clone().unwrap_or_else(|| "-".into()),
+                    e.ran.as_deref().map_or_else(|| "-".into(), render::names),
+                    if e.next.is_empty() { "END".into() } else { render::names(&e.next) },
+                    render::short(&e.state_hash, 12).to_owned(),
+                ]);
+                let mut inner = Vec::new();
+                // A nested run started in step `s` (its parent item's step) is committed with step s + 1.
+                for n in nested.iter().filter(|n| n.step + 1 == e.step) {
+                    // The nested run's own id is last, where a long cell widens no other column.
+                    table.row(vec![
+                        format!("{indent}  └ {}", n.node),
+                        String::new(),
+                        if n.spawned { "child run" } else { "subgraph" }.into(),
+                        n.status(&*self.store).await,
+                        String::new(),
+                        n.run_id.clone(),
+                    ]);
+                    let deeper = format!("{indent}    ");
+                    let history = self.history_rows(&n.run_id, runs, &deeper, table).await?;
+                    inner.push(json!({
+                        "run_id": n.run_id,
+                        "kind": if n.spawned { "child" } else { "subgraph" },
+                        "node": n.node,
+                        "history": history,
+                    }));
+                }
+                let mut row = json!({
+                    "step": e.step,
+                    "timestamp_ms": e.timestamp_ms,
+                    "label": e.label,
+                    "ran": e.ran,
+                    "next": e.next,
+                    "state_hash": e.state_hash,
+                });
+                if !inner.is_empty() {
+                    row["nested"] = json!(inner);
+                }
+                list.push(row);
+            }
+            Ok(list)
+        })
     }
 
     async fn state(&self, run: &str, step: Option<u64>, compact: bool) -> Outcome {
@@ -874,6 +917,47 @@ fn progress(n: usize, what: &'static str) -> ProgressBar {
         bar.set_style(style.progress_chars("=> "));
     }
     bar
+}
+
+/// A run nested in another: a subgraph's run (`{parent}/{node}.{step}.{path}`) or a child run
+/// (`…~{key}`).
+struct Nested {
+    run_id: String,
+    node: String,
+    step: u64,
+    spawned: bool,
+}
+
+impl Nested {
+    async fn status(&self, store: &dyn Store) -> String {
+        match store.run_info(&self.run_id).await {
+            Ok(Some(info)) => render::status_short(&info.status),
+            _ => "unreadable".into(),
+        }
+    }
+}
+
+/// The runs nested directly in `run`, in id order.
+fn nested_runs(run: &str, runs: &[String]) -> Vec<Nested> {
+    let prefix = format!("{run}/");
+    let mut out: Vec<Nested> = runs
+        .iter()
+        .filter_map(|id| {
+            let rest = id.strip_prefix(&prefix)?;
+            let (base, spawned) = match rest.split_once('~') {
+                Some((base, _key)) => (base, true),
+                None => (rest, false),
+            };
+            if base.contains('/') {
+                return None; // deeper: listed under its own parent
+            }
+            let mut parts = base.rsplitn(3, '.');
+            let (_path, step, node) = (parts.next()?, parts.next()?, parts.next()?);
+            Some(Nested { run_id: id.clone(), node: node.to_owned(), step: step.parse().ok()?, spawned })
+        })
+        .collect();
+    out.sort_by(|a, b| a.run_id.cmp(&b.run_id));
+    out
 }
 
 #[cfg(test)]

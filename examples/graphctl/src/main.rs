@@ -1,5 +1,6 @@
 //! The workspace's example graphctl: [`graphctl::Cli`] with the example graphs of graph-examples'
-//! library registered (review, approval, escalation, checkout, word_count, research), so it rebuilds
+//! library registered (review, approval, escalation, checkout, word_count, research, and composition's writer, scout and
+//! translate), so it rebuilds
 //! their runs' states and resumes them.
 //!
 //! ```text
@@ -8,7 +9,7 @@
 //!
 //! See docs/graphctl.md for every command, and for building a graphctl that registers your own graphs.
 
-use graph_examples::{approval, escalation, map_reduce, payments, research, review};
+use graph_examples::{approval, composition, escalation, map_reduce, payments, research, review};
 
 fn main() -> std::process::ExitCode {
     graphctl::Cli::new()
@@ -18,5 +19,8 @@ fn main() -> std::process::ExitCode {
         .graph(payments::checkout::graph())
         .graph(map_reduce::word_count::graph())
         .graph(research::agent::graph())
+        .graph(composition::writer::graph())
+        .graph(composition::scout::graph())
+        .graph(composition::translate::graph())
         .main()
 }

@@ -883,3 +883,38 @@ fn parked_runs_show_when_they_are_due_and_send_event_fills_the_mailbox() {
     let mailbox = json(&store, &["mailbox", "confirms"]);
     assert!(mailbox[0]["state"]["Claimed"].is_object(), "{mailbox}");
 }
+
+#[test]
+fn history_shows_a_subgraphs_steps_under_the_step_that_ran_it() {
+    use graph_examples::composition::{Article, writer};
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    block_on(async {
+        let engine = Engine::builder(writer::graph()).store(SledStore::open(&store).unwrap()).build();
+        engine.run("a", Article { subject: "sagas".into(), ..Article::default() }).await.unwrap();
+        engine.resume_with_input("a", &0).await.unwrap();
+    });
+    let table = graphctl(&store, &["history", "a"]).ok().stdout;
+    let lines: Vec<&str> = table.lines().collect();
+    // Steps 0..=3 of the writer, and the subgraph's 0..=2 after step 2 (the commit of the step that ran it).
+    assert_eq!(lines.len(), 1 + 4 + 1 + 3, "{table}");
+    assert!(lines[3].starts_with("2 ") && lines[3].contains("research"), "{table}");
+    assert!(lines[4].starts_with("  └ research") && lines[4].contains("subgraph"), "{table}");
+    assert!(lines[4].contains("completed") && lines[4].contains("a/research.1."), "{table}");
+    assert!(lines[5].starts_with("    0 ") && lines[5].contains("search"), "{table}");
+    assert!(
+        lines[7].starts_with("    2 ") && lines[7].contains("choose") && lines[7].contains("END"),
+        "{table}"
+    );
+    assert!(lines[8].starts_with("3 ") && lines[8].contains("draft"), "{table}");
+
+    let history = json(&store, &["history", "a"]);
+    let nested = &history["history"][2]["nested"][0];
+    assert_eq!(nested["kind"], "subgraph");
+    assert_eq!(nested["node"], "research");
+    assert_eq!(nested["history"].as_array().unwrap().len(), 3);
+    // The subgraph's run is a run like any: its state reads back with the registered subgraph.
+    let child = nested["run_id"].as_str().unwrap();
+    let state = json(&store, &["state", child]);
+    assert_eq!(state["state"]["chosen"], "handbook on sagas");
+}
