@@ -369,6 +369,24 @@ def waiting(rep):
                    for r in rows])
 
 
+def composition(rep):
+    rows = {r["mode"]: r for r in rep.ours if r["workload"] == "subgraph"}
+    if not rows:
+        return
+    rep.w("## 9. Composition: steps inside a subgraph")
+    rep.w()
+    inline, nested = rows.get("inline"), rows.get("nested")
+    table = []
+    for r, what in [(inline, "inline: one loop of {n:,} steps"), (nested, "nested: {calls:,} subgraph runs of {inner:,} steps")]:
+        if r:
+            table.append([what.format(**r), f"{fmt(r['us_per_step'], 2)} µs",
+                          ratio(r["us_per_step"] / inline["us_per_step"], 2) if inline else "—"])
+    rep.table(["memory store", "per step", "vs inline"], ["---", "---:", "---:"], table)
+    rep.w("A subgraph run's own start and end are commits of their own, and the parent commits a step per "
+          "call: the difference per step is that cost spread over the subgraph's steps.")
+    rep.w()
+
+
 def targets(rep):
     rep.w("## Targets")
     rep.w()
@@ -488,6 +506,7 @@ def main():
     resume(rep)
     memory(rep)
     waiting(rep)
+    composition(rep)
     targets(rep)
     limits(rep)
     print("\n".join(rep.out).rstrip() + "\n", end="")

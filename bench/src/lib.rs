@@ -69,6 +69,26 @@ pub fn loop_graph(n: u64) -> Graph<Count> {
         .expect("valid")
 }
 
+/// The loop of [`loop_graph`] run as a subgraph: a node `call` runs `loop_graph(inner)` as a subgraph
+/// (a child run of `inner` steps, its count added to the parent's) and routes back to itself until the
+/// count reaches `calls * inner`; the same steps as `loop_graph(calls * inner)`, `inner` at a time.
+pub fn nested_loop_graph(calls: u64, inner: u64) -> Graph<Count> {
+    let total = calls * inner;
+    Graph::builder("nested-loop")
+        .subgraph(
+            "call",
+            loop_graph(inner),
+            |_p: &Count| Count::default(),
+            |_p, c: Count| CountDelta { count: Some(c.count) },
+        )
+        .router("call", move |s: &Count| u32::from(s.count >= total))
+        .entry("call")
+        .edge("call", "call")
+        .edge("call", END)
+        .build()
+        .expect("valid")
+}
+
 /// The loop of [`loop_graph`] with one effect call per step, of the given class (`"idempotent"`,
 /// `"non_idempotent"`), whose closure does nothing: what journaling an effect costs.
 pub fn effect_graph(n: u64, class: &'static str) -> Graph<Count> {

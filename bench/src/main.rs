@@ -47,8 +47,18 @@ impl Args {
 }
 
 /// The workloads run when `--workloads` is not given.
-const DEFAULT_WORKLOADS: &[&str] =
-    &["loop", "fanout", "metrics", "durable", "effects", "concurrent", "growth", "resume", "memory"];
+const DEFAULT_WORKLOADS: &[&str] = &[
+    "loop",
+    "fanout",
+    "subgraph",
+    "metrics",
+    "durable",
+    "effects",
+    "concurrent",
+    "growth",
+    "resume",
+    "memory",
+];
 
 /// The other workloads `main` knows (those of a server need its feature, which `main` says).
 const OTHER_WORKLOADS: &[&str] = &[
@@ -139,6 +149,7 @@ fn main() {
         match w.as_str() {
             "loop" => rt.block_on(loop_workload(&a, scale(10_000))),
             "fanout" => rt.block_on(fanout_workload(&a, scale(1_000))),
+            "subgraph" => rt.block_on(subgraph_workload(&a, if a.quick { 10 } else { 100 }, 100)),
             "durable" => rt.block_on(durable_workload(&a, scale(1_000))),
             "effects" => rt.block_on(effects_workload(&a, scale(1_000))),
             "concurrent" => rt.block_on(concurrent_workload(&a, if a.quick { 10 } else { 100 })),
@@ -366,6 +377,30 @@ async fn loop_workload(a: &Args, n: u64) {
         emit(json!({"workload": "loop", "mode": mode, "n": n, "repeat": all.len(), "seconds_median": m,
             "seconds_all": all, "us_per_step": m / n as f64 * 1e6,
             "note": "every step committed to the store; sled-async: not flushed per commit (see durable)"}));
+    }
+}
+
+/// Steps inside a subgraph against the same steps inline, on the memory store: `calls` subgraph runs of
+/// `inner` steps each ([`graph_bench::nested_loop_graph`]) against one loop of `calls * inner` steps.
+async fn subgraph_workload(a: &Args, calls: u64, inner: u64) {
+    let n = calls * inner;
+    let options = EngineOptions::default().max_steps(n + 1);
+    for (mode, graph) in [("inline", loop_graph(n)), ("nested", graph_bench::nested_loop_graph(calls, inner))]
+    {
+        let engine = Engine::builder(graph).options(options.clone()).build();
+        let all = timed(a.cheap_repeat(), |i| {
+            let engine = engine.clone();
+            async move {
+                let out = engine.run(&format!("sub-{i}"), Count::default()).await.unwrap();
+                assert_eq!(out.state.count, n);
+            }
+        })
+        .await;
+        let m = median(&all);
+        emit(json!({"workload": "subgraph", "mode": mode, "n": n, "calls": calls, "inner": inner,
+            "repeat": all.len(), "seconds_median": m, "seconds_all": all, "us_per_step": m / n as f64 * 1e6,
+            "note": "memory store; nested: each call a subgraph run of `inner` steps (its start, steps and end \
+                     committed), the parent a step per call"}));
     }
 }
 

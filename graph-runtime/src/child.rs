@@ -13,16 +13,15 @@
 //! cancelled ([`ParentClose::Cancel`], the default) or left to run ([`ParentClose::Abandon`]). See
 //! `docs/composition.md`.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::ctx::{Answer, Ctx};
 use crate::engine::Engine;
+use crate::env::Control;
 use crate::error::{Error, NodeError};
-use crate::node::BoxFuture;
 use crate::run::RunOptions;
 use crate::state::Reducer;
 use crate::store::RunStatus;
@@ -129,13 +128,8 @@ fn topic_of(child: &str) -> String {
     format!("child:{child}")
 }
 
-/// Cancels a stored run of some graph (an [`Engine`] without its state type).
-trait Control: Send + Sync {
-    fn cancel(&self, run: String) -> BoxFuture<'static, ()>;
-}
-
 impl<C: Reducer> Control for Engine<C> {
-    fn cancel(&self, run: String) -> BoxFuture<'static, ()> {
+    fn cancel(&self, run: String) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
         let engine = self.clone();
         Box::pin(async move {
             // A child that ended (completed, failed, cancelled) is left as it is.
@@ -153,41 +147,6 @@ impl<C: Reducer> Control for Engine<C> {
                 Err(e) => tracing::warn!(run, error = %e, "cancelling a child run with its parent failed"),
             }
         })
-    }
-}
-
-/// A child a parent started: its run id, its parent-close policy, and how to cancel it.
-type Started = (String, ParentClose, Arc<dyn Control>);
-
-/// The children the runs of one engine started in this process, by parent run.
-#[derive(Default)]
-pub(crate) struct Children {
-    by_parent: Mutex<HashMap<String, Vec<Started>>>,
-}
-
-impl Children {
-    fn add(&self, parent: &str, child: &str, policy: ParentClose, control: Arc<dyn Control>) {
-        let mut map = self.by_parent.lock().unwrap_or_else(|e| e.into_inner());
-        let list = map.entry(parent.to_owned()).or_default();
-        if !list.iter().any(|(c, ..)| c == child) {
-            list.push((child.to_owned(), policy, control));
-        }
-    }
-
-    /// The parent ended: its children follow their policy, and the parent is forgotten.
-    pub(crate) async fn parent_closed(&self, parent: &str) {
-        let list = self.by_parent.lock().unwrap_or_else(|e| e.into_inner()).remove(parent);
-        for (child, policy, control) in list.unwrap_or_default() {
-            if policy == ParentClose::Cancel {
-                control.cancel(child).await;
-            }
-        }
-    }
-}
-
-impl std::fmt::Debug for Children {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Children")
     }
 }
 
@@ -253,7 +212,12 @@ impl Ctx {
             Err(e) => return Err(NodeError::new(format!("starting child run `{id}`: {e}"))),
         }
         if let Some(env) = &env {
-            env.children.add(&parent, &id, opts.parent_close, Arc::new(engine.clone()));
+            env.children.add(
+                &parent,
+                &id,
+                opts.parent_close == ParentClose::Cancel,
+                Arc::new(engine.clone()),
+            );
         }
         if opts.drive == Drive::Here {
             let (engine, child) = (engine.clone(), id.clone());

@@ -77,15 +77,8 @@ pub(crate) struct ItemId {
 
 /// Where `ctx.stream` sends: the stream's observer, without the state type.
 pub(crate) trait CustomSink: Send + Sync + std::fmt::Debug {
-    /// The modes the stream carries.
-    fn modes(&self) -> crate::stream::StreamModes;
-
-    /// Sends an event of a subgraph's run.
-    fn subgraph(
-        &self,
-        namespace: Vec<String>,
-        event: crate::stream::SubgraphEvent,
-    ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>>;
+    /// The sink itself, for a subgraph node (which knows the stream's state type) to reach it typed.
+    fn any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync>;
 
     fn custom<'a>(
         &'a self,

@@ -1,7 +1,7 @@
 //! What the effect calls of a run's items reach: the store whose journal they use, or a replay's
 //! record of the original run; and what an item tells the event log of the effects it used.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
@@ -23,13 +23,13 @@ pub(crate) struct RunEnv {
     /// wakes its parent). Unset in a replay.
     pub(crate) waker: std::sync::OnceLock<std::sync::Weak<dyn RunWaker>>,
     /// The child runs this engine's runs started in this process (`crate::child`).
-    pub(crate) children: crate::child::Children,
+    pub(crate) children: Children,
 }
 
 /// Wakes a run of an engine, without the engine's state type.
 pub(crate) trait RunWaker: Send + Sync {
     /// Wakes `run` if what it waits for is due (an event just sent to it).
-    fn wake(self: Arc<Self>, run: String) -> crate::node::BoxFuture<'static, ()>;
+    fn wake(self: Arc<Self>, run: String) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 }
 
 impl std::fmt::Debug for RunEnv {
@@ -91,5 +91,45 @@ impl EffectNote {
             class: record.class,
             request_hash: record.request_hash.clone(),
         }
+    }
+}
+
+/// Cancels a stored run of some graph (an `Engine` without its state type).
+pub(crate) trait Control: Send + Sync {
+    fn cancel(&self, run: String) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+}
+
+/// A child a parent started: its run id, whether the parent's close cancels it, and how to cancel it.
+type Started = (String, bool, Arc<dyn Control>);
+
+/// The children the runs of one engine started in this process, by parent run (`crate::child`).
+#[derive(Default)]
+pub(crate) struct Children {
+    by_parent: Mutex<HashMap<String, Vec<Started>>>,
+}
+
+impl Children {
+    pub(crate) fn add(&self, parent: &str, child: &str, cancel: bool, control: Arc<dyn Control>) {
+        let mut map = self.by_parent.lock().unwrap_or_else(|e| e.into_inner());
+        let list = map.entry(parent.to_owned()).or_default();
+        if !list.iter().any(|(c, ..)| c == child) {
+            list.push((child.to_owned(), cancel, control));
+        }
+    }
+
+    /// The parent ended: its children follow their policy, and the parent is forgotten.
+    pub(crate) async fn parent_closed(&self, parent: &str) {
+        let list = self.by_parent.lock().unwrap_or_else(|e| e.into_inner()).remove(parent);
+        for (child, cancel, control) in list.unwrap_or_default() {
+            if cancel {
+                control.cancel(child).await;
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Children {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Children")
     }
 }

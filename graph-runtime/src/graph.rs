@@ -364,68 +364,6 @@ impl<S: Reducer> GraphBuilder<S> {
         self
     }
 
-    /// Adds a node whose body is `graph` (a subgraph): `input` maps this graph's state to the child's
-    /// input, the child runs to its end as a run of its own in the same store (its id derived from this
-    /// item, [`crate::subgraph::child_run_id`]), and `output` maps its final state to this node's delta.
-    /// The node follows its declared edges. An interrupt inside the child stops this run with the same
-    /// question and resumes the child in place. The node's timeout (and retries) cover the whole child
-    /// run: give it a policy ([`GraphBuilder::subgraph_with`]) when the child takes longer than the
-    /// engine's default node timeout. See `docs/composition.md`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use graph_runtime::prelude::*;
-    ///
-    /// #[reducer]
-    /// #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-    /// struct Count { #[reduce(sum)] n: u32 }
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), graph_runtime::Error> {
-    /// let child = Graph::<Count>::builder("inc")
-    ///     .node("inc", |_s, _c| Box::pin(async { Ok((CountDelta::default().n(10), Route::Declared)) }))
-    ///     .entry("inc")
-    ///     .edge("inc", END)
-    ///     .build()?;
-    /// let parent = Graph::<Count>::builder("outer")
-    ///     .subgraph("inner", child, |p: &Count| Count { n: p.n }, |_p, c: Count| CountDelta::default().n(c.n))
-    ///     .entry("inner")
-    ///     .edge("inner", END)
-    ///     .build()?;
-    /// let out = Engine::builder(parent).build().run("r", Count { n: 1 }).await?;
-    /// assert_eq!(out.state.n, 1 + 11);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn subgraph<C: Reducer>(
-        self,
-        name: impl Into<String>,
-        graph: Graph<C>,
-        input: impl Fn(&S) -> C + Send + Sync + 'static,
-        output: impl Fn(&S, C) -> S::Delta + Send + Sync + 'static,
-    ) -> Self {
-        self.subgraph_with(name, graph, input, output, NodePolicy::default())
-    }
-
-    /// [`GraphBuilder::subgraph`] with the node's own policy.
-    pub fn subgraph_with<C: Reducer>(
-        self,
-        name: impl Into<String>,
-        graph: Graph<C>,
-        input: impl Fn(&S) -> C + Send + Sync + 'static,
-        output: impl Fn(&S, C) -> S::Delta + Send + Sync + 'static,
-        policy: NodePolicy,
-    ) -> Self {
-        let name = name.into();
-        let signature = format!("subgraph {}", graph.name());
-        self.signature(name.clone(), signature).add_node(
-            name,
-            crate::subgraph::Subgraph::new(graph, input, output),
-            policy,
-        )
-    }
-
     /// Adds the next edge of `from` (its index is the number of edges `from` already has) to `to`, a node
     /// name or [`END`].
     pub fn edge(mut self, from: impl Into<String>, to: impl Into<String>) -> Self {

@@ -488,6 +488,17 @@ impl<S: Reducer> Observer<S> {
         }
     }
 
+    /// Sends an event of a subgraph's run, with where it comes from.
+    pub(crate) async fn subgraph(&self, namespace: Vec<String>, event: SubgraphEvent) {
+        let mode = event.mode();
+        self.emit(mode, StreamEvent::Subgraph { namespace, event }).await;
+    }
+
+    /// The modes the stream carries.
+    pub(crate) fn modes(&self) -> StreamModes {
+        self.modes
+    }
+
     /// Sends the last event, waiting for room whatever the overflow policy.
     pub(crate) async fn finish(&self, out: Result<RunOutcome<S>, Error>) {
         let dropped = self.dropped.swap(0, Ordering::Relaxed);
@@ -499,15 +510,8 @@ impl<S: Reducer> Observer<S> {
 }
 
 impl<S: Reducer> CustomSink for Observer<S> {
-    fn modes(&self) -> StreamModes {
-        self.modes
-    }
-
-    fn subgraph(&self, namespace: Vec<String>, event: SubgraphEvent) -> BoxFuture<'_, ()> {
-        Box::pin(async move {
-            let mode = event.mode();
-            self.emit(mode, StreamEvent::Subgraph { namespace, event }).await;
-        })
+    fn any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
     }
 
     fn custom<'a>(

@@ -21,16 +21,18 @@ use crate::ctx::Ctx;
 use crate::engine::Engine;
 use crate::env::RunEnv;
 use crate::error::{CtxStop, Error, NodeError};
-use crate::graph::Graph;
+use crate::graph::{Graph, GraphBuilder};
 use crate::node::{BoxFuture, Node, NodeResult, Route};
+use crate::policy::NodePolicy;
 use crate::run::ObserverSlot;
 use crate::run::{RunOptions, RunOutcome};
 use crate::state::Reducer;
 use crate::store::{InterruptKind, RunStatus};
 use crate::stream::{Observer, Overflow, StreamModes, SubgraphEvent};
 
-/// Maps the parent's state to the child graph's input.
-pub type InputMap<P, C> = Arc<dyn Fn(&P) -> C + Send + Sync>;
+/// Maps the parent's state (and the item's branch input, when a `Route::Fork` gave it one) to the child
+/// graph's input.
+pub type InputMap<P, C> = Arc<dyn Fn(&P, Option<&Value>) -> Result<C, NodeError> + Send + Sync>;
 /// Maps the child's final state (and the parent's state the node read) to the parent's delta.
 pub type OutputMap<P, C> = Arc<dyn Fn(&P, C) -> <P as Reducer>::Delta + Send + Sync>;
 
@@ -58,7 +60,22 @@ impl<P: Reducer, C: Reducer> Subgraph<P, C> {
         input: impl Fn(&P) -> C + Send + Sync + 'static,
         output: impl Fn(&P, C) -> P::Delta + Send + Sync + 'static,
     ) -> Self {
+        Self::from_input(graph, move |p, _| Ok(input(p)), output)
+    }
+
+    /// A subgraph node whose child input is built from the parent's state and the item's branch input
+    /// (LangGraph's `Send` to a subgraph: each branch of a fork runs a child of its own, from its own
+    /// input). `input` may refuse a branch input it cannot read (a non-retryable error fails the node).
+    pub fn from_input(
+        graph: Graph<C>,
+        input: impl Fn(&P, Option<&Value>) -> Result<C, NodeError> + Send + Sync + 'static,
+        output: impl Fn(&P, C) -> P::Delta + Send + Sync + 'static,
+    ) -> Self {
         Subgraph { graph, input: Arc::new(input), output: Arc::new(output), engines: Mutex::new(Vec::new()) }
+    }
+
+    fn input_of(&self, parent: &P, ctx: &Ctx) -> Result<C, NodeError> {
+        (self.input)(parent, ctx.raw_input())
     }
 
     /// The child graph.
@@ -82,7 +99,7 @@ impl<P: Reducer, C: Reducer> Subgraph<P, C> {
             // A standalone context (a unit test of the parent's node): the child runs in memory.
             let engine = Engine::builder(self.graph.clone()).build();
             let id = child_run_id(ctx.run_id(), ctx.node(), ctx.step(), ctx.path().as_str());
-            let out = engine.run(&id, (self.input)(parent)).await.map_err(NodeError::fatal)?;
+            let out = engine.run(&id, self.input_of(parent, ctx)?).await.map_err(NodeError::fatal)?;
             return match out.status {
                 RunStatus::Completed => Ok(((self.output)(parent, out.state), Route::Declared)),
                 other => Err(NodeError::fatal(format!(
@@ -123,7 +140,8 @@ impl<P: Reducer, C: Reducer> Subgraph<P, C> {
         let seed = crate::keys::derive_run_seed(&format!("{:016x}/{id}", item.run_seed));
         let mut opts = RunOptions::default().seed(seed).cancel(ctx.cancellation_token());
         // A streamed parent sees the child's events, under the namespace of this node.
-        let forward = item.sink.clone().map(|sink| {
+        let parent_observer = item.sink.clone().and_then(|s| s.any().downcast::<Observer<P>>().ok());
+        let forward = parent_observer.map(|sink| {
             let modes = [StreamModes::UPDATES, StreamModes::CUSTOM, StreamModes::DEBUG]
                 .into_iter()
                 .filter(|m| sink.modes().contains(*m))
@@ -164,7 +182,7 @@ impl<P: Reducer, C: Reducer> Subgraph<P, C> {
         let answers: Vec<(String, Value)> =
             ctx.all_resume_inputs().iter().filter_map(nested_answer).collect();
         let mut out = match env.store.run_info(&id).await.map_err(|e| NodeError::new(e.to_string()))? {
-            None => engine.run_with(&id, (self.input)(parent), opts.clone()).await,
+            None => engine.run_with(&id, self.input_of(parent, ctx)?, opts.clone()).await,
             Some(info) => {
                 let waits = info.status.waits();
                 let open: Vec<(String, Value)> =
@@ -273,5 +291,86 @@ fn nested_answer(v: &Value) -> Option<(String, Value)> {
 impl<P: Reducer, C: Reducer> Node<P> for Subgraph<P, C> {
     fn run<'a>(&'a self, state: &'a P, ctx: &'a mut Ctx) -> BoxFuture<'a, NodeResult<P, Route>> {
         Box::pin(self.step(state, ctx))
+    }
+}
+
+impl<S: Reducer> GraphBuilder<S> {
+    /// Adds a node whose body is `graph` (a subgraph): `input` maps this graph's state to the child's
+    /// input, the child runs to its end as a run of its own in the same store (its id derived from this
+    /// item, [`crate::subgraph::child_run_id`]), and `output` maps its final state to this node's delta.
+    /// The node follows its declared edges. An interrupt inside the child stops this run with the same
+    /// question and resumes the child in place. The node's timeout (and retries) cover the whole child
+    /// run: give it a policy ([`GraphBuilder::subgraph_with`]) when the child takes longer than the
+    /// engine's default node timeout. See `docs/composition.md`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use graph_runtime::prelude::*;
+    ///
+    /// #[reducer]
+    /// #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    /// struct Count { #[reduce(sum)] n: u32 }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), graph_runtime::Error> {
+    /// let child = Graph::<Count>::builder("inc")
+    ///     .node("inc", |_s, _c| Box::pin(async { Ok((CountDelta::default().n(10), Route::Declared)) }))
+    ///     .entry("inc")
+    ///     .edge("inc", END)
+    ///     .build()?;
+    /// let parent = Graph::<Count>::builder("outer")
+    ///     .subgraph("inner", child, |p: &Count| Count { n: p.n }, |_p, c: Count| CountDelta::default().n(c.n))
+    ///     .entry("inner")
+    ///     .edge("inner", END)
+    ///     .build()?;
+    /// let out = Engine::builder(parent).build().run("r", Count { n: 1 }).await?;
+    /// assert_eq!(out.state.n, 1 + 11);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn subgraph<C: Reducer>(
+        self,
+        name: impl Into<String>,
+        graph: Graph<C>,
+        input: impl Fn(&S) -> C + Send + Sync + 'static,
+        output: impl Fn(&S, C) -> S::Delta + Send + Sync + 'static,
+    ) -> Self {
+        self.subgraph_with(name, graph, input, output, NodePolicy::default())
+    }
+
+    /// [`GraphBuilder::subgraph`] with the node's own policy.
+    pub fn subgraph_with<C: Reducer>(
+        self,
+        name: impl Into<String>,
+        graph: Graph<C>,
+        input: impl Fn(&S) -> C + Send + Sync + 'static,
+        output: impl Fn(&S, C) -> S::Delta + Send + Sync + 'static,
+        policy: NodePolicy,
+    ) -> Self {
+        let name = name.into();
+        let signature = format!("subgraph {}", graph.name());
+        self.signature(name.clone(), signature).add_node(name, Subgraph::new(graph, input, output), policy)
+    }
+
+    /// [`GraphBuilder::subgraph`] whose child input is built from this graph's state and the item's branch
+    /// input (LangGraph's `Send` to a subgraph): a node that forks to `name` with
+    /// `Branch::with_input(edge, &x)` runs one child per branch, each from its own input (`None` for a
+    /// plain route). Each branch's child is a run of its own (the branches' paths differ).
+    pub fn subgraph_from_input<C: Reducer>(
+        self,
+        name: impl Into<String>,
+        graph: Graph<C>,
+        input: impl Fn(&S, Option<&serde_json::Value>) -> Result<C, NodeError> + Send + Sync + 'static,
+        output: impl Fn(&S, C) -> S::Delta + Send + Sync + 'static,
+        policy: NodePolicy,
+    ) -> Self {
+        let name = name.into();
+        let signature = format!("subgraph {}", graph.name());
+        self.signature(name.clone(), signature).add_node(
+            name,
+            Subgraph::from_input(graph, input, output),
+            policy,
+        )
     }
 }

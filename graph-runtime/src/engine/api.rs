@@ -74,6 +74,11 @@ impl<S: Reducer> Engine<S> {
     ///
     /// As [`Engine::resume`].
     pub async fn resume_with(&self, run_id: &str, opts: RunOptions) -> Result<RunOutcome<S>> {
+        self.resume_once(run_id, opts, false).await
+    }
+
+    /// [`Engine::resume_with`]; `retried`: this is the second look after a version conflict.
+    async fn resume_once(&self, run_id: &str, opts: RunOptions, retried: bool) -> Result<RunOutcome<S>> {
         let (info, cp) = self.stored(run_id).await?;
         let (state, chain) = persist::load_state(&*self.inner.store, &cp).await?;
         let nodes = self.node_indices(&cp)?;
@@ -120,14 +125,23 @@ impl<S: Reducer> Engine<S> {
             let mut run = self.driver(start.announcing((EventType::Resumed, resumed)), opts);
             return self.hand_back(&mut run).await;
         }
+        let again = opts.clone();
         let mut run = self.driver(start, opts);
         if info.status != RunStatus::Running {
+            // Registered first: a concurrent continuation in this engine (a wake) cannot drive the run
+            // between this write and the drive, which would leave the write without its driver.
+            self.claim(&mut run)?;
             let resumed = payload!({ "step": step, "from": info.status.as_str() });
             match self
                 .write_status(&mut run, &RunStatus::Running, (EventType::Resumed, resumed), None)
                 .await?
             {
                 CommitOutcome::Committed { .. } => {}
+                // Advanced since it was read (by a wake that drove it meanwhile): look again, once.
+                CommitOutcome::VersionConflict { .. } if !retried => {
+                    drop(run);
+                    return Box::pin(self.resume_once(run_id, again, true)).await;
+                }
                 other => return Err(version_conflict(run_id, info.version, &other)),
             }
         }

@@ -27,6 +27,14 @@ impl<S: Reducer> Clone for Engine<S> {
     }
 }
 
+/// A run this engine drives: its cancellation token, and whether a continuation of it (a wake, a
+/// resume) came while it was driven and found it busy, to be tried again once the driver stops (so a
+/// wake is never lost to a race between two continuations in one process).
+pub(super) struct Active {
+    pub(super) token: CancellationToken,
+    pub(super) rewake: bool,
+}
+
 /// What an engine's clones share.
 pub(super) struct Inner<S: Reducer> {
     pub(super) graph: Graph<S>,
@@ -36,7 +44,7 @@ pub(super) struct Inner<S: Reducer> {
     pub(super) options: EngineOptions,
     pub(super) admission: Arc<Semaphore>,
     /// The runs this engine drives, with their cancellation tokens.
-    pub(super) active: Mutex<HashMap<String, CancellationToken>>,
+    pub(super) active: Mutex<HashMap<String, Active>>,
     /// The key of the keyed event chain, when there is one.
     pub(super) chain_key: Option<ChainKey>,
     /// The runs this engine knows to be due at a time (its timer service's index).
@@ -91,7 +99,7 @@ impl<S: Reducer> Engine<S> {
     /// Cancels a run this engine is driving; false if it is not active here.
     pub fn cancel(&self, run_id: &str) -> bool {
         let active = self.inner.active.lock().unwrap_or_else(|e| e.into_inner());
-        active.get(run_id).map(|t| t.cancel()).is_some()
+        active.get(run_id).map(|a| a.token.cancel()).is_some()
     }
 }
 
@@ -184,7 +192,7 @@ impl<S: Reducer> EngineBuilder<S> {
 }
 
 impl<S: Reducer> RunWaker for Inner<S> {
-    fn wake(self: Arc<Self>, run: String) -> crate::node::BoxFuture<'static, ()> {
+    fn wake(self: Arc<Self>, run: String) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
         let engine = Engine { inner: self };
         Box::pin(async move {
             if let Err(e) = engine.wake_now(&run).await {

@@ -6,13 +6,14 @@
 //! write; every write the loop makes (commits and status changes, with their events) is made here.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::core::Engine;
+use super::core::{Active, Engine};
 use super::frontier;
 use super::step::{ItemOutput, StepDone, StepInput, StepStop, execute_step};
 use crate::error::{CtxStop, Error, NodeError, Result, StoreError};
@@ -63,6 +64,43 @@ pub(super) struct Driven<S: Reducer> {
     resumed: bool,
     /// Stops the driver at the next step boundary, the run left `Running` ([`RunOptions::stop`]).
     stop: Option<CancellationToken>,
+    /// The run was registered as driven here before the driver wrote anything (see [`Engine::claim`]).
+    claim: Option<Claim<S>>,
+    /// Set when the driver stops if a continuation found the run busy meanwhile (see `Active`).
+    rewake: Arc<AtomicBool>,
+}
+
+/// A run registered as driven by an engine until this is dropped (with the driver that holds it).
+pub(super) struct Claim<S: Reducer> {
+    inner: Arc<super::core::Inner<S>>,
+    run: Arc<str>,
+    rewake: Arc<AtomicBool>,
+}
+
+impl<S: Reducer> Drop for Claim<S> {
+    fn drop(&mut self) {
+        release(&self.inner.active, &self.run, &self.rewake);
+    }
+}
+
+/// Removes `run` from the engine's registry; sets `rewake` when a continuation found it busy meanwhile.
+fn release(active: &Mutex<HashMap<String, Active>>, run: &str, rewake: &AtomicBool) {
+    let entry = active.lock().unwrap_or_else(|e| e.into_inner()).remove(run);
+    if entry.is_some_and(|a| a.rewake) {
+        rewake.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Registers `run` in the engine's registry, or marks the registered driver to try a continuation
+/// again when it stops and returns `AlreadyRunning`.
+fn register(active: &Mutex<HashMap<String, Active>>, run: &str, token: &CancellationToken) -> Result<()> {
+    let mut map = active.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(a) = map.get_mut(run) {
+        a.rewake = true;
+        return Err(Error::AlreadyRunning { run: run.to_owned() });
+    }
+    map.insert(run.to_owned(), Active { token: token.clone(), rewake: false });
+    Ok(())
 }
 
 impl<S: Reducer> Driven<S> {
@@ -216,8 +254,21 @@ impl<S: Reducer> Engine<S> {
             });
         }
         let cp = store.latest(run_id).await?.ok_or_else(not_found)?;
-        self.verify_tail(&info, &cp).await?;
-        Ok((info, cp))
+        match self.verify_tail(&info, &cp).await {
+            Ok(()) => Ok((info, cp)),
+            // The row, the checkpoint and the events are separate reads: a writer between them (another
+            // continuation of the run) makes them disagree without anything being damaged. Read again
+            // when the run moved; a log that does not verify against a row that did not move is damaged.
+            Err(e @ Error::ExecutionCorrupted { .. }) => {
+                let now = store.run_info(run_id).await?.ok_or_else(not_found)?;
+                if now.version == info.version {
+                    return Err(e);
+                }
+                tracing::debug!(run = run_id, "the run moved while it was read; reading it again");
+                Box::pin(self.stored(run_id)).await
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// The driver of the run `start` picks up, with the caller's options.
@@ -244,7 +295,23 @@ impl<S: Reducer> Engine<S> {
             past_breakpoint,
             observer: observer_of(&opts.observer),
             resumed,
+            claim: None,
+            rewake: Arc::default(),
         }
+    }
+
+    /// Registers `run` as driven here before its driver writes anything (a status change ahead of the
+    /// drive): another continuation of the run in this engine then gets `AlreadyRunning` instead of
+    /// racing it, and no write is left without its driver.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::AlreadyRunning`] when this engine drives the run already.
+    pub(super) fn claim(&self, run: &mut Driven<S>) -> Result<()> {
+        register(&self.inner.active, &run.run_id, &run.cancel)?;
+        run.claim =
+            Some(Claim { inner: self.inner.clone(), run: run.run_id.clone(), rewake: run.rewake.clone() });
+        Ok(())
     }
 
     /// Executes step `run.step`, merges, and commits step `run.step + 1`; on success `run` is at the
@@ -710,15 +777,26 @@ impl<S: Reducer> Engine<S> {
         #[cfg(feature = "otel")]
         span.record("otel.name", format!("run {}", self.inner.graph.name()));
         let engine = self.clone();
+        let rewake = run.rewake.clone();
         let mut task =
             AbortOnDrop(tokio::spawn(async move { engine.drive_here(run).await }.instrument(span)));
-        let out = match (&mut task.0).await {
-            Ok(result) => result?,
+        let result = match (&mut task.0).await {
+            Ok(result) => result,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             // The runtime is shutting down.
             Err(_) => return Err(Error::Cancelled { run: run_id.to_string(), step }),
         };
-        self.mail_waiting(out).await
+        let rewake = rewake.load(Ordering::SeqCst);
+        match result {
+            Ok(out) => self.mail_waiting(out, rewake).await,
+            Err(e) => {
+                if rewake && !matches!(e, Error::AlreadyRunning { .. }) {
+                    // What came while this driver ran may still be due.
+                    let _ = Box::pin(self.wake_now(&run_id)).await;
+                }
+                Err(e)
+            }
+        }
     }
 
     /// A run that just parked waiting for a topic whose message is already in its mailbox (sent before
@@ -726,11 +804,18 @@ impl<S: Reducer> Engine<S> {
     /// at once: both sides look after their own write, so one of them sees the other's.
     ///
     /// Boxed as a `dyn Future`: waking drives the run again, through this function.
+    ///
+    /// `rewake`: a continuation (a wake, a resume) came while the run was driven here and found it busy;
+    /// whatever it brought may be due now, so a parked run is woken if it is.
     fn mail_waiting(
         &self,
         out: RunOutcome<S>,
+        rewake: bool,
     ) -> std::pin::Pin<Box<dyn Future<Output = Result<RunOutcome<S>>> + Send + '_>> {
         Box::pin(async move {
+            if rewake && !out.status.waits().is_empty() && self.inner.env.replay.is_none() {
+                return self.follow_up(out).await;
+            }
             let topics: Vec<String> = out
                 .status
                 .waits()
@@ -745,8 +830,21 @@ impl<S: Reducer> Engine<S> {
             if !topics.iter().any(|t| mailbox.has_unclaimed(t)) {
                 return Ok(out);
             }
-            Ok(self.wake_now(&out.run_id).await?.unwrap_or(out))
+            self.follow_up(out).await
         })
+    }
+
+    /// Wakes a run that just parked here, for what may be due already. The parked outcome stands when
+    /// another continuation took the run meanwhile (it is driven, or moved on): that is not this
+    /// call's failure.
+    async fn follow_up(&self, out: RunOutcome<S>) -> Result<RunOutcome<S>> {
+        match self.wake_now(&out.run_id).await {
+            Ok(woken) => Ok(woken.unwrap_or(out)),
+            Err(Error::AlreadyRunning { .. } | Error::VersionConflict { .. } | Error::Superseded { .. }) => {
+                Ok(out)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// The step loop: advance until the frontier is empty (completed), a limit, an interrupt, a pause or
@@ -757,7 +855,10 @@ impl<S: Reducer> Engine<S> {
     #[allow(clippy::manual_async_fn, reason = "an async fn would hold its moved-in argument twice")]
     fn drive_here(&self, mut run: Driven<S>) -> impl Future<Output = Result<RunOutcome<S>>> + Send + '_ {
         async move {
-            let _registration = Registration::new(&self.inner.active, &run)?;
+            let _registration = match run.claim {
+                Some(_) => None, // registered when claimed, released with the driver
+                None => Some(Registration::new(&self.inner.active, &run)?),
+            };
             emit_started(&run).await;
             loop {
                 if run.frontier.is_empty() {
@@ -1222,27 +1323,21 @@ impl<T> Drop for AbortOnDrop<T> {
 
 /// Registers a run as driven by this engine, and removes it when its driver ends, however it ends.
 struct Registration<'a> {
-    active: &'a Mutex<HashMap<String, CancellationToken>>,
+    active: &'a Mutex<HashMap<String, Active>>,
     run: Arc<str>,
+    rewake: Arc<AtomicBool>,
 }
 
 impl<'a> Registration<'a> {
-    fn new<S: Reducer>(
-        active: &'a Mutex<HashMap<String, CancellationToken>>,
-        run: &Driven<S>,
-    ) -> Result<Self> {
-        let mut map = active.lock().unwrap_or_else(|e| e.into_inner());
-        if map.contains_key(&*run.run_id) {
-            return Err(Error::AlreadyRunning { run: run.run_id.to_string() });
-        }
-        map.insert(run.run_id.to_string(), run.cancel.clone());
-        Ok(Registration { active, run: run.run_id.clone() })
+    fn new<S: Reducer>(active: &'a Mutex<HashMap<String, Active>>, run: &Driven<S>) -> Result<Self> {
+        register(active, &run.run_id, &run.cancel)?;
+        Ok(Registration { active, run: run.run_id.clone(), rewake: run.rewake.clone() })
     }
 }
 
 impl Drop for Registration<'_> {
     fn drop(&mut self) {
-        self.active.lock().unwrap_or_else(|e| e.into_inner()).remove(&*self.run);
+        release(self.active, &self.run, &self.rewake);
     }
 }
 

@@ -172,7 +172,16 @@ impl<S: Reducer> Engine<S> {
             .load_pending(run_id, cp.step)
             .await?
             .unwrap_or(PendingStep { step: cp.step, items: Vec::new() });
-        let answered = deliver(run_id, cp.step, &mut pending, answers)?;
+        let answered = match deliver(run_id, cp.step, &mut pending, answers) {
+            Err(Delivery::Moved) => {
+                // The pending step was read after the row, and another continuation answered meanwhile:
+                // the run moved on (this answer came too late), nothing is damaged.
+                let found = self.inner.store.run_info(run_id).await?.map_or(info.version, |i| i.version);
+                return Err(Error::VersionConflict { run: run_id.to_owned(), expected: info.version, found });
+            }
+            Err(Delivery::Failed(e)) => return Err(e),
+            Ok(answered) => answered,
+        };
         let step = cp.step;
         let resumed = match by {
             Some(by) => payload!({ "step": step, "inputs": answered, "by": by }),
@@ -203,6 +212,15 @@ impl<S: Reducer> Engine<S> {
     }
 }
 
+/// Why answers were not delivered.
+enum Delivery {
+    /// The pending step holds an input for the answered call already: another continuation answered
+    /// it after the run row was read.
+    Moved,
+    /// The pending step is behind the interrupt it should answer: damaged.
+    Failed(Error),
+}
+
 /// Delivers `answers` into the pending step's items: what the `RESUMED` event records of each. An
 /// answer that finds the pending step out of line with its interrupt refuses the whole resumption
 /// (nothing written).
@@ -211,12 +229,15 @@ fn deliver(
     step: u64,
     pending: &mut PendingStep,
     answers: Vec<(Interrupt, serde_json::Value)>,
-) -> Result<Vec<serde_json::Value>> {
+) -> std::result::Result<Vec<serde_json::Value>, Delivery> {
     let mut answered = Vec::new();
     for (i, value) in answers {
         let item = pending.item_mut(&i.path);
+        if item.inputs.len() > i.index as usize {
+            return Err(Delivery::Moved);
+        }
         if item.inputs.len() != i.index as usize {
-            return Err(Error::Store(StoreError::corrupted_record(
+            return Err(Delivery::Failed(Error::Store(StoreError::corrupted_record(
                 run_id,
                 step,
                 format!(
@@ -225,7 +246,7 @@ fn deliver(
                     i.index,
                     item.inputs.len()
                 ),
-            )));
+            ))));
         }
         // An answer to a subgraph's question is the subgraph's to deliver: it names the question
         // there (`crate::subgraph`).

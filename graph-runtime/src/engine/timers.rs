@@ -218,6 +218,10 @@ impl<S: Reducer> Engine<S> {
         });
         if restored != info.status {
             store.set_status(run_id, &restored, &[], None, info.version).await?;
+            // The index's entry for the moved time was taken: the restored one is the run's next.
+            if let Some(at) = restored.wake_at_ms() {
+                self.inner.timers.note(at, &run_id.into());
+            }
         }
         Ok(())
     }

@@ -489,3 +489,143 @@ async fn a_streamed_run_shows_its_subgraphs_events_under_their_namespace() {
         ]
     );
 }
+
+mod sends {
+    //! `Send` to a subgraph: each branch of a fork runs a child of its own from its own input; forks of a
+    //! run with a subgraph.
+
+    use graph_runtime::prelude::*;
+    use graph_runtime::store::RunFilter;
+    use graph_runtime::{Branch, NodeError};
+    use graph_tests::graphs::nested_writer;
+    use graph_tests::{Trace, TraceDelta};
+
+    /// square: a child that squares `count` into `best`.
+    fn square() -> Graph<Trace> {
+        Graph::<Trace>::builder("square")
+            .node("sq", |s, _c| {
+                let n = s.count;
+                Box::pin(async move { Ok((TraceDelta::default().best(n * n), Route::Declared)) })
+            })
+            .entry("sq")
+            .edge("sq", END)
+            .build()
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn each_branch_of_a_fork_runs_a_child_of_its_own_from_its_input() {
+        let g = Graph::<Trace>::builder("sends")
+            .node("plan", |_s, _c| {
+                Box::pin(async move {
+                    let branches = (1..=3u64).map(|n| Branch::with_input(0, &n)).collect::<Result<_, _>>()?;
+                    Ok((TraceDelta::default(), Route::Fork(branches)))
+                })
+            })
+            .subgraph_from_input(
+                "each",
+                square(),
+                |_p: &Trace, input: Option<&serde_json::Value>| {
+                    let n = input
+                        .and_then(serde_json::Value::as_u64)
+                        .ok_or_else(|| NodeError::fatal("no input"))?;
+                    Ok(Trace { count: n, ..Trace::default() })
+                },
+                |_p, c: Trace| TraceDelta::default().log(format!("sq={}", c.best)).count(c.best),
+                NodePolicy::default(),
+            )
+            .entry("plan")
+            .edge("plan", "each")
+            .edge("each", END)
+            .build()
+            .unwrap();
+        let engine = Engine::builder(g).build();
+        let out = engine.run("s", Trace::default()).await.unwrap();
+        // The branches merge in order, each from its own child.
+        assert_eq!(out.state.log, ["sq=1", "sq=4", "sq=9"]);
+        assert_eq!(out.state.count, 14);
+        let runs = engine.store().list_runs(&RunFilter::all()).await.unwrap();
+        assert_eq!(runs.len(), 4);
+    }
+
+    #[tokio::test]
+    async fn a_fork_before_the_subgraph_runs_it_again_as_a_child_of_the_fork_and_one_after_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = dir.path().join("l");
+        let engine = Engine::builder(nested_writer(ledger.clone(), Some(true))).build();
+        let first = engine.run("w", Trace::default()).await.unwrap();
+        assert!(first.is_completed());
+        // After the step that ran the review (committed as step 2): nothing of it runs again.
+        engine.fork("w", 2, "after").await.unwrap();
+        let after = engine.resume("after").await.unwrap();
+        assert_eq!(after.state, first.state);
+        assert_eq!(graph_tests::graphs::ledger_count(&ledger, "draft"), 1);
+        // From step 1: the review runs again, as a run under the fork's id.
+        engine.fork("w", 1, "before").await.unwrap();
+        let before = engine.resume("before").await.unwrap();
+        assert_eq!(before.state, first.state);
+        assert_eq!(graph_tests::graphs::ledger_count(&ledger, "draft"), 2);
+        let mut ids: Vec<String> = engine
+            .store()
+            .list_runs(&RunFilter::all())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.run_id)
+            .collect();
+        ids.retain(|id| id.starts_with("before/"));
+        assert_eq!(ids.len(), 2, "the fork's review and its approve");
+    }
+}
+
+#[tokio::test]
+async fn a_child_left_to_a_pool_is_seen_at_the_parents_next_look() {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use graph_runtime::child::{ChildOptions, Drive};
+    use graph_runtime::store::RunFilter;
+    use graph_runtime::{CancellationToken, MemoryStore, RunStatus, Store, TestClock};
+    use graph_tests::graphs::{batch, doc};
+
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("l");
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let clock = TestClock::at(std::time::SystemTime::now());
+    let docs = Engine::builder(doc(ledger.clone(), Duration::ZERO, Vec::new()))
+        .shared_store(store.clone())
+        .clock(clock.clone())
+        .build();
+    let opts = ChildOptions::default().drive(Drive::Pool).poll(Duration::from_secs(60));
+    let parent = Engine::builder(batch(docs.clone(), 1, opts, ledger))
+        .shared_store(store.clone())
+        .clock(clock.clone())
+        .build();
+    let first = parent.run("b", Trace::default()).await.unwrap();
+    assert_eq!(first.status.as_str(), "waiting");
+    let runs = store.list_runs(&RunFilter::all()).await.unwrap();
+    let child = runs.iter().find(|r| r.run_id != "b").unwrap();
+    // Nothing here drives the child: it waits, runnable, for a pool.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(store.run_info(&child.run_id).await.unwrap().unwrap().status, RunStatus::Running);
+    // A worker of the pool (here: another engine of the child's graph) completes it.
+    assert!(docs.resume(&child.run_id).await.unwrap().is_completed());
+    // The parent looks at its next poll, when the timer service wakes it.
+    let shutdown = CancellationToken::new();
+    let service = tokio::spawn({
+        let (parent, shutdown) = (parent.clone(), shutdown.clone());
+        async move { parent.run_timers(shutdown).await }
+    });
+    clock.advance(Duration::from_secs(61));
+    let mut done = None;
+    for _ in 0..2000 {
+        if let Some(out) = parent.outcome("b").await.unwrap().filter(|o| o.is_completed()) {
+            done = Some(out);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    shutdown.cancel();
+    service.await.unwrap().unwrap();
+    assert_eq!(done.expect("the parent completes").state.log, ["doc-0:done:doc-0"]);
+}

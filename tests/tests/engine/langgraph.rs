@@ -164,3 +164,83 @@ fn wait_for_names_predecessors_with_an_edge() {
         Err(GraphError::UnknownNode { suggestion: Some(s), .. }) if s == "a"
     ));
 }
+
+/// The differential with LangGraph for a subgraph that interrupts (`bench/langgraph/subgraph_interrupt.py`
+/// is the same workflow in LangGraph; docs/composition.md sets the two side by side): the question
+/// stops the parent, the answer resumes the subgraph in place, and each node runs as often as in
+/// LangGraph (the interrupting node twice, every other node once).
+#[tokio::test]
+async fn a_subgraph_interrupt_resumes_in_place_as_in_langgraph() {
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex};
+
+    type Runs = Arc<Mutex<BTreeMap<&'static str, u32>>>;
+    let runs: Runs = Arc::default();
+    let count = |runs: &Runs, node: &'static str| *runs.lock().unwrap().entry(node).or_default() += 1;
+    let (r1, r2, r3, r4) = (runs.clone(), runs.clone(), runs.clone(), runs.clone());
+    let research = Graph::<Trace>::builder("research")
+        .node("search", move |s, _c| {
+            count(&r1, "search");
+            let topic = s.last.clone().unwrap_or_default();
+            Box::pin(
+                async move { Ok((TraceDelta::default().log(format!("search:{topic}")), Route::Declared)) },
+            )
+        })
+        .node("confirm", move |_s, ctx| {
+            count(&r2, "confirm");
+            Box::pin(async move {
+                let source: String = ctx.interrupt(&"which source should we trust?")?;
+                Ok((TraceDelta::default().log(source), Route::Declared))
+            })
+        })
+        .entry("search")
+        .edge("search", "confirm")
+        .edge("confirm", END)
+        .build()
+        .unwrap();
+    let writer = Graph::<Trace>::builder("writer")
+        .node("outline", move |s, _c| {
+            count(&r3, "outline");
+            let topic = s.last.clone().unwrap_or_default();
+            Box::pin(
+                async move { Ok((TraceDelta::default().log(format!("outline:{topic}")), Route::Declared)) },
+            )
+        })
+        // The child gets the topic; its notes come back appended to the parent's.
+        .subgraph(
+            "research",
+            research,
+            |p: &Trace| Trace { last: p.last.clone(), ..Trace::default() },
+            |_p, c: Trace| {
+                let mut d = TraceDelta::default();
+                for line in c.log {
+                    d = d.log(line);
+                }
+                d
+            },
+        )
+        .node("draft", move |_s, _c| {
+            count(&r4, "draft");
+            Box::pin(async { Ok((TraceDelta::default().log("drafted"), Route::Declared)) })
+        })
+        .entry("outline")
+        .edge("outline", "research")
+        .edge("research", "draft")
+        .edge("draft", END)
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::builder(writer).store(SledStore::open(dir.path()).unwrap()).build();
+    let first = engine.run("w", Trace { last: Some("rust".into()), ..Trace::default() }).await.unwrap();
+    assert_eq!(first.interrupts()[0].payload, serde_json::json!("which source should we trust?"));
+    let done = engine.resume_with_input("w", &"the book").await.unwrap();
+    assert_eq!(done.state.log, ["outline:rust", "search:rust", "the book", "drafted"]);
+    let runs = runs.lock().unwrap().clone();
+    assert_eq!(runs, BTreeMap::from([("confirm", 2), ("draft", 1), ("outline", 1), ("search", 1)]));
+    // Checkpoints: the parent's steps 0..=3, the subgraph's 0..=2.
+    let store = engine.store();
+    let child = store.list_runs(&graph_runtime::store::RunFilter::all()).await.unwrap();
+    let child = child.iter().find(|r| r.run_id != "w").unwrap();
+    assert_eq!(store.checkpoints("w", 0, u64::MAX).await.unwrap().len(), 4);
+    assert_eq!(store.checkpoints(&child.run_id, 0, u64::MAX).await.unwrap().len(), 3);
+}
