@@ -98,6 +98,11 @@ pub struct InterruptsDoctests;
 #[cfg(doctest)]
 pub struct TimeDoctests;
 
+/// The composition guide, its examples compiled and run as doctests.
+#[doc = include_str!("../../docs/composition.md")]
+#[cfg(doctest)]
+pub struct CompositionDoctests;
+
 /// The audit-trail guide, its examples compiled and run as doctests.
 #[doc = include_str!("../../docs/audit.md")]
 #[cfg(doctest)]
