@@ -629,3 +629,18 @@ async fn a_child_left_to_a_pool_is_seen_at_the_parents_next_look() {
     service.await.unwrap().unwrap();
     assert_eq!(done.expect("the parent completes").state.log, ["doc-0:done:doc-0"]);
 }
+
+#[tokio::test]
+async fn a_replay_of_a_run_with_subgraphs_reads_their_results_and_matches() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("l");
+    let engine = Engine::builder(nested_writer(ledger.clone(), None)).build();
+    engine.run("w", Trace::default()).await.unwrap();
+    let done = engine.resume_with_input("w", &true).await.unwrap();
+    let before = graph_tests::graphs::ledger_count(&ledger, "notify");
+    let replayed = engine.replay("w", graph_runtime::ReplayMode::Strict).await.unwrap();
+    assert_eq!(replayed.state, done.state);
+    assert!(replayed.divergences.is_empty(), "{:?}", replayed.divergences);
+    // Nothing inside the subgraphs ran again.
+    assert_eq!(graph_tests::graphs::ledger_count(&ledger, "notify"), before);
+}
