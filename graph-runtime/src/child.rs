@@ -119,8 +119,12 @@ impl ChildOptions {
 /// The run id of the child a parent item starts under `key`:
 /// `"{parent run}/{node}.{step}.{path prefix}~{key}"`.
 pub fn spawned_run_id(parent_run: &str, node: &str, step: u64, path: &str, key: &str) -> String {
-    let short = path.get(..12).unwrap_or(path);
-    format!("{parent_run}/{node}.{step}.{short}~{key}")
+    format!("{}~{key}", crate::subgraph::child_run_id(parent_run, node, step, path))
+}
+
+/// A child run with this status has ended: it will not change unless someone resumes it.
+fn ended(status: &RunStatus) -> bool {
+    matches!(status, RunStatus::Completed | RunStatus::Failed(_) | RunStatus::Cancelled)
 }
 
 /// The topic a child's end is announced on in its parent's mailbox.
@@ -133,13 +137,9 @@ impl<C: Reducer> Control for Engine<C> {
         let engine = self.clone();
         Box::pin(async move {
             // A child that ended (completed, failed, cancelled) is left as it is.
-            let ended = match engine.store().run_info(&run).await {
-                Ok(Some(info)) => {
-                    matches!(info.status, RunStatus::Completed | RunStatus::Failed(_) | RunStatus::Cancelled)
-                }
-                _ => false,
-            };
-            if ended {
+            if let Ok(Some(info)) = engine.store().run_info(&run).await
+                && ended(&info.status)
+            {
                 return;
             }
             match engine.cancel_run(&run).await {
@@ -200,7 +200,7 @@ impl Ctx {
         let item = self.item();
         let parent = item.run_id.to_string();
         let id = spawned_run_id(&parent, &item.node, item.step, item.path.as_str(), key);
-        let seed = crate::keys::derive_run_seed(&format!("{:016x}/{id}", item.run_seed));
+        let seed = crate::subgraph::child_seed(item.run_seed, &id);
         let env = self.env();
         if env.as_ref().is_some_and(|e| e.replay.is_some()) {
             // A replay reads the child's result from the journal; it starts nothing.
@@ -228,7 +228,7 @@ impl Ctx {
                 let stored = engine.store().run_info(&child).await.ok().flatten().map(|i| i.status);
                 let ended = match stored {
                     Some(RunStatus::Running) => match engine.resume(&child).await {
-                        Ok(out) => matches!(out.status, RunStatus::Completed | RunStatus::Cancelled),
+                        Ok(out) => ended(&out.status),
                         // Driven by this engine already, or elsewhere: that driver carries it on.
                         Err(Error::AlreadyRunning { .. } | Error::VersionConflict { .. }) => false,
                         Err(e) => {
@@ -236,8 +236,8 @@ impl Ctx {
                             true
                         }
                     },
-                    Some(RunStatus::Completed | RunStatus::Failed(_) | RunStatus::Cancelled) => true,
-                    _ => false,
+                    Some(status) => ended(&status),
+                    None => false,
                 };
                 let Some(env) = env.filter(|_| ended) else { return };
                 // Announced once per child (a dedupe key), then the parent is woken in this process.
@@ -321,7 +321,7 @@ async fn child_ended<C: Reducer>(engine: &Engine<C>, run: &str) -> Result<bool, 
         .await
         .map_err(|e| NodeError::new(format!("reading child run `{run}`: {e}")))?
         .ok_or_else(|| NodeError::fatal(format!("child run `{run}` is not in the store")))?;
-    Ok(matches!(info.status, RunStatus::Completed | RunStatus::Failed(_) | RunStatus::Cancelled))
+    Ok(ended(&info.status))
 }
 
 async fn result_of<C: Reducer>(engine: &Engine<C>, run: &str) -> Result<Result<C, ChildError>, NodeError> {

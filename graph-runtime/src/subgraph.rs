@@ -43,6 +43,12 @@ pub fn child_run_id(parent_run: &str, node: &str, step: u64, path: &str) -> Stri
     format!("{parent_run}/{node}.{step}.{short}")
 }
 
+/// The seed of a run nested in a parent run (a subgraph's, a child's): derived from the parent's seed
+/// and the nested run's id, so a parent given its own seed gives its nested runs theirs.
+pub(crate) fn child_seed(parent_seed: u64, child_run: &str) -> u64 {
+    crate::keys::derive_run_seed(&format!("{parent_seed:016x}/{child_run}"))
+}
+
 /// A node whose body is a graph (what [`crate::GraphBuilder::subgraph`] and `#[node(subgraph = ..)]`
 /// add).
 pub struct Subgraph<P: Reducer, C: Reducer> {
@@ -137,7 +143,7 @@ impl<P: Reducer, C: Reducer> Subgraph<P, C> {
             };
         }
         let engine = self.engine_for(&env);
-        let seed = crate::keys::derive_run_seed(&format!("{:016x}/{id}", item.run_seed));
+        let seed = child_seed(item.run_seed, &id);
         let mut opts = RunOptions::default().seed(seed).cancel(ctx.cancellation_token());
         // A streamed parent sees the child's events, under the namespace of this node.
         let parent_observer = item.sink.clone().and_then(|s| s.any().downcast::<Observer<P>>().ok());
@@ -348,9 +354,7 @@ impl<S: Reducer> GraphBuilder<S> {
         output: impl Fn(&S, C) -> S::Delta + Send + Sync + 'static,
         policy: NodePolicy,
     ) -> Self {
-        let name = name.into();
-        let signature = format!("subgraph {}", graph.name());
-        self.signature(name.clone(), signature).add_node(name, Subgraph::new(graph, input, output), policy)
+        self.subgraph_from_input(name, graph, move |p, _| Ok(input(p)), output, policy)
     }
 
     /// [`GraphBuilder::subgraph`] whose child input is built from this graph's state and the item's branch

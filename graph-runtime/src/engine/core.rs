@@ -57,9 +57,10 @@ impl<S: Reducer> Engine<S> {
         EngineBuilder::new(graph)
     }
 
-    /// The engine of a subgraph's runs inside a run of `env`'s engine: the same store (already wrapped
-    /// for retries), clock, options and chain key; its own admission queue (the parent's item holds one
-    /// of the parent's permits while the subgraph runs) and timer index.
+    /// An engine of `graph` over `env` as it is: its store (used as given, not wrapped again), clock,
+    /// options and chain key; an admission queue, registry and timer index of its own. A subgraph's
+    /// runs use one over the parent engine's env (the parent's item holds one of the parent's permits
+    /// while the subgraph runs); a replay one over a scratch store and the recording.
     pub(crate) fn nested(graph: Graph<S>, env: &Arc<RunEnv>) -> Self {
         let options = env.options.clone();
         Engine {

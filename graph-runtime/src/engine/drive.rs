@@ -1060,10 +1060,8 @@ impl<S: Reducer> Engine<S> {
         Ok((done, inputs))
     }
 
-    /// Items of the step asked for input: records the finished items' outputs and the interrupts, and
-    /// writes the `Interrupted` status with them.
     /// Adds the outputs of the step's finished items to the run's resumption (its pending step), which
-    /// the failure's status write stores.
+    /// the next status write stores (a failure's, an interrupt's).
     fn keep_finished(&self, run: &mut Driven<S>, done: &StepDone<S>) -> Result<(), Stop> {
         let mut pending = run
             .resumption
@@ -1080,21 +1078,13 @@ impl<S: Reducer> Engine<S> {
         Ok(())
     }
 
+    /// Items of the step asked for input: records the finished items' outputs and the interrupts, and
+    /// writes the `Interrupted` status with them.
     async fn interrupted(&self, run: &mut Driven<S>, done: StepDone<S>) -> Stop {
-        let mut pending = run
-            .resumption
-            .take()
-            .filter(|p| p.step == run.step)
-            .unwrap_or(PendingStep { step: run.step, items: Vec::new() });
-        for (item, out) in run.frontier.iter().zip(&done.outputs) {
-            if let Some(out) = out {
-                let stored = match done_of::<S>(&run.run_id, out) {
-                    Ok(d) => d,
-                    Err(e) => return Stop::Error(e),
-                };
-                pending.item_mut(item.path.as_str()).done = Some(stored);
-            }
+        if let Err(stop) = self.keep_finished(run, &done) {
+            return stop;
         }
+        let mut pending = run.resumption.take().expect("keep_finished leaves the pending step");
         let graph = &self.inner.graph;
         let mut asked = done.interrupts;
         asked.sort_by_key(|(rank, a)| (*rank, a.index));

@@ -4,9 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::Semaphore;
-
-use super::core::{Engine, Inner};
+use super::core::Engine;
 use super::drive::Stop;
 use crate::env::{Replay, ReplayMode, RunEnv};
 use crate::error::Divergence;
@@ -85,28 +83,20 @@ impl<S: Reducer> Engine<S> {
             divergences: Mutex::new(Vec::new()),
             source: self.inner.store.clone(),
         });
+        // An engine of the same graph over a scratch store, its effect calls reaching the recording.
         let scratch: Arc<dyn Store> = Arc::new(MemoryStore::new());
-        let options = self.inner.options.clone();
-        let engine = Engine {
-            inner: Arc::new(Inner {
-                graph: self.inner.graph.clone(),
-                env: Arc::new(RunEnv {
-                    store: scratch.clone(),
-                    replay: Some(replay.clone()),
-                    clock: self.inner.env.clock.clone(),
-                    options: options.clone(),
-                    chain_key: self.inner.chain_key.clone(),
-                    waker: Default::default(),
-                    children: Default::default(),
-                }),
+        let engine = Engine::nested(
+            self.inner.graph.clone(),
+            &Arc::new(RunEnv {
                 store: scratch,
-                admission: Arc::new(Semaphore::new(options.queue_depth)),
-                options,
-                active: Mutex::default(),
+                replay: Some(replay.clone()),
+                clock: self.inner.env.clock.clone(),
+                options: self.inner.options.clone(),
                 chain_key: self.inner.chain_key.clone(),
-                timers: Default::default(),
+                waker: Default::default(),
+                children: Default::default(),
             }),
-        };
+        );
         let out = engine.run_with(run_id, input, opts).await?;
         let divergences = std::mem::take(&mut *replay.divergences.lock().unwrap_or_else(|e| e.into_inner()));
         Ok(ReplayOutcome { run_id: run_id.to_owned(), state: out.state, steps: out.steps, divergences })

@@ -51,20 +51,6 @@ impl Hooks for Crashing {
     }
 }
 
-/// A run this engine already drives is no failure of the process.
-trait AlreadyRunning {
-    fn filter_already_running(self) -> Result<(), Error>;
-}
-
-impl AlreadyRunning for Result<RunOutcome<Trace>, Error> {
-    fn filter_already_running(self) -> Result<(), Error> {
-        match self {
-            Ok(_) | Err(Error::AlreadyRunning { .. }) => Ok(()),
-            Err(e) => Err(e),
-        }
-    }
-}
-
 fn report(out: Result<RunOutcome<Trace>, Error>) {
     match out {
         Ok(o) if o.is_completed() => println!("done {} {}", o.steps, state_hash(&o.state)),
@@ -120,10 +106,12 @@ async fn main() {
             async move { engine.run_timers(shutdown).await }
         });
         // The timer service may have woken the parked parent first: then it drives it.
-        let out = engine.run_or_resume(run, Trace::default()).await;
-        if let Err(e) = out.filter_already_running() {
-            eprintln!("{e}");
-            std::process::exit(3);
+        match engine.run_or_resume(run, Trace::default()).await {
+            Ok(_) | Err(Error::AlreadyRunning { .. }) => {}
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(3);
+            }
         }
         // Generous: the batch takes a few hundred milliseconds; a run nobody drives fails the test.
         for _ in 0..6000 {
