@@ -33,6 +33,8 @@ pub struct Shape<'a> {
     pub routed: &'a [usize],
     /// `(node, predecessors)`: wait-for-all joins.
     pub waits: &'a [(usize, Vec<usize>)],
+    /// The graph's version (`#[graph(version = N)]`, `GraphBuilder::version`); 1 when not declared.
+    pub version: u32,
 }
 
 /// The text that is hashed into a graph's fingerprint, format `graph-runtime/fingerprint/v1`:
@@ -48,7 +50,8 @@ pub struct Shape<'a> {
 /// ```
 ///
 /// A graph without routers and joins has no `route`/`wait` lines, so its fingerprint is what it was
-/// before those existed.
+/// before those existed. A graph of version 2 or later ends with a `version <N>` line; version 1 has
+/// none, so a graph that declares no version keeps the fingerprint its stored runs record.
 pub fn fingerprint_text(shape: &Shape<'_>) -> String {
     let names = shape.names;
     let mut text = format!("graph-runtime/fingerprint/v1\nentry {}\n", names[shape.entry]);
@@ -83,22 +86,47 @@ pub fn fingerprint_text(shape: &Shape<'_>) -> String {
     for (node, sig) in sigs {
         let _ = writeln!(text, "sig {node} {sig}");
     }
+    if shape.version > 1 {
+        let _ = writeln!(text, "version {}", shape.version);
+    }
     text
 }
 
-/// Lowercase hex SHA-256 of [`fingerprint_text`]: what `Graph::fingerprint()` returns and what the
-/// macros embed as `FINGERPRINT`.
+/// The version a fingerprint names: `N` for `"v<N>:<hex>"` (a graph of version 2 or later), 1 for a
+/// plain hex fingerprint (version 1, or a graph that declares none).
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(graph_core::fingerprint_version("v3:0a1b"), 3);
+/// assert_eq!(graph_core::fingerprint_version("0a1b"), 1);
+/// ```
+pub fn fingerprint_version(fingerprint: &str) -> u32 {
+    fingerprint
+        .strip_prefix('v')
+        .and_then(|rest| rest.split_once(':'))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or(1)
+}
+
+/// Lowercase hex SHA-256 of [`fingerprint_text`], prefixed `v<N>:` for a graph of version `N` ≥ 2
+/// (so the version can be read back from a stored fingerprint, [`fingerprint_version`]): what
+/// `Graph::fingerprint()` returns and what the macros embed as `FINGERPRINT`.
 ///
 /// # Examples
 ///
 /// ```
 /// use graph_core::{fingerprint, Shape, Target};
-/// let shape = Shape { names: &["a"], adjacency: &[vec![Target::End]], entry: 0, signatures: &[], routed: &[], waits: &[] };
+/// let shape = Shape { names: &["a"], adjacency: &[vec![Target::End]], entry: 0, signatures: &[], routed: &[], waits: &[], version: 1 };
 /// assert_eq!(fingerprint(&shape).len(), 64);
 /// ```
 pub fn fingerprint(shape: &Shape<'_>) -> String {
     use sha2::{Digest, Sha256};
-    hex(&Sha256::digest(fingerprint_text(shape).as_bytes()))
+    let hash = hex(&Sha256::digest(fingerprint_text(shape).as_bytes()));
+    match shape.version {
+        0 | 1 => hash,
+        n => format!("v{n}:{hash}"),
+    }
 }
 
 /// Lowercase hex of `bytes`.
@@ -129,7 +157,7 @@ mod tests {
         let adj = vec![vec![Target::Node(1), Target::End], vec![Target::Node(0)]];
         let sigs = [("work", "fn work()"), ("plan", "fn plan()")];
         let mut shape =
-            Shape { names: &names, adjacency: &adj, entry: 0, signatures: &sigs, routed: &[], waits: &[] };
+            Shape { names: &names, adjacency: &adj, entry: 0, signatures: &sigs, routed: &[], waits: &[], version: 1 };
         assert_eq!(
             fingerprint_text(&shape),
             "graph-runtime/fingerprint/v1\nentry plan\nnode plan -> work -> END\nnode work -> plan\n\
@@ -156,10 +184,32 @@ mod tests {
                 entry: 0,
                 signatures: &[],
                 routed: &[],
-                waits: &[]
+                waits: &[],
+                version: 1,
             }),
             "ee089230e689ff117b5a04160485f7cdd304b917e02fcab50608293991dfbd4e"
         );
+    }
+
+    // python3 -c 'import hashlib; print(hashlib.sha256(
+    //   b"graph-runtime/fingerprint/v1\nentry a\nnode a -> END\nversion 2\n").hexdigest())'
+    #[test]
+    fn a_version_is_hashed_and_named_in_the_fingerprint() {
+        let adjacency = [vec![Target::End]];
+        let shape = |version| Shape {
+            names: &["a"],
+            adjacency: &adjacency,
+            entry: 0,
+            signatures: &[],
+            routed: &[],
+            waits: &[],
+            version,
+        };
+        let v2 = fingerprint(&shape(2));
+        assert_eq!(v2, "v2:fd4519bd9de814a919a41496d3bbf3845611583d1e0be63b81270eee42cbf401");
+        assert_eq!(fingerprint_version(&v2), 2);
+        assert_eq!(fingerprint_version(&fingerprint(&shape(1))), 1);
+        assert_eq!(fingerprint_version("v:x"), 1);
     }
 
     #[test]

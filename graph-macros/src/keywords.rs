@@ -48,6 +48,9 @@ const fn spec(name: &'static str, kind: Kind, example: &'static str) -> Spec {
 
 pub(crate) const STATE: &str = "state";
 pub(crate) const NAME: &str = "name";
+pub(crate) const VERSION: &str = "version";
+pub(crate) const MIGRATE_FROM: &str = "migrate_from";
+pub(crate) const MIGRATE: &str = "migrate";
 pub(crate) const ENTRY: &str = "entry";
 pub(crate) const TO: &str = "to";
 pub(crate) const TIMEOUT: &str = "timeout";
@@ -76,7 +79,13 @@ pub(crate) const RESERVED_NODE_NAMES: &[&str] = &["graph", "mermaid", "dot", "FI
 /// `#[graph(...)]`
 pub(crate) static GRAPH: Owner = Owner {
     name: "#[graph]",
-    specs: &[spec(STATE, Kind::Type, "state = MyState"), spec(NAME, Kind::Value, "name = \"my-graph\"")],
+    specs: &[
+        spec(STATE, Kind::Type, "state = MyState"),
+        spec(NAME, Kind::Value, "name = \"my-graph\""),
+        spec(VERSION, Kind::Value, "version = 2"),
+        spec(MIGRATE_FROM, Kind::Value, "migrate_from = v1"),
+        spec(MIGRATE, Kind::Value, "migrate = from_v1"),
+    ],
 };
 
 /// `#[node(...)]`

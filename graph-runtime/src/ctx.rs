@@ -262,6 +262,11 @@ impl Ctx {
         Ok(())
     }
 
+    /// The number of effect calls this attempt made so far (the index the next one takes).
+    pub(crate) fn calls_made(&self) -> u32 {
+        self.calls
+    }
+
     pub(crate) fn next_call_index(&mut self) -> u32 {
         self.calls += 1;
         self.calls - 1

@@ -30,10 +30,66 @@ use crate::env::{EffectNote, Replay};
 pub use crate::error::Divergence;
 use crate::error::{CtxStop, NodeError};
 use crate::keys::{hex, sha256_parts};
-use crate::store::journal::effect_key;
+use crate::store::journal::{effect_key, patch_key};
 use crate::store::{EffectClass, EffectOutcome, EffectRecord, EffectState, Store};
 
 impl Ctx {
+    /// Whether this execution of the node runs the code of a change marked `id` (Temporal's
+    /// `patched`): a small change to a node that runs already recorded do not take, so that their
+    /// steps replay as they ran. Write the change as `if ctx.patched("id").await? { new } else { old }`:
+    ///
+    /// - a node executing for the first time with the marker in its code gets `true`, and the marker
+    ///   is journaled with its item (so every later execution of this step, after a crash, a resume or
+    ///   in a replay, gets `true` too);
+    /// - a replay of a step recorded before the change, or a step that ran past this point before the
+    ///   change (its next effect call is journaled without the marker), gets `false`: the old code.
+    ///
+    /// Once no stored run can reach the old branch (no run older than the change is left, or the
+    /// replay check passes without it), remove the branch and the marker. A change to what nodes
+    /// exist, their edges or the state type needs a new graph version instead (see
+    /// `docs/versioning.md`).
+    ///
+    /// # Errors
+    ///
+    /// A fatal error when the journal cannot be read or written.
+    pub async fn patched(&mut self, id: &str) -> Result<bool, NodeError> {
+        let Some(env) = self.env() else { return Ok(true) };
+        let (run_id, step, path) = (self.run_id().to_owned(), self.step(), self.path().as_str().to_owned());
+        let key = patch_key(&run_id, step, &path, id);
+        if let Some(replay) = &env.replay {
+            return Ok(replay.journal.contains_key(&key));
+        }
+        let failed = |e: crate::StoreError| {
+            NodeError::fatal(format!("the journal of patch marker `{id}` (key {key}) could not be used: {e}"))
+        };
+        let store = &*env.store;
+        if store.load_effect(&key).await.map_err(failed)?.is_some() {
+            return Ok(true);
+        }
+        // The node ran past this point before the change: its next call is journaled, the marker not.
+        let next = effect_key(&run_id, step, &path, self.calls_made());
+        if store.load_effect(&next).await.map_err(failed)?.is_some() {
+            return Ok(false);
+        }
+        let record = EffectRecord {
+            key: key.clone(),
+            run_id,
+            step,
+            node: self.node().to_owned(),
+            path,
+            call_index: u32::MAX,
+            name: format!("patch:{id}"),
+            class: EffectClass::Pure,
+            request_hash: String::new(),
+            state: EffectState::Completed { response: serde_json::Value::Bool(true) },
+        };
+        match store.put_effect(&record, None).await.map_err(failed)? {
+            EffectOutcome::Written | EffectOutcome::Exists(_) => Ok(true),
+            EffectOutcome::Fenced => Err(fenced(self, &record)),
+            other => Err(changed_under_us(self, &record, other)),
+        }
+    }
+
     /// A call to the outside world, made at most once per run where the world allows it: configure it
     /// (`.idempotent()`, `.non_idempotent()` — the default —, `.pure()`), then `.run(|key| async { .. })`
     /// the call, which receives the effect key to hand to the external system. Its response is journaled

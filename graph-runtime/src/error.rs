@@ -180,6 +180,36 @@ pub enum Error {
         /// This engine's graph fingerprint.
         current: String,
     },
+    /// The run runs another version of the graph than this engine's own, one the engine serves
+    /// (`EngineBuilder::serves`) with a state type of its own: a call typed by this engine's state
+    /// cannot return it. Nothing was done.
+    #[error(
+        "run `{run}` runs version {version} of graph `{graph}`, whose state type is not this engine's \
+         (version {current}); continue it through `engine.version::<ItsState>({version})`, or move it to \
+         this version with `engine.migrate(run, {current})`"
+    )]
+    OtherVersion {
+        /// The run.
+        run: String,
+        /// The graph.
+        graph: String,
+        /// The version the run runs.
+        version: u32,
+        /// This engine's version.
+        current: u32,
+    },
+    /// A migration was refused; the run is unchanged.
+    #[error("run `{run}` cannot be migrated from version {from} to version {to}: {reason}")]
+    Migration {
+        /// The run.
+        run: String,
+        /// The version the run runs.
+        from: u32,
+        /// The version asked for.
+        to: u32,
+        /// Why, and what to do.
+        reason: String,
+    },
     /// The state's bytes are not a function of its value: serialized twice, or after a round trip, it
     /// gives other bytes. Its hash and the step's idempotency key would then differ between processes,
     /// which breaks resume and exactly-once commits.

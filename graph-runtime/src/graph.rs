@@ -102,6 +102,7 @@ struct GraphInner<S: Reducer> {
     index: BTreeMap<Arc<str>, usize>,
     entry: usize,
     fingerprint: Arc<str>,
+    version: u32,
     /// `reaches[a][b]`: node `b` can be reached from node `a` (for wait-for-all joins).
     reaches: Vec<Vec<bool>>,
     /// What its runs record (metrics).
@@ -119,6 +120,7 @@ impl<S: Reducer> std::fmt::Debug for Graph<S> {
         f.debug_struct("Graph")
             .field("name", &self.inner.name)
             .field("nodes", &self.inner.nodes.iter().map(|n| &*n.name).collect::<Vec<_>>())
+            .field("version", &self.inner.version)
             .field("fingerprint", &self.inner.fingerprint)
             .finish()
     }
@@ -137,7 +139,14 @@ impl<S: Reducer> Graph<S> {
             waits: Vec::new(),
             breakpoints: Vec::new(),
             handlers: Vec::new(),
+            version: 1,
         }
+    }
+
+    /// The graph's version ([`GraphBuilder::version`], `#[graph(version = N)]`; 1 when not declared).
+    /// A run keeps the version it started with (see `docs/versioning.md`).
+    pub fn version(&self) -> u32 {
+        self.inner.version
     }
 
     /// The graph's name.
@@ -145,8 +154,10 @@ impl<S: Reducer> Graph<S> {
         &self.inner.name
     }
 
-    /// Hex SHA-256 of the graph's structure (nodes, edges in index order, entry, node signatures). A run
-    /// records it; resuming with a different graph is a typed `GraphChanged` error.
+    /// Hex SHA-256 of the graph's structure (nodes, edges in index order, entry, node signatures, and
+    /// the version from 2 on, which also prefixes it: `"v2:…"`). A run records it; resuming with a
+    /// graph of another fingerprint is a typed `GraphChanged` error, unless the engine serves that
+    /// version too (`EngineBuilder::serves`).
     pub fn fingerprint(&self) -> &str {
         &self.inner.fingerprint
     }
@@ -216,6 +227,7 @@ impl<S: Reducer> Graph<S> {
         GraphShape {
             name: self.inner.name.to_string(),
             fingerprint: self.inner.fingerprint.to_string(),
+            version: self.inner.version,
             entry: self.entry().to_owned(),
             nodes: self
                 .inner
@@ -257,10 +269,17 @@ pub struct GraphShape {
     pub name: String,
     /// Its fingerprint.
     pub fingerprint: String,
+    /// Its version.
+    #[serde(default = "first_version")]
+    pub version: u32,
     /// The entry node.
     pub entry: String,
     /// Its nodes, in declaration order.
     pub nodes: Vec<NodeShape>,
+}
+
+fn first_version() -> u32 {
+    1
 }
 
 /// One node of a [`GraphShape`].
@@ -338,9 +357,18 @@ pub struct GraphBuilder<S: Reducer> {
     breakpoints: Vec<(String, bool)>,
     /// `(node, handler)`: error handlers.
     handlers: Vec<(String, String)>,
+    version: u32,
 }
 
 impl<S: Reducer> GraphBuilder<S> {
+    /// Declares the graph's version (default 1; 0 reads as 1). Runs record the version they start
+    /// with (in the fingerprint, `"v<N>:…"` from 2 on) and keep it; an engine serves older versions
+    /// with `EngineBuilder::serves` and moves runs between them with migrations (`docs/versioning.md`).
+    pub fn version(mut self, version: u32) -> Self {
+        self.version = version.max(1);
+        self
+    }
+
     /// Adds a node written as a closure or fn `|state, ctx| Box::pin(async move { ... })`, with the
     /// engine's default policy.
     pub fn node<F>(self, name: impl Into<String>, f: F) -> Self
@@ -606,6 +634,7 @@ impl<S: Reducer> GraphBuilder<S> {
             signatures: &signatures,
             routed: &routed,
             waits: &waits,
+            version: self.version,
         };
         let fingerprint = graph_core::fingerprint(&shape);
         let reaches = graph_core::algo::reachability(&checked);
@@ -633,7 +662,16 @@ impl<S: Reducer> GraphBuilder<S> {
                 let name: Arc<str> = self.name.into();
                 let meters =
                     Arc::new(Meters::new(&name, &nodes.iter().map(|n| n.name.clone()).collect::<Vec<_>>()));
-                GraphInner { name, nodes, index, entry, fingerprint: fingerprint.into(), reaches, meters }
+                GraphInner {
+                    name,
+                    nodes,
+                    index,
+                    entry,
+                    fingerprint: fingerprint.into(),
+                    version: self.version.max(1),
+                    reaches,
+                    meters,
+                }
             }),
         })
     }

@@ -51,7 +51,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
-use crate::engine::{Engine, RunOptions};
+use crate::engine::{Continue, Engine, RunOptions, Servable};
 use crate::error::Error;
 use crate::events::ChainKey;
 use crate::graph::Graph;
@@ -73,6 +73,8 @@ pub struct WorkerBuilder<S: Reducer, L: LeaseStore> {
     options: EngineOptions,
     chain_key: Option<ChainKey>,
     clock: Option<Arc<dyn Clock>>,
+    /// Older versions of the graph it serves too.
+    served: Vec<Arc<dyn Servable>>,
 }
 
 impl<S: Reducer, L: LeaseStore> WorkerBuilder<S, L> {
@@ -137,6 +139,18 @@ impl<S: Reducer, L: LeaseStore> WorkerBuilder<S, L> {
         self
     }
 
+    /// Serves an older version of the graph too (as [`crate::EngineBuilder::serves`]): the worker
+    /// claims the runs of every version it serves and drives each on its own version.
+    ///
+    /// # Panics
+    ///
+    /// As [`crate::EngineBuilder::serves`] (checked when the worker drives its first run).
+    #[must_use]
+    pub fn serves<T: Reducer>(mut self, graph: Graph<T>) -> Self {
+        self.served.push(Arc::new(graph));
+        self
+    }
+
     /// Builds the worker.
     pub fn build(self) -> Worker<S, L> {
         let id = self.id.unwrap_or_else(default_id);
@@ -153,6 +167,7 @@ impl<S: Reducer, L: LeaseStore> WorkerBuilder<S, L> {
                 options: self.options,
                 chain_key: self.chain_key,
                 clock: self.clock,
+                served: self.served,
             }),
         }
     }
@@ -182,6 +197,8 @@ struct Shared<S: Reducer, L: LeaseStore> {
     options: EngineOptions,
     chain_key: Option<ChainKey>,
     clock: Option<Arc<dyn Clock>>,
+    /// Older versions of the graph it serves too.
+    served: Vec<Arc<dyn Servable>>,
 }
 
 /// What a worker did, returned when it stops.
@@ -228,6 +245,7 @@ impl<S: Reducer, L: LeaseStore> Worker<S, L> {
             options: EngineOptions::default(),
             chain_key: None,
             clock: None,
+            served: Vec::new(),
         }
     }
 
@@ -266,7 +284,7 @@ impl<S: Reducer, L: LeaseStore> Worker<S, L> {
             let mut claimed_any = false;
             if free > 0 {
                 let due_by = me.clock.as_ref().map(|c| c.now_ms());
-                match me.store.claim_due_by(&me.id, me.graph.fingerprint(), free, me.lease, due_by).await {
+                match me.claim(free, due_by).await {
                     Ok(leases) => {
                         backoff = me.poll;
                         claimed_any = !leases.is_empty();
@@ -353,7 +371,25 @@ impl<S: Reducer, L: LeaseStore> Shared<S, L> {
         if let Some(clock) = &self.clock {
             builder = builder.shared_clock(clock.clone());
         }
+        for graph in &self.served {
+            builder = builder.serves_erased(graph.clone());
+        }
         builder.build()
+    }
+
+    /// Claims up to `n` runs of the versions the worker serves, its own graph's first.
+    async fn claim(&self, n: usize, due_by: Option<u64>) -> Result<Vec<Lease>, crate::store::StoreError> {
+        let fingerprints =
+            std::iter::once(self.graph.fingerprint()).chain(self.served.iter().map(|g| g.fingerprint()));
+        let mut leases = Vec::new();
+        for fingerprint in fingerprints {
+            let free = n - leases.len();
+            if free == 0 {
+                break;
+            }
+            leases.extend(self.store.claim_due_by(&self.id, fingerprint, free, self.lease, due_by).await?);
+        }
+        Ok(leases)
     }
 }
 
@@ -393,10 +429,10 @@ async fn drive<S: Reducer, L: LeaseStore>(
     let engine = me.engine(Arc::new(me.store.leased(lease.clone())));
     let run_id = lease.run_id.clone();
     // A parked run was claimed because it is due (by the database's clock, which rules the pool).
-    let driving = engine.continue_claimed(&run_id, RunOptions::default().stop(drain));
+    let driving = engine.continue_any(&run_id, Continue::Claimed, RunOptions::default().stop(drain));
     let beating = heartbeat(&me.store, &lease, me.lease, me.heartbeat);
     let end = tokio::select! {
-        result = driving => match result {
+        result = driving => match result.map(|out| out.expect("a claimed run is continued")) {
             Ok(out) => match out.status {
                 RunStatus::Completed => {
                     tracing::info!(worker = %me.id, run = %run_id, steps = out.steps, "run completed");

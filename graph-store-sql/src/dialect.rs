@@ -221,6 +221,9 @@ pub struct StepWrites<'a> {
     /// The run's graph fingerprint, the `graph_fingerprint` column of an inserted row (schema 4; rows
     /// inserted without it have it filled in by the first claim that reads them).
     pub graph: &'a str,
+    /// The commit moves an existing run to another graph (a migration's): the row's
+    /// `graph_fingerprint` column is set to [`StepWrites::graph`] in the same transaction.
+    pub graph_changed: bool,
     /// The run row's `status` column.
     pub status: &'static str,
     /// The run row's `latest_step` column.
@@ -260,6 +263,7 @@ impl<'a> StepWrites<'a> {
             clear_pending: has_pending,
             new_run: before.is_none(),
             graph: &cp.graph_fingerprint,
+            graph_changed: before.is_some_and(|b| b.graph_fingerprint != *cp.graph_fingerprint),
             status: status.as_str(),
             latest_step: db_int(info.latest_step),
             version: db_int(info.version),

@@ -42,7 +42,7 @@ where
     ) -> Result<Vec<Lease>, sqlx::Error> {
         let mut tx = self.transaction().await?;
         // The runnable runs no claim has looked at yet: their graph, read from the run row, is written to
-        // `graph_fingerprint` (it never changes), so the candidates below are this graph's alone. Their
+        // `graph_fingerprint` (a migration's commit sets it again in its own transaction), so the candidates below are this graph's alone. Their
         // rows are locked; the locked ones are left for the next claim.
         let unsorted: Vec<(String, Vec<u8>)> =
             sqlx::query_as(D::SQL.unsorted).bind(db_int(SORT_BATCH)).fetch_all(&mut *tx).await?;

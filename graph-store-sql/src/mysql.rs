@@ -455,7 +455,11 @@ async fn write_step_in_statements(
         .bind(false)
         .bind(w.run_id);
     let run = if w.new_run { run.bind(w.graph) } else { run };
-    run.execute(&mut **tx).await.map(drop)
+    run.execute(&mut **tx).await?;
+    if w.graph_changed {
+        sqlx::query(sql::SET_GRAPH).bind(w.graph).bind(w.run_id).execute(&mut **tx).await?;
+    }
+    Ok(())
 }
 
 /// A step's outbox rows and events as columns, encoded once for a [`Script`] or for statements.
@@ -505,6 +509,10 @@ impl Script {
     /// with no pending step, the run row updated only where it holds version `expected` and no pending
     /// step (the last statement's count says whether it did), or inserted when `w` is a new run's.
     fn of_step(w: &StepWrites<'_>, rows: &Rows<'_>, expected: Option<u64>) -> Option<Script> {
+        // A commit that moves the run to another graph (a migration's, rare) goes as statements.
+        if w.graph_changed {
+            return None;
+        }
         // Hex doubles the bytes: writes over half the limit are not even written out.
         let bytes = w.record.len()
             + w.row_bytes.len()

@@ -325,7 +325,11 @@ async fn write_step(tx: &mut Transaction<'static, Postgres>, w: &StepWrites<'_>)
         .bind(w.version)
         .bind(&w.row_bytes);
     let q = if w.new_run { q.bind(w.graph) } else { q };
-    q.execute(&mut **tx).await.map(drop)
+    q.execute(&mut **tx).await?;
+    if w.graph_changed {
+        sqlx::query(sql::SET_GRAPH).bind(w.graph).bind(w.run_id).execute(&mut **tx).await?;
+    }
+    Ok(())
 }
 
 /// How a PostgreSQL error is handled, by SQLSTATE.

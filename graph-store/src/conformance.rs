@@ -44,6 +44,7 @@ pub fn checkpoint(run: &str, step: u64, value: u64) -> Checkpoint {
         order_key: OrderKey::new(0, 0),
         path: PathId::entry("n"),
         input: None,
+        origin_step: None,
     }];
     let key = idempotency_key(run, step, &[KeyItem { node_id: "n", order_key: 0 }], &state);
     let state_hash = hex(&sha256_parts(&[&state]));
@@ -83,6 +84,28 @@ fn version(o: &CommitOutcome) -> u64 {
         CommitOutcome::Committed { version } | CommitOutcome::AlreadyCommitted { version } => *version,
         other => panic!("expected a commit, got {other:?}"),
     }
+}
+
+/// The run row's graph fingerprint is its latest checkpoint's: a commit of another fingerprint (a
+/// migration's) moves the run to that graph, and a store reopened reads the moved row.
+pub async fn commits_move_the_runs_graph<B: Backend>(b: &B) {
+    let store = b.open().await;
+    commit_steps(&store, "moved", 0..2).await;
+    let mut cp = checkpoint("moved", 2, 2);
+    cp.graph_fingerprint = "v2:fp".into();
+    let o = store.save_checkpoint(&cp, &[], &RunStatus::Running, 2).await.unwrap();
+    assert_eq!(o, CommitOutcome::Committed { version: 3 });
+    let info = store.run_info("moved").await.unwrap().expect("the run");
+    assert_eq!((info.graph_fingerprint.as_str(), info.latest_step), ("v2:fp", 2));
+    // The next commit of the new graph keeps it; the one before is unchanged.
+    let mut next = checkpoint("moved", 3, 3);
+    next.graph_fingerprint = "v2:fp".into();
+    store.save_checkpoint(&next, &[], &RunStatus::Running, 3).await.unwrap();
+    assert_eq!(store.load_checkpoint("moved", 1).await.unwrap().unwrap().graph_fingerprint.as_ref(), "fp");
+    drop(store);
+    let store = b.open().await;
+    let info = store.run_info("moved").await.unwrap().expect("the run, reopened");
+    assert_eq!((info.graph_fingerprint.as_str(), info.version), ("v2:fp", 4));
 }
 
 /// 100 concurrent commits of one step with one key: exactly one `Committed`, 99 `AlreadyCommitted`.
@@ -816,6 +839,24 @@ pub mod leases {
         assert!(store.claim("v", "other", 10, long).await.unwrap().is_empty(), "not to another graph");
         let again = store.claim("x", "fp", 10, long).await.unwrap();
         assert_eq!((ids(&again), again[0].token), (vec!["b1".to_owned()], 2));
+    }
+
+    /// A run moved to another graph by a commit (a migration's) is claimed by that graph's claimers
+    /// only, from the moment the commit is written.
+    pub async fn claims_follow_a_moved_run<B: Backend>(b: &B)
+    where
+        B::Store: LeaseStore,
+    {
+        let store = b.open().await;
+        let long = Duration::from_secs(60);
+        submitted(&store, &["m0".to_owned(), "m1".to_owned()]).await;
+        let mut cp = checkpoint("m1", 1, 1);
+        cp.graph_fingerprint = "v2:fp".into();
+        let o = store.save_checkpoint(&cp, &[], &RunStatus::Running, 1).await.unwrap();
+        assert_eq!(o, CommitOutcome::Committed { version: 2 });
+        let ids = |leases: &[Lease]| leases.iter().map(|l| l.run_id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&store.claim("w", "fp", 10, long).await.unwrap()), vec!["m0".to_owned()]);
+        assert_eq!(ids(&store.claim("w", "v2:fp", 10, long).await.unwrap()), vec!["m1".to_owned()]);
     }
 
     /// A claim takes parked runs of its graph once they are due, and not before: a sleep's end or a

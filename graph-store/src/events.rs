@@ -62,6 +62,9 @@ pub enum EventType {
     RunFailed,
     /// The run was cancelled.
     RunCancelled,
+    /// The run was moved to another version of its graph (a migration's commit: its state and
+    /// frontier mapped, committed as a checkpoint of the new version).
+    Migrated,
 }
 
 /// One entry of a run's event log.

@@ -173,6 +173,13 @@ pub fn effect_key(run_id: &str, step: u64, path: &str, call_index: u32) -> Strin
     hex(&sha256_parts(&[text.as_bytes()]))[..32].to_owned()
 }
 
+/// The journal key of patch marker `id` of the item at `path` in `step` of `run_id`
+/// (`Ctx::patched`): `hex(SHA256(utf8(run_id) ":" decimal(step) ":" path ":patch:" utf8(id)))[..32]`.
+pub fn patch_key(run_id: &str, step: u64, path: &str, id: &str) -> String {
+    let text = format!("{run_id}:{step}:{path}:patch:{id}");
+    hex(&sha256_parts(&[text.as_bytes()]))[..32].to_owned()
+}
+
 /// The outbox key of emit `index` of the item at `path` in `step` of `run_id`:
 /// `hex(SHA256(utf8(run_id) ":" decimal(step) ":" path ":emit:" decimal(index)))[..32]`.
 pub fn outbox_key(run_id: &str, step: u64, path: &str, index: u32) -> String {

@@ -414,7 +414,7 @@ impl Store for MemoryStore {
         }
         let last_event = head_after(None, events);
         match g.runs.get_mut(run) {
-            Some(row) => row.commit(cp.step, status, last_event),
+            Some(row) => row.commit(cp.step, status, &cp.graph_fingerprint, last_event),
             None => {
                 let row = RunInfo::first_commit(run, cp.step, status, &cp.graph_fingerprint, last_event);
                 g.runs.insert(cp.run_id.clone(), row);

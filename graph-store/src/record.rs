@@ -47,6 +47,11 @@ pub struct WorkItem {
     /// Its branch input, when forked with one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<serde_json::Value>,
+    /// The step it was first scheduled in, when a migration carried it to a later checkpoint
+    /// (`None`: this checkpoint's step). Its effect keys, child-run ids and randomness derive from it,
+    /// so the item keeps its identity across the migration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin_step: Option<u64>,
 }
 
 /// A wait-for-all join that has seen some of its predecessors deliver and waits for the others.
@@ -380,6 +385,7 @@ mod tests {
                 order_key: OrderKey::new(1, 2),
                 path: PathId::entry("n"),
                 input: Some(serde_json::json!({"x": 1})),
+                origin_step: Some(1),
             }],
             waiting: vec![WaitingJoin {
                 node: "d".into(),

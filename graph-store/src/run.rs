@@ -243,7 +243,8 @@ pub struct RunInfo {
     pub latest_step: u64,
     /// The optimistic-locking version, +1 per write.
     pub version: u64,
-    /// The graph fingerprint the run started with.
+    /// The fingerprint of the graph the run runs: the one it started with, or the one a migration
+    /// moved it to (the latest checkpoint's).
     pub graph_fingerprint: String,
     /// The last event of the run's event log (`None` before the first, or for runs written before the
     /// event log existed). A store sets it from the events each write appends.
@@ -286,16 +287,21 @@ impl RunInfo {
         match before {
             Some(r) => {
                 let mut info = r.clone();
-                info.commit(step, status, last_event);
+                info.commit(step, status, fingerprint, last_event);
                 info
             }
             None => RunInfo::first_commit(run_id, step, status, fingerprint, last_event),
         }
     }
 
-    /// This row after a checkpoint of step `step` commits with `status` ([`RunInfo::after_commit`]).
-    pub fn commit(&mut self, step: u64, status: &RunStatus, last_event: Option<ChainHead>) {
+    /// This row after a checkpoint of step `step` of the graph `fingerprint` commits with `status`
+    /// ([`RunInfo::after_commit`]). The row's fingerprint is the latest checkpoint's: a migration's
+    /// commit moves the run to another graph version.
+    pub fn commit(&mut self, step: u64, status: &RunStatus, fingerprint: &str, last_event: Option<ChainHead>) {
         self.status = status.clone();
+        if self.graph_fingerprint != fingerprint {
+            fingerprint.clone_into(&mut self.graph_fingerprint);
+        }
         self.latest_step = self.latest_step.max(step);
         self.version += 1;
         if last_event.is_some() {

@@ -51,6 +51,7 @@ suite![
     outbox_rows_come_with_their_commit,
     events_and_pending_steps_go_with_their_writes,
     parked_runs_keep_their_due_times,
+    commits_move_the_runs_graph,
     mailboxes_deliver_each_message_once,
     schedules_are_written_under_a_version_check,
 ];

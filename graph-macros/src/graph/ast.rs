@@ -12,6 +12,11 @@ pub(crate) struct GraphDef {
     pub(crate) name: String,
     /// `state = ...`, `None` when missing (already reported).
     pub(crate) state: Option<Type>,
+    /// `version = N` (1 when not given).
+    pub(crate) version: u32,
+    /// `migrate_from = module, migrate = function`: the previous version's `#[graph]` module and the
+    /// function mapping its state to this one's.
+    pub(crate) migration: Option<(syn::Path, syn::Path)>,
     /// The module's items in source order, `#[node]` attributes removed. Nodes point into this list.
     pub(crate) items: Vec<syn::Item>,
     /// The `#[node]` functions, in declaration order.

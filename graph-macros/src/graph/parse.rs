@@ -36,6 +36,61 @@ pub(crate) fn parse(attr: TokenStream, item: ItemMod, errs: &mut Errors) -> Opti
         },
         None => item.ident.to_string(),
     };
+    let version = match opts.expr(kw::VERSION) {
+        Some((_, e)) => match int(e) {
+            Some(n @ 1..=0xFFFF_FFFF) => n as u32,
+            _ => {
+                errs.at(e.span(), "`version` is a whole number from 1: `version = 2`");
+                1
+            }
+        },
+        None => 1,
+    };
+    let module_path = |key: &str, help: &str, errs: &mut Errors| {
+        opts.expr(key).and_then(|(_, e)| match e {
+            Expr::Path(p) if p.qself.is_none() => Some(p.path.clone()),
+            other => {
+                errs.at(other.span(), help);
+                None
+            }
+        })
+    };
+    let from = module_path(
+        kw::MIGRATE_FROM,
+        "`migrate_from` names the `#[graph]` module of the previous version: `migrate_from = v1`",
+        errs,
+    );
+    let migrate = module_path(
+        kw::MIGRATE,
+        "`migrate` names the function mapping the previous version's state to this one's: `migrate = from_v1`",
+        errs,
+    );
+    let migration = match (from, migrate) {
+        (Some(from), Some(migrate)) => {
+            if opts.get(kw::VERSION).is_none() {
+                errs.at(
+                    from.span(),
+                    "a graph migrated from an earlier version declares its own version: add `version = 2` (above the earlier one's)",
+                );
+            }
+            Some((from, migrate))
+        }
+        (Some(from), None) => {
+            errs.at(
+                from.span(),
+                "`migrate_from` needs `migrate = f`, the function `fn(earlier::State) -> State` that maps a run's state",
+            );
+            None
+        }
+        (None, Some(migrate)) => {
+            errs.at(
+                migrate.span(),
+                "`migrate` needs `migrate_from = module`, the `#[graph]` module of the version it migrates from",
+            );
+            None
+        }
+        (None, None) => None,
+    };
     let Some((_, content)) = item.content.clone() else {
         errs.at(
             item.ident.span(),
@@ -70,7 +125,7 @@ pub(crate) fn parse(attr: TokenStream, item: ItemMod, errs: &mut Errors) -> Opti
         }
         items.push(it);
     }
-    Some(GraphDef { module: item, name, state, items, nodes, surroundings: None })
+    Some(GraphDef { module: item, name, state, version, migration, items, nodes, surroundings: None })
 }
 
 /// Removes the `#[node(...)]` attributes of an item; a second one is a duplicate (both sites).

@@ -3,6 +3,7 @@
 
 use super::core::Engine;
 use super::drive::{Start, version_conflict};
+use super::versions::Route;
 use crate::error::{Error, Result};
 use crate::events::{EventType, payload};
 use crate::persist;
@@ -74,6 +75,9 @@ impl<S: Reducer> Engine<S> {
     ///
     /// As [`Engine::resume`].
     pub async fn resume_with(&self, run_id: &str, opts: RunOptions) -> Result<RunOutcome<S>> {
+        if let Some(version) = self.typed_route(run_id).await? {
+            return Box::pin(version.resume_with(run_id, opts)).await;
+        }
         self.resume_once(run_id, opts, false).await
     }
 
@@ -220,6 +224,11 @@ impl<S: Reducer> Engine<S> {
         if self.cancel(run_id) {
             return Ok(RunStatus::Cancelled);
         }
+        match self.route(run_id).await? {
+            Route::Own => {}
+            Route::Same(version) => return Box::pin(version.cancel_run(run_id)).await,
+            Route::Other(version) => return version.cancel_run(run_id).await,
+        }
         let (info, cp) = self.stored(run_id).await?;
         if matches!(info.status, RunStatus::Completed | RunStatus::Cancelled) || cp.frontier.is_empty() {
             return Ok(info.status);
@@ -259,6 +268,9 @@ impl<S: Reducer> Engine<S> {
     /// Store errors for unreadable checkpoints; [`Error::GraphChanged`] when the run was started by
     /// another graph (its state may not be this graph's state type).
     pub async fn outcome(&self, run_id: &str) -> Result<Option<RunOutcome<S>>> {
+        if let Some(version) = self.typed_route(run_id).await? {
+            return Box::pin(version.outcome(run_id)).await;
+        }
         let store = &self.inner.store;
         let Some(info) = store.run_info(run_id).await? else { return Ok(None) };
         if info.graph_fingerprint != self.inner.graph.fingerprint() {
@@ -279,6 +291,9 @@ impl<S: Reducer> Engine<S> {
     ///
     /// Store errors; [`Error::Serialization`] when the stored state does not decode as `S`.
     pub async fn state_at(&self, run_id: &str, step: u64) -> Result<Option<S>> {
+        if let Some(version) = self.typed_route(run_id).await? {
+            return Box::pin(version.state_at(run_id, step)).await;
+        }
         match self.inner.store.load_checkpoint(run_id, step).await? {
             Some(cp) => Ok(Some(persist::load_state(&*self.inner.store, &cp).await?.0)),
             None => Ok(None),

@@ -15,6 +15,8 @@ use crate::policy::EngineOptions;
 use crate::state::Reducer;
 use crate::store::{MemoryStore, RetryStore, Store};
 
+use super::versions::{MigrationStep, Servable, Served};
+
 /// Runs one graph against one store. Cheap to clone; clones share the store, the admission queue and
 /// the registry of active runs.
 pub struct Engine<S: Reducer> {
@@ -49,6 +51,10 @@ pub(super) struct Inner<S: Reducer> {
     pub(super) chain_key: Option<ChainKey>,
     /// The runs this engine knows to be due at a time (its timer service's index).
     pub(super) timers: super::timers::Timers,
+    /// The older versions of the graph it serves (`EngineBuilder::serves`), oldest first.
+    pub(super) versions: Vec<Arc<dyn Served>>,
+    /// The migrations `Engine::migrate` may apply.
+    pub(super) migrations: Vec<Arc<dyn MigrationStep>>,
 }
 
 impl<S: Reducer> Engine<S> {
@@ -73,6 +79,8 @@ impl<S: Reducer> Engine<S> {
                 active: Mutex::new(HashMap::new()),
                 chain_key: env.chain_key.clone(),
                 timers: super::timers::Timers::default(),
+                versions: Vec::new(),
+                migrations: Vec::new(),
             }),
         }
     }
@@ -100,22 +108,33 @@ impl<S: Reducer> Engine<S> {
     /// Cancels a run this engine is driving; false if it is not active here.
     pub fn cancel(&self, run_id: &str) -> bool {
         let active = self.inner.active.lock().unwrap_or_else(|e| e.into_inner());
-        active.get(run_id).map(|a| a.token.cancel()).is_some()
+        active.get(run_id).map(|a| a.token.cancel()).is_some() || self.cancel_any(run_id)
     }
 }
 
 /// Configures an [`Engine`].
 pub struct EngineBuilder<S: Reducer> {
-    graph: Graph<S>,
+    pub(super) graph: Graph<S>,
     store: Option<Arc<dyn Store>>,
     options: EngineOptions,
     chain_key: Option<ChainKey>,
     clock: Option<Arc<dyn Clock>>,
+    /// Older versions to serve (`serves`).
+    pub(super) served: Vec<Arc<dyn Servable>>,
+    pub(super) migrations: Vec<Arc<dyn MigrationStep>>,
 }
 
 impl<S: Reducer> EngineBuilder<S> {
     pub(super) fn new(graph: Graph<S>) -> Self {
-        EngineBuilder { graph, store: None, options: EngineOptions::default(), chain_key: None, clock: None }
+        EngineBuilder {
+            graph,
+            store: None,
+            options: EngineOptions::default(),
+            chain_key: None,
+            clock: None,
+            served: Vec::new(),
+            migrations: Vec::new(),
+        }
     }
 
     /// The clock (default: [`SystemClock`]); a [`crate::TestClock`] lets a test move time itself.
@@ -166,24 +185,30 @@ impl<S: Reducer> EngineBuilder<S> {
         let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
         // Every store's retryable errors (a server that went away) are retried for the timeout.
         let store: Arc<dyn Store> = Arc::new(RetryStore::new(store, options.store_retry_timeout));
+        let env = Arc::new(RunEnv {
+            store: store.clone(),
+            replay: None,
+            clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
+            options: options.clone(),
+            chain_key: self.chain_key.clone(),
+            waker: Default::default(),
+            children: Default::default(),
+        });
+        let mut served = self.served;
+        served.sort_by_key(|s| s.version());
+        let versions = served.iter().map(|s| s.serve(&env)).collect();
         let engine = Engine {
             inner: Arc::new(Inner {
                 graph: self.graph,
-                env: Arc::new(RunEnv {
-                    store: store.clone(),
-                    replay: None,
-                    clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
-                    options: options.clone(),
-                    chain_key: self.chain_key.clone(),
-                    waker: Default::default(),
-                    children: Default::default(),
-                }),
+                env,
                 store,
                 admission: Arc::new(Semaphore::new(options.queue_depth)),
                 options,
                 active: Mutex::new(HashMap::new()),
                 chain_key: self.chain_key,
                 timers: super::timers::Timers::default(),
+                versions,
+                migrations: self.migrations,
             }),
         };
         let waker: Weak<dyn RunWaker> = Arc::downgrade(&engine.inner) as Weak<dyn RunWaker>;
@@ -196,7 +221,8 @@ impl<S: Reducer> RunWaker for Inner<S> {
     fn wake(self: Arc<Self>, run: String) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
         let engine = Engine { inner: self };
         Box::pin(async move {
-            if let Err(e) = engine.wake_now(&run).await {
+            let woken = engine.continue_any(&run, super::versions::Continue::Wake, Default::default()).await;
+            if let Err(e) = woken {
                 tracing::warn!(run, error = %e, "waking the run failed; a timer service or worker wakes it");
             }
         })

@@ -960,6 +960,7 @@ impl<S: Reducer> Engine<S> {
             order_key: OrderKey::ENTRY,
             path: PathId::entry(graph.entry()),
             input: None,
+            origin_step: None,
         }];
         let draft = Draft {
             run_id: &run,

@@ -96,6 +96,9 @@ impl<S: Reducer> Engine<S> {
         inputs: impl IntoIterator<Item = (String, serde_json::Value)>,
         opts: RunOptions,
     ) -> Result<RunOutcome<S>> {
+        if let Some(version) = self.typed_route(run_id).await? {
+            return Box::pin(version.resume_with_inputs_with(run_id, inputs, opts)).await;
+        }
         let reject = |interrupt: Option<&str>, detail: String| Error::ResumeInput {
             run: run_id.to_owned(),
             interrupt: interrupt.map(str::to_owned),

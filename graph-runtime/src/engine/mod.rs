@@ -21,7 +21,8 @@
 //!   input), `audit.rs` (history, verification, forks), `replay.rs` (replay, effect resolution, the
 //!   outbox), `streaming.rs` (streamed runs), `timers.rs` (waking runs whose sleep, deadline or
 //!   message is due, and the timer service), `mail.rs` (sending external events), `schedules.rs`
-//!   (schedules and their firings).
+//!   (schedules and their firings), `versions.rs` (older versions served beside the graph,
+//!   migrations, the replay check).
 
 mod api;
 mod audit;
@@ -35,6 +36,7 @@ mod schedules;
 mod step;
 mod streaming;
 mod timers;
+mod versions;
 
 pub use self::core::{Engine, EngineBuilder};
 pub use crate::run::{RunOptions, RunOutcome};
@@ -42,3 +44,5 @@ pub use audit::{ChainReport, HistoryEntry, run_history, verify_run};
 pub use mail::{Sent, send_event};
 pub use replay::ReplayOutcome;
 pub use schedules::fired_run_id;
+pub use versions::{Migrated, Migration, ReplayCheck, ReplayVerdict};
+pub(crate) use versions::{Continue, Servable};

@@ -50,6 +50,9 @@ impl<S: Reducer> Engine<S> {
     /// [`Error::RunNotFound`]; [`Error::GraphChanged`]; store errors; a run whose first checkpoint was
     /// pruned cannot be replayed (a `Corrupted` error says so).
     pub async fn replay(&self, run_id: &str, mode: ReplayMode) -> Result<ReplayOutcome<S>> {
+        if let Some(version) = self.typed_route(run_id).await? {
+            return Box::pin(version.replay(run_id, mode)).await;
+        }
         let store = &*self.inner.store;
         let info =
             store.run_info(run_id).await?.ok_or_else(|| Error::RunNotFound { run: run_id.to_owned() })?;

@@ -464,7 +464,8 @@ fn attempts_for<S: Reducer>(
         state: input.state.clone(),
         item: ItemId {
             run_id: input.run_id.clone(),
-            step: input.step,
+            // An item a migration carried over keeps the step it was scheduled in (its identity).
+            step: item.origin_step.unwrap_or(input.step),
             node: node.name().clone(),
             order_key: item.order_key,
             path: item.path.clone(),

@@ -22,6 +22,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::core::Engine;
+use super::versions::{Continue, Route};
 use crate::error::{Error, Result};
 use crate::persist::PendingStep;
 use crate::run::{RunOptions, RunOutcome};
@@ -101,6 +102,9 @@ impl<S: Reducer> Engine<S> {
     ///
     /// As [`Engine::resume`].
     pub async fn wake_with(&self, run_id: &str, opts: RunOptions) -> Result<RunOutcome<S>> {
+        if let Some(version) = self.typed_route(run_id).await? {
+            return Box::pin(version.wake_with(run_id, opts)).await;
+        }
         self.wake_or_stored(run_id, opts, false).await
     }
 
@@ -122,7 +126,7 @@ impl<S: Reducer> Engine<S> {
     /// Wakes the run if anything it waits for is due (`None`: nothing is, nothing was written);
     /// `claimed_due`: the store found it due, so its earliest wait is due whatever this engine's clock
     /// says.
-    async fn try_wake(
+    pub(super) async fn try_wake(
         &self,
         run_id: &str,
         opts: RunOptions,
@@ -244,10 +248,12 @@ impl<S: Reducer> Engine<S> {
         }
     }
 
-    /// Wakes every run of this engine's graph that is due by its clock ([`Engine::wake`]), driving
-    /// them concurrently, and returns how each woken run ended, by run id (a run found with nothing
-    /// due, answered or woken elsewhere first, is not listed). The first call reads the store's parked runs (`Waiting`, and `Interrupted` with a
-    /// deadline); later ones use the index this engine keeps.
+    /// Wakes every run of this engine's graph (of every version it serves) that is due by its clock
+    /// ([`Engine::wake`]), driving them concurrently, and returns how each woken run ended, by run id
+    /// (a run found with nothing due, answered or woken elsewhere first, is not listed; nor is a run
+    /// of a served version with another state type, woken all the same). The first call reads the
+    /// store's parked runs (`Waiting`, and `Interrupted` with a deadline); later ones use the index
+    /// this engine keeps.
     ///
     /// # Errors
     ///
@@ -260,7 +266,16 @@ impl<S: Reducer> Engine<S> {
         for run in due {
             let engine = self.clone();
             set.spawn(async move {
-                let out = engine.try_wake(&run, RunOptions::default(), false).await;
+                let out = match engine.route(&run).await {
+                    Ok(Route::Own) => engine.try_wake(&run, RunOptions::default(), false).await,
+                    Ok(Route::Same(version)) => version.try_wake(&run, RunOptions::default(), false).await,
+                    // Another state type: woken on its version, not listed.
+                    Ok(Route::Other(_)) => {
+                        let woken = engine.continue_any(&run, Continue::Wake, RunOptions::default()).await;
+                        woken.map(|_| None)
+                    }
+                    Err(e) => Err(e),
+                };
                 (run.to_string(), out)
             });
         }
@@ -298,7 +313,7 @@ impl<S: Reducer> Engine<S> {
             for run in due {
                 let engine = self.clone();
                 runs.spawn(async move {
-                    match engine.try_wake(&run, RunOptions::default(), false).await {
+                    match engine.continue_any(&run, Continue::Wake, RunOptions::default()).await {
                         Ok(None) => {}
                         Ok(Some(out)) => {
                             tracing::debug!(run = %run, status = out.status.as_str(), "woken run stopped")
@@ -356,7 +371,7 @@ impl<S: Reducer> Engine<S> {
         let mut found = Vec::new();
         for kind in [StatusKind::Waiting, StatusKind::Interrupted] {
             for info in store.list_runs(&RunFilter::all().status(kind)).await? {
-                if info.graph_fingerprint != self.inner.graph.fingerprint() {
+                if !self.served_fingerprints().any(|f| f == info.graph_fingerprint) {
                     continue;
                 }
                 if let Some(at) = info.status.wake_at_ms() {

@@ -253,6 +253,12 @@ impl PostgresStore {
         let mut fences: (Vec<&str>, Vec<&str>, Vec<i64>) = Default::default();
         let mut accepted: Vec<Option<RunInfo>> = Vec::with_capacity(group.len());
         for (r, known) in group.iter().zip(&priors) {
+            // A commit that moves the run to another graph (a migration's) goes alone, where the
+            // row's graph column is set with it.
+            if known.as_ref().is_some_and(|k| k.info.graph_fingerprint != r.fingerprint) {
+                accepted.push(None);
+                continue;
+            }
             if let Some(lease) = &r.fence {
                 if lease.run_id != r.run_id {
                     // Alone, where the fencing check answers `Fenced`.
@@ -378,7 +384,8 @@ impl PostgresStore {
                         *run == r.run_id && *owner == lease.owner && *token == lease.token
                     })
             });
-            if version != r.expected_version || lost {
+            let moved = row.as_ref().is_some_and(|row| row.graph_fingerprint != r.fingerprint);
+            if version != r.expected_version || lost || moved {
                 w.undo.push(r.key.as_str());
                 accepted.push(None);
                 continue;

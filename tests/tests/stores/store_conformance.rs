@@ -19,6 +19,7 @@ graph_tests::for_backends! {
         parked_runs_keep_their_due_times,
         mailboxes_deliver_each_message_once,
         schedules_are_written_under_a_version_check,
+        commits_move_the_runs_graph,
     ];
     memory => Memory::new(),
     sled => Sled::new(),
@@ -38,6 +39,7 @@ mod lease_cases {
             concurrent_claimers_one_winner,
             claims_take_their_graphs_runs,
             claims_take_due_parked_runs,
+            claims_follow_a_moved_run,
             stale_token_is_fenced,
             effect_writes_under_a_lost_lease_are_fenced,
             takeover_after_expiry,
@@ -64,6 +66,7 @@ graph_tests::for_backends! {
         parked_runs_keep_their_due_times,
         mailboxes_deliver_each_message_once,
         schedules_are_written_under_a_version_check,
+        commits_move_the_runs_graph,
     ];
     sqlite => graph_tests::backends::Sqlite::new(),
     // The smallest page SQLite allows: records and events span overflow pages.

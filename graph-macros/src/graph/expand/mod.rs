@@ -47,9 +47,21 @@ pub(crate) fn expand(g: &GraphDef, resolved: Option<&Resolved>) -> TokenStream {
         (Some(r), Some(state)) => {
             let fingerprint = fingerprint(g, r);
             let description = description(g, r, state);
+            let migration = migration(g, state);
             let check_state = quote_spanned!(state.span()=> #rt::assert_reducer::<#state>());
+            let version = g.version;
             body.extend(quote! {
                 const _: () = #check_state;
+
+                /// The graph's version (`#[graph(version = N)]`, 1 when not declared). Equal to
+                /// `graph().version()`.
+                #[allow(dead_code)]
+                pub const VERSION: u32 = #version;
+
+                /// The graph's state type, named for the migrations of later versions.
+                #[doc(hidden)]
+                #[allow(dead_code)]
+                pub type __GraphState = #state;
 
                 /// The graph's fingerprint: a SHA-256 of its nodes, edges (in index order), entry and node
                 /// signatures, computed at compile time. Equal to `graph().fingerprint()`.
@@ -62,6 +74,8 @@ pub(crate) fn expand(g: &GraphDef, resolved: Option<&Resolved>) -> TokenStream {
                 pub fn graph() -> #rt::Graph<#state> {
                     #description
                 }
+
+                #migration
 
                 /// The graph as a Mermaid flowchart (edges labelled with their index).
                 #[allow(dead_code)]
@@ -195,6 +209,7 @@ pub(crate) fn fingerprint(g: &GraphDef, r: &Resolved) -> String {
         signatures: &sigs,
         routed: &r.routed,
         waits: &r.waits,
+        version: g.version,
     };
     graph_core::fingerprint(&shape)
 }
@@ -290,8 +305,41 @@ fn description(g: &GraphDef, r: &Resolved, state: &syn::Type) -> TokenStream {
         }
     }
     let entry = g.nodes[r.entry].name();
+    if g.version > 1 {
+        let version = g.version;
+        calls.extend(quote!(.version(#version)));
+    }
     quote! {
         #rt::built(#name, #rt::Graph::<#state>::builder(#name) #calls .entry(#entry).build())
+    }
+}
+
+/// `migration()` of a graph declared with `migrate_from = earlier, migrate = f`: the typed migration
+/// from the earlier version's runs. The earlier version must be lower (a compile-time assertion at
+/// `migrate_from`), and `f` must be `fn(earlier state) -> this state` (checked at `f`).
+fn migration(g: &GraphDef, state: &syn::Type) -> TokenStream {
+    let Some((from, migrate)) = &g.migration else { return TokenStream::new() };
+    let rt = rt();
+    let version_check = quote_spanned!(from.span()=>
+        const _: () = ::core::assert!(
+            #from::VERSION < VERSION,
+            "`migrate_from` names a graph whose version is not below this one's: raise `version`"
+        );
+    );
+    let earlier = quote_spanned!(from.span()=> #from::__GraphState);
+    let earlier_graph = quote_spanned!(from.span()=> #from::graph());
+    let map = quote_spanned!(migrate.span()=> #migrate as fn(#earlier) -> #state);
+    quote! {
+        #version_check
+
+        /// The migration of runs of the version this one migrates from (`migrate_from`) to this
+        /// version: their state mapped by the `migrate` function. Add node mappings with
+        /// `.node(old, new)` / `.drop_node(old)` and give it to `EngineBuilder::migration`.
+        #[allow(dead_code)]
+        pub fn migration() -> #rt::Migration<#earlier, #state> {
+            let map: fn(#earlier) -> #state = #map;
+            #rt::Migration::new(#earlier_graph, graph(), map)
+        }
     }
 }
 
