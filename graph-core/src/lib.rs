@@ -156,8 +156,15 @@ mod tests {
         let names = ["plan", "work"];
         let adj = vec![vec![Target::Node(1), Target::End], vec![Target::Node(0)]];
         let sigs = [("work", "fn work()"), ("plan", "fn plan()")];
-        let mut shape =
-            Shape { names: &names, adjacency: &adj, entry: 0, signatures: &sigs, routed: &[], waits: &[], version: 1 };
+        let mut shape = Shape {
+            names: &names,
+            adjacency: &adj,
+            entry: 0,
+            signatures: &sigs,
+            routed: &[],
+            waits: &[],
+            version: 1,
+        };
         assert_eq!(
             fingerprint_text(&shape),
             "graph-runtime/fingerprint/v1\nentry plan\nnode plan -> work -> END\nnode work -> plan\n\

@@ -59,7 +59,10 @@ pub use macro_support as __private;
 pub use clock::{Clock, SystemClock, TestClock};
 pub use ctx::{Answer, Ctx, DrawRange};
 pub use effect::{Divergence, Effect, ReplayMode};
-pub use engine::{ChainReport, Engine, EngineBuilder, HistoryEntry, ReplayOutcome, RunOptions, RunOutcome};
+pub use engine::{
+    ChainReport, Engine, EngineBuilder, HistoryEntry, Migrated, Migration, ReplayCheck, ReplayOutcome,
+    ReplayVerdict, RunOptions, RunOutcome,
+};
 pub use error::{ConflictError, Error, GraphError, MergeError, NodeError, Result, StoreError};
 pub use events::{ChainKey, Event, EventType};
 pub use graph::{END, Graph, GraphBuilder, GraphShape, NodeShape};
@@ -127,8 +130,9 @@ pub mod prelude {
     pub use crate::store::{SqliteOptions, SqliteStore};
     pub use crate::{
         Answer, Backoff, Branch, CancellationToken, ConflictPolicy, Ctx, Delta, END, Engine, EngineOptions,
-        Graph, Interrupt, InterruptKind, MemoryStore, NodeError, NodePolicy, NodeResult, PauseReason,
-        Reducer, ReplayMode, Resolution, RetryPolicy, Route, RunOptions, RunOutcome, RunStatus, Static,
+        Graph, Interrupt, InterruptKind, MemoryStore, Migration, NodeError, NodePolicy, NodeResult,
+        PauseReason, Reducer, ReplayMode, Resolution, RetryPolicy, Route, RunOptions, RunOutcome, RunStatus,
+        Static,
     };
     pub use graph_macros::{graph, node, reduce, reducer};
     pub use rand_core::Rng as _;

@@ -18,6 +18,7 @@ pub use std::time::Duration;
 pub use std::vec::Vec;
 
 pub use crate::ctx::Ctx;
+pub use crate::engine::Migration;
 pub use crate::error::{GraphError, MergeError, NodeError};
 pub use crate::graph::{END, Graph};
 pub use crate::node::{BoxFuture, Branch, Node, NodeResult, Route, Routing, Static};

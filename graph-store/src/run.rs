@@ -297,7 +297,13 @@ impl RunInfo {
     /// This row after a checkpoint of step `step` of the graph `fingerprint` commits with `status`
     /// ([`RunInfo::after_commit`]). The row's fingerprint is the latest checkpoint's: a migration's
     /// commit moves the run to another graph version.
-    pub fn commit(&mut self, step: u64, status: &RunStatus, fingerprint: &str, last_event: Option<ChainHead>) {
+    pub fn commit(
+        &mut self,
+        step: u64,
+        status: &RunStatus,
+        fingerprint: &str,
+        last_event: Option<ChainHead>,
+    ) {
         self.status = status.clone();
         if self.graph_fingerprint != fingerprint {
             fingerprint.clone_into(&mut self.graph_fingerprint);

@@ -9,6 +9,7 @@ pub mod graphs;
 pub mod hooked;
 pub mod mounts;
 pub mod proxy;
+pub mod versions;
 
 use std::collections::BTreeSet;
 use std::hash::{BuildHasher, RandomState};

@@ -379,11 +379,11 @@ pub async fn run_history(store: &dyn Store, run_id: &str) -> Result<Vec<HistoryE
     Ok(out)
 }
 
-/// The commit an event records (`RUN_STARTED`, `STEP_COMMITTED`, `FORKED`): its step, and the state hash
-/// it records. The payload is parsed once, and only for those event types.
+/// The commit an event records (`RUN_STARTED`, `STEP_COMMITTED`, `FORKED`, `MIGRATED`): its step, and
+/// the state hash it records. The payload is parsed once, and only for those event types.
 fn commit_of(e: &Event) -> Option<(u64, Option<String>)> {
     match e.event_type {
-        EventType::RunStarted | EventType::StepCommitted | EventType::Forked => {
+        EventType::RunStarted | EventType::StepCommitted | EventType::Forked | EventType::Migrated => {
             let p = e.payload.value();
             let step = p.get("step")?.as_u64()?;
             Some((step, p.get("state_hash").and_then(|h| h.as_str()).map(str::to_owned)))

@@ -163,7 +163,13 @@ impl<'g, S: Reducer> Next<'g, S> {
     }
 
     fn push(&mut self, node: usize, order_key: OrderKey, path: PathId, input: Option<serde_json::Value>) {
-        self.items.push(WorkItem { node: self.graph.node(node).name().clone(), order_key, path, input, origin_step: None });
+        self.items.push(WorkItem {
+            node: self.graph.node(node).name().clone(),
+            order_key,
+            path,
+            input,
+            origin_step: None,
+        });
         self.nodes.push(node);
     }
 

@@ -144,7 +144,8 @@ impl<A: Reducer, B: Reducer> MigrationStep for Migration<A, B> {
             format!("its state does not read as version {}'s state type: {e}", self.from.version())
         })?;
         let new = (self.state)(old)?;
-        serde_json::to_value(&new).map_err(|e| format!("run `{run}`: the mapped state does not serialize: {e}"))
+        serde_json::to_value(&new)
+            .map_err(|e| format!("run `{run}`: the mapped state does not serialize: {e}"))
     }
 
     fn map_node(&self, node: &str) -> Result<Option<String>, String> {
@@ -154,7 +155,10 @@ impl<A: Reducer, B: Reducer> MigrationStep for Migration<A, B> {
         };
         match target {
             Some(t) if self.to.node_index(&t).is_none() => Err(match self.nodes.contains_key(node) {
-                true => format!("the migration maps node `{node}` to `{t}`, which version {} does not have", self.to.version()),
+                true => format!(
+                    "the migration maps node `{node}` to `{t}`, which version {} does not have",
+                    self.to.version()
+                ),
                 false => format!(
                     "the run stands at node `{node}`, which version {} does not have: map it with \
                      `.node(\"{node}\", \"<new node>\")` or `.drop_node(\"{node}\")`",
@@ -282,8 +286,9 @@ impl<S: Reducer> Served for Engine<S> {
         let Migrating { info, cp: old, state, frontier, waiting, status, pending, from, dry_run } = m;
         let to = self.inner.graph.version();
         let refuse = |reason: String| Error::Migration { run: info.run_id.clone(), from, to, reason };
-        let state: S = serde_json::from_value(state)
-            .map_err(|e| refuse(format!("the mapped state does not read as version {to}'s state type: {e}")))?;
+        let state: S = serde_json::from_value(state).map_err(|e| {
+            refuse(format!("the mapped state does not read as version {to}'s state type: {e}"))
+        })?;
         let step = old.step + 1;
         let at_ms = self.step_time(step, old.timestamp_ms);
         let draft = Draft {
@@ -498,7 +503,8 @@ impl<S: Reducer> Engine<S> {
 
     /// The fingerprints of every version this engine serves, its own first.
     pub(crate) fn served_fingerprints(&self) -> impl Iterator<Item = &str> {
-        std::iter::once(self.inner.graph.fingerprint()).chain(self.inner.versions.iter().map(|v| v.fingerprint()))
+        std::iter::once(self.inner.graph.fingerprint())
+            .chain(self.inner.versions.iter().map(|v| v.fingerprint()))
     }
 
     /// Moves a stored run to version `to` of its graph, at its latest step boundary: its state read
@@ -531,7 +537,8 @@ impl<S: Reducer> Engine<S> {
 
     async fn migrate_inner(&self, run_id: &str, to: u32, dry_run: bool) -> Result<Migrated> {
         let store = &*self.inner.store;
-        let info = store.run_info(run_id).await?.ok_or_else(|| Error::RunNotFound { run: run_id.to_owned() })?;
+        let info =
+            store.run_info(run_id).await?.ok_or_else(|| Error::RunNotFound { run: run_id.to_owned() })?;
         let from = graph_core::fingerprint_version(&info.graph_fingerprint);
         let refuse = |reason: String| Error::Migration { run: run_id.to_owned(), from, to, reason };
         // The chain of migrations from the run's fingerprint to version `to`.
@@ -560,7 +567,10 @@ impl<S: Reducer> Engine<S> {
         };
         match &info.status {
             RunStatus::Completed | RunStatus::Cancelled => {
-                return Err(refuse(format!("it is {}; a finished run keeps its version", info.status.as_str())));
+                return Err(refuse(format!(
+                    "it is {}; a finished run keeps its version",
+                    info.status.as_str()
+                )));
             }
             _ if self.cancel_would_find(run_id) => {
                 return Err(refuse("this engine is driving it; migrate it once it parks or stops".into()));
@@ -648,7 +658,8 @@ impl<S: Reducer> Engine<S> {
     /// is in the verdict.
     pub async fn check_replay(&self, run_id: &str) -> Result<ReplayCheck> {
         let store = &*self.inner.store;
-        let info = store.run_info(run_id).await?.ok_or_else(|| Error::RunNotFound { run: run_id.to_owned() })?;
+        let info =
+            store.run_info(run_id).await?.ok_or_else(|| Error::RunNotFound { run: run_id.to_owned() })?;
         let version = graph_core::fingerprint_version(&info.graph_fingerprint);
         let check = |verdict| ReplayCheck { run_id: run_id.to_owned(), version, verdict };
         let Some(served) = self.served(&info.graph_fingerprint) else {
@@ -699,7 +710,11 @@ fn map_items(items: Vec<WorkItem>, step: u64, m: &dyn MigrationStep) -> Result<V
     let mut out = Vec::with_capacity(items.len());
     for item in items {
         if let Some(node) = m.map_node(&item.node)? {
-            out.push(WorkItem { node: node.into(), origin_step: Some(item.origin_step.unwrap_or(step)), ..item });
+            out.push(WorkItem {
+                node: node.into(),
+                origin_step: Some(item.origin_step.unwrap_or(step)),
+                ..item
+            });
         }
     }
     Ok(out)

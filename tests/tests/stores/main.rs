@@ -7,4 +7,5 @@ mod sql_servers;
 mod sqlite_store;
 mod store_conformance;
 mod store_engine;
+mod versioning;
 mod workers;
