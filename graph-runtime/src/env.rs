@@ -59,6 +59,10 @@ pub(crate) struct Replay {
     pub(crate) checkpoints: BTreeMap<u64, (Vec<u8>, u64)>,
     /// The step the original run reached: the replay stops there.
     pub(crate) until: u64,
+    /// The original run is parked in step `until` (its items asked, slept or wait for an event): the
+    /// replay runs that step too, so the calls its items made before they stopped are checked, and
+    /// stops where they stopped.
+    pub(crate) parked: bool,
     /// The inputs the original run was resumed with, by (step, item path), in call order.
     pub(crate) inputs: BTreeMap<(u64, String), Vec<serde_json::Value>>,
     pub(crate) divergences: Mutex<Vec<Divergence>>,

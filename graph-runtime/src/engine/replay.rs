@@ -22,7 +22,7 @@ fn encode_unchained(cp: &Checkpoint) -> Vec<u8> {
     cp.event_head = None;
     encode(&cp)
 }
-use crate::store::{Checkpoint, EffectState, MemoryStore, OutboxRow, Resolution, Store};
+use crate::store::{Checkpoint, EffectState, MemoryStore, OutboxRow, Resolution, RunStatus, Store};
 
 /// What a replay did.
 #[derive(Debug, Clone)]
@@ -82,6 +82,7 @@ impl<S: Reducer> Engine<S> {
             journal,
             checkpoints: recorded.iter().map(|c| (c.step, (encode_unchained(c), c.timestamp_ms))).collect(),
             until: info.latest_step,
+            parked: matches!(info.status, RunStatus::Interrupted(_) | RunStatus::Waiting(_)),
             inputs: self.recorded_inputs(run_id).await?,
             divergences: Mutex::new(Vec::new()),
             source: self.inner.store.clone(),
@@ -190,9 +191,10 @@ impl<S: Reducer> Engine<S> {
         recorded.unwrap_or_else(|| self.inner.env.clock.now_ms().max(not_before))
     }
 
-    /// In a replay, whether the recorded run's latest step is reached.
+    /// In a replay, whether the recorded run's latest step is reached (a parked run's is run too:
+    /// its items stop where they stopped).
     pub(super) fn replay_done(&self, step: u64) -> bool {
-        self.inner.env.replay.as_ref().is_some_and(|r| step >= r.until)
+        self.inner.env.replay.as_ref().is_some_and(|r| step > r.until || (step == r.until && !r.parked))
     }
 
     /// In a replay, checks a checkpoint against the recorded one, byte for byte.

@@ -28,3 +28,4 @@ mod schedules;
 mod streaming;
 mod submit;
 mod timeouts;
+mod versions;
