@@ -9,3 +9,4 @@ mod faults_device;
 mod sqlite_damage;
 mod sqlite_faults;
 mod timers_crash;
+mod versions_crash;
