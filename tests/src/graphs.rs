@@ -516,7 +516,21 @@ pub fn worker_fanout(
     label: String,
     log: ExecutionLog,
 ) -> Graph<Trace> {
-    let mut b = Graph::<Trace>::builder("worker-fanout").node("plan", move |s, ctx| {
+    worker_fanout_version(1, width, iterations, delay, label, log)
+}
+
+/// [`worker_fanout`] as graph version `version`: from 2 on, its `w` nodes prefix their entries with
+/// `v{version}/` (so a final state tells which version ran the run).
+pub fn worker_fanout_version(
+    version: u32,
+    width: usize,
+    iterations: usize,
+    delay: Duration,
+    label: String,
+    log: ExecutionLog,
+) -> Graph<Trace> {
+    let label = if version > 1 { format!("v{version}/{label}") } else { label };
+    let mut b = Graph::<Trace>::builder("worker-fanout").version(version).node("plan", move |s, ctx| {
         let n = s.log.iter().filter(|l| l.starts_with("join")).count();
         let step = ctx.step();
         Box::pin(async move {

@@ -66,7 +66,8 @@ async fn main() {
     let store: Arc<dyn Store> = match std::env::var("CRASH_AT") {
         Ok(spec) => {
             let (at, when) = spec.split_once(':').expect("CRASH_AT=<n>:<before|after>");
-            let hooks = Crashing { at: at.parse().unwrap(), before: when == "before", seen: Default::default() };
+            let hooks =
+                Crashing { at: at.parse().unwrap(), before: when == "before", seen: Default::default() };
             match opened {
                 SpecStore::Sled(inner) => Arc::new(Hooked { inner, hooks }),
                 #[allow(unreachable_patterns)]
@@ -97,7 +98,15 @@ async fn main() {
                 if info.graph_fingerprint == v1::FINGERPRINT {
                     engine.migrate(run, 2).await.unwrap();
                 }
-                if engine.outcome(run).await.unwrap().unwrap().interrupts().iter().any(|i| i.node == "approve") {
+                if engine
+                    .outcome(run)
+                    .await
+                    .unwrap()
+                    .unwrap()
+                    .interrupts()
+                    .iter()
+                    .any(|i| i.node == "approve")
+                {
                     engine.resume_with_input(run, &true).await.unwrap();
                 }
             }

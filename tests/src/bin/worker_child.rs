@@ -5,7 +5,8 @@
 //! `worker_child <url> <worker id> <concurrency> <lease ms> <width> <iterations> <delay ms> [label]`,
 //! the URL `postgres://…` or `mysql://…`. Every node execution is counted in the table `worker_execs`
 //! (run_id, step, node, n) of the same database, which the test creates. `WORKER_HEARTBEAT_MS` sets the
-//! heartbeat interval (default: a third of the lease).
+//! heartbeat interval (default: a third of the lease); `WORKER_VERSIONS=2` makes the worker's graph
+//! version 2 of the workflow ([`graph_tests::graphs::worker_fanout_version`]) serving version 1 too.
 
 #[cfg(not(any(feature = "postgres", feature = "mysql")))]
 fn main() {
@@ -27,7 +28,7 @@ mod imp {
     use graph_runtime::CancellationToken;
     use graph_runtime::worker::{LeaseStore, Worker};
     use graph_tests::Trace;
-    use graph_tests::graphs::{ExecutionLog, worker_fanout};
+    use graph_tests::graphs::{ExecutionLog, worker_fanout, worker_fanout_version};
 
     /// An [`ExecutionLog`] that counts each (run, step, node) execution in `worker_execs` with `sql`
     /// (the server's upsert) on `pool`, retrying until the row is written.
@@ -142,8 +143,16 @@ mod imp {
         log: ExecutionLog,
         shutdown: CancellationToken,
     ) {
-        let graph = worker_fanout(width, iterations, delay, label, log);
-        let worker: Worker<Trace, L> = Worker::builder(graph, store)
+        // `WORKER_VERSIONS=2`: the worker's graph is version 2 of the workflow, and it serves version 1.
+        let versioned = std::env::var("WORKER_VERSIONS").is_ok_and(|v| v == "2");
+        let version = if versioned { 2 } else { 1 };
+        let graph = worker_fanout_version(version, width, iterations, delay, label.clone(), log.clone());
+        let builder = Worker::builder(graph, store);
+        let builder = match versioned {
+            true => builder.serves(worker_fanout(width, iterations, delay, label, log)),
+            false => builder,
+        };
+        let worker: Worker<Trace, L> = builder
             .id(id)
             .concurrency(concurrency)
             .lease(lease)

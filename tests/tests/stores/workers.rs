@@ -23,7 +23,7 @@ fn worker_tests_not_run() {}
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod servers {
     use graph_runtime::{Engine, Store};
-    use graph_tests::graphs::{ExecutionLog, no_log, worker_fanout};
+    use graph_tests::graphs::{ExecutionLog, no_log, worker_fanout, worker_fanout_version};
     use graph_tests::{Trace, history_hash, random_delay, state_hash};
     use std::collections::{BTreeMap, BTreeSet};
     use std::io::{BufRead, BufReader};
@@ -190,9 +190,14 @@ mod servers {
 
     /// Starts a worker process on `url`, with a heartbeat interval when given.
     fn spawn_with(url: &str, id: &str, args: &[String], heartbeat_ms: Option<u64>) -> Proc {
+        spawn_env(url, id, args, heartbeat_ms.map(|ms| ("WORKER_HEARTBEAT_MS", ms.to_string())))
+    }
+
+    /// Starts a worker process on `url` with one more environment variable.
+    fn spawn_env(url: &str, id: &str, args: &[String], env: Option<(&str, String)>) -> Proc {
         let mut command = Command::new(env!("CARGO_BIN_EXE_worker_child"));
-        if let Some(ms) = heartbeat_ms {
-            command.env("WORKER_HEARTBEAT_MS", ms.to_string());
+        if let Some((key, value)) = env {
+            command.env(key, value);
         }
         let mut child = command
             .arg(url)
@@ -609,6 +614,85 @@ mod servers {
             let holder = db.claimer(run).await;
             assert_eq!(holder, expected, "{run}: claimed by its graph's worker");
         }
+    }
+
+    /// Workers serving versions 1 and 2 of the workflow, SIGKILLed at random and replaced, finish
+    /// every run of both versions, each on its own version (a version 2 run's entries say `v2/`),
+    /// with the uninterrupted run's final state; no run changes version.
+    async fn versioned_workers_finish_each_run_on_its_version(db: Db) {
+        const EACH: usize = 12;
+        let url = db.url();
+        let store = db.store();
+        let graph = |version| {
+            worker_fanout_version(version, WIDTH, ITERATIONS, Duration::ZERO, String::new(), no_log())
+        };
+        let mut expected = BTreeMap::new();
+        for version in [1, 2] {
+            let submitter = Engine::builder(graph(version)).shared_store(store.clone()).build();
+            let reference = Engine::builder(graph(version)).build();
+            for i in 0..EACH {
+                let run = format!("v{version}-{i:02}");
+                submitter.submit(&run, Trace::default()).await.expect("submit");
+                let done = reference.run(&run, Trace::default()).await.expect("reference run");
+                expected.insert(run, (version, state_hash(&done.state)));
+            }
+        }
+        let args: Vec<String> = [CONCURRENCY, LEASE_MS as usize, WIDTH, ITERATIONS, DELAY_MS as usize]
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let versioned = || Some(("WORKER_VERSIONS", "2".to_owned()));
+        let mut generation = 0;
+        let mut workers: Vec<Proc> = (0..3)
+            .map(|slot| {
+                generation += 1;
+                spawn_env(&url, &format!("w{slot}-{generation}"), &args, versioned())
+            })
+            .collect();
+        let (mut kills, deadline) = (0u32, Instant::now() + Duration::from_secs(150));
+        loop {
+            let done = db.count("SELECT COUNT(*) FROM graph_runs WHERE status = 'completed'").await;
+            if done as usize == 2 * EACH {
+                break;
+            }
+            assert!(Instant::now() < deadline, "only {done} of {} runs completed", 2 * EACH);
+            std::thread::sleep(
+                Duration::from_millis(150) + random_delay(Duration::from_millis(200), u64::from(kills)),
+            );
+            if kills < 6 {
+                let slot = kills as usize % workers.len();
+                generation += 1;
+                let fresh = spawn_env(&url, &format!("w{slot}-{generation}"), &args, versioned());
+                let mut victim = std::mem::replace(&mut workers[slot], fresh);
+                victim.child.kill().expect("SIGKILL");
+                victim.child.wait().expect("reaped");
+                kills += 1;
+            }
+        }
+        let _: Vec<String> = workers.into_iter().map(finish).collect();
+        assert!(kills >= 3, "only {kills} kills happened before the runs completed");
+        let served = Engine::builder(graph(2)).serves(graph(1)).shared_store(store.clone()).build();
+        for (run, (version, state)) in &expected {
+            let out = served.outcome(run).await.expect("outcome").expect("stored");
+            assert!(out.is_completed(), "{run}: {:?}", out.status);
+            assert_eq!(&state_hash(&out.state), state, "{run}: the uninterrupted run's final state");
+            let v2_entries = out.state.log.iter().any(|l| l.starts_with("v2/"));
+            assert_eq!(v2_entries, *version == 2, "{run} ran on version {version}: {:?}", out.state.log);
+            let info = store.run_info(run).await.unwrap().unwrap();
+            assert_eq!(info.graph_fingerprint, graph(*version).fingerprint(), "{run} kept its version");
+        }
+    }
+
+    #[cfg(feature = "postgres")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_versioned_workers_finish_each_run_on_its_version() {
+        versioned_workers_finish_each_run_on_its_version(Db::postgres().await).await;
+    }
+
+    #[cfg(feature = "mysql")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mysql_versioned_workers_finish_each_run_on_its_version() {
+        versioned_workers_finish_each_run_on_its_version(Db::mysql().await).await;
     }
 
     fn signal(p: &Proc, sig: &str) {
