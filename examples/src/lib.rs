@@ -10,3 +10,4 @@ pub mod map_reduce;
 pub mod payments;
 pub mod research;
 pub mod review;
+pub mod versioning;

@@ -30,6 +30,9 @@
 //! ```
 
 pub use graph_store::{canonical, keys};
+
+/// The version a stored graph fingerprint names (`"v<N>:…"` → N; a plain fingerprint is version 1).
+pub use graph_core::fingerprint_version as graph_version;
 pub mod child;
 pub mod clock;
 pub mod cron;

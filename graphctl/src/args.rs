@@ -9,7 +9,8 @@ use clap::{ArgGroup, Parser, Subcommand, ValueEnum};
 /// Exit codes: 0 ok, 1 other failure, 2 usage, 3 not found (store, run, step, graph), 4 store locked by
 /// another process, 5 damaged data or a log that does not verify, 6 not possible in this graphctl (graph
 /// not registered, store kind not built in), 7 store unavailable for now (a server down or not
-/// answering: try again).
+/// answering: try again), 8 a replay that differs or a version not registered (`replay`), a run not
+/// migrated (`migrate`).
 #[derive(Debug, Parser)]
 #[command(name = "graphctl", version)]
 pub(crate) struct Args {
@@ -140,6 +141,40 @@ pub(crate) enum Command {
         /// The run id.
         run: String,
     },
+    /// Move runs to another version of their graph (`Engine::migrate`): the registered migrations map
+    /// each run's state and where it stands, committed as one checkpoint of the new version.
+    #[command(group(ArgGroup::new("which").required(true).args(["run", "all"])))]
+    Migrate {
+        /// The run id.
+        run: Option<String>,
+        /// Every run of the store not yet on `--to` (with `--status`: of that status; completed and
+        /// cancelled runs keep their version).
+        #[arg(long)]
+        all: bool,
+        /// With `--all`: only runs with this status.
+        #[arg(long, value_enum, requires = "all")]
+        status: Option<StatusArg>,
+        /// The version to move to (registered under the run's graph name).
+        #[arg(long)]
+        to: u32,
+        /// Say what would change, write nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Replay stored runs with this graphctl's registered graphs (this build's code) in strict mode and
+    /// report, per run, the first step whose state, routes or effect calls differ, or that its version
+    /// is not registered. Writes nothing. A gate to put before a deploy: exit 8 when anything differs.
+    #[command(group(ArgGroup::new("which").required(true).args(["run", "all"])))]
+    Replay {
+        /// The run id.
+        run: Option<String>,
+        /// Every run of the store (with `--status`: of that status).
+        #[arg(long)]
+        all: bool,
+        /// With `--all`: only runs with this status.
+        #[arg(long, value_enum, requires = "all")]
+        status: Option<StatusArg>,
+    },
     /// Resume a run from its last committed step (its graph must be registered) and print the outcome.
     Resume {
         /// The run id.
@@ -153,7 +188,12 @@ pub(crate) enum Command {
 impl Command {
     /// Whether the command writes to the store (the others open a SQLite store read-only).
     pub(crate) fn writes(&self) -> bool {
-        matches!(self, Command::Prune { .. } | Command::Resume { .. } | Command::SendEvent { .. })
+        match self {
+            Command::Migrate { dry_run, .. } => !dry_run,
+            other => {
+                matches!(other, Command::Prune { .. } | Command::Resume { .. } | Command::SendEvent { .. })
+            }
+        }
     }
 }
 

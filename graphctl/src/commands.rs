@@ -87,6 +87,10 @@ impl Session<'_> {
             }
             Command::Mailbox { run } => self.mailbox(&run).await?,
             Command::Schedules => self.schedules().await?,
+            Command::Migrate { run, status, to, dry_run, .. } => {
+                self.migrate(run.as_deref(), status, to, dry_run).await?
+            }
+            Command::Replay { run, status, .. } => self.replay(run.as_deref(), status).await?,
             Command::Resume { run, key_file } => {
                 let key = key_file.as_deref().map(read_key).transpose()?;
                 self.resume(&run, key).await?
@@ -124,7 +128,7 @@ impl Session<'_> {
         // Most recently committed first; RunInfo has no time, its latest checkpoint has.
         rows.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.run_id.cmp(&b.0.run_id)));
         rows.truncate(limit.unwrap_or(usize::MAX));
-        let mut table = Table::new(&["RUN", "STATUS", "STEP", "UPDATED", "GRAPH"]);
+        let mut table = Table::new(&["RUN", "STATUS", "STEP", "UPDATED", "GRAPH", "VERSION"]);
         let mut list = Vec::new();
         for (info, updated, graph) in &rows {
             let registered = self.graphs.get(&info.graph_fingerprint).is_some();
@@ -134,6 +138,7 @@ impl Session<'_> {
                 info.latest_step.to_string(),
                 updated.map_or_else(|| "unreadable".into(), render::time),
                 graph.clone().unwrap_or_else(|| "?".into()),
+                graph_runtime::graph_version(&info.graph_fingerprint).to_string(),
             ]);
             let mut row = render::status_json(&info.status);
             row["run_id"] = json!(info.run_id);
@@ -141,6 +146,7 @@ impl Session<'_> {
             row["updated_ms"] = json!(updated);
             row["graph"] = json!(graph);
             row["fingerprint"] = json!(info.graph_fingerprint);
+            row["version"] = json!(graph_runtime::graph_version(&info.graph_fingerprint));
             row["registered"] = json!(registered);
             list.push(row);
         }
@@ -190,6 +196,7 @@ impl Session<'_> {
         let reg = if registered { "registered in this graphctl" } else { "not registered in this graphctl" };
         line("graph", format!("{} ({reg})", graph.clone().unwrap_or_else(|| "?".into())));
         line("fingerprint", info.graph_fingerprint.clone());
+        line("version", graph_runtime::graph_version(&info.graph_fingerprint).to_string());
         if let Some((parent, step)) = &forked {
             line(
                 "forked from",
@@ -223,6 +230,7 @@ impl Session<'_> {
         j["version"] = json!(info.version);
         j["graph"] = json!(graph);
         j["fingerprint"] = json!(info.graph_fingerprint);
+        j["version"] = json!(graph_runtime::graph_version(&info.graph_fingerprint));
         j["registered"] = json!(registered);
         j["forked_from"] = forked.map_or(Value::Null, |(run, step)| json!({ "run_id": run, "step": step }));
         j["label"] = json!(label);
@@ -607,6 +615,159 @@ impl Session<'_> {
         j["steps"] = json!(out.steps);
         j["state"] = out.state;
         Ok(Output::ok(text, j))
+    }
+
+    /// The runs a `migrate`/`replay` command names: one, or every run (of a status).
+    async fn selected(&self, run: Option<&str>, status: Option<StatusArg>) -> Result<Vec<RunInfo>, Failure> {
+        match run {
+            Some(run) => Ok(vec![self.run_info(run).await?]),
+            None => {
+                let filter = status.map_or_else(RunFilter::all, |s| RunFilter::all().status(status_of(s)));
+                Ok(self.store.list_runs(&filter).await?)
+            }
+        }
+    }
+
+    /// The run's graph name: its registered graph's, or its log's.
+    async fn graph_name_of(&self, info: &RunInfo) -> Option<String> {
+        match self.graphs.get(&info.graph_fingerprint) {
+            Some(g) => Some(g.name().to_owned()),
+            None => self.first_event(&info.run_id).await.as_ref().and_then(graph_name),
+        }
+    }
+
+    async fn migrate(&self, run: Option<&str>, status: Option<StatusArg>, to: u32, dry_run: bool) -> Outcome {
+        let runs = self.selected(run, status).await?;
+        let mut table = Table::new(&["RUN", "FROM", "TO", "STEP", "RESULT"]);
+        let (mut list, mut refused) = (Vec::new(), 0);
+        for info in &runs {
+            let from = graph_runtime::graph_version(&info.graph_fingerprint);
+            // `--all` passes over what has nothing to migrate.
+            let finished = matches!(info.status, RunStatus::Completed | RunStatus::Cancelled);
+            if run.is_none() && (from == to || finished) {
+                continue;
+            }
+            let name = self.graph_name_of(info).await.unwrap_or_else(|| "?".into());
+            let result = match self.graphs.version_of(&name, to) {
+                Some(target) => target
+                    .migrate(self.store.clone(), &info.run_id, &self.graphs.migrations, dry_run)
+                    .await
+                    .map_err(|e| e.to_string()),
+                None => Err(format!("version {to} of graph `{name}` is not registered in this graphctl")),
+            };
+            let (step, said, j) = match &result {
+                Ok(m) => {
+                    let what = if dry_run { "would migrate" } else { "migrated" };
+                    let moves = format!("{} → {}", m.frontier.0.join(","), m.frontier.1.join(","));
+                    let j = json!({
+                        "run_id": info.run_id, "from": m.from, "to": m.to, "step": m.step, "migrated": !dry_run,
+                        "frontier_before": m.frontier.0, "frontier_after": m.frontier.1,
+                        "state_before": m.state_before, "state_after": m.state_after,
+                    });
+                    (m.step.to_string(), format!("{what} ({moves})"), j)
+                }
+                Err(e) => {
+                    refused += 1;
+                    (
+                        "-".to_owned(),
+                        format!("refused: {e}"),
+                        json!({ "run_id": info.run_id, "from": from, "to": to, "error": e }),
+                    )
+                }
+            };
+            table.row(vec![info.run_id.clone(), from.to_string(), to.to_string(), step, said]);
+            list.push(j);
+        }
+        let mut text = if list.is_empty() {
+            format!(
+                "no run to migrate to version {to}
+"
+            )
+        } else {
+            table.render()
+        };
+        if dry_run && !list.is_empty() {
+            text.push_str(
+                "(dry run: nothing was written)
+",
+            );
+        }
+        let exit = if refused > 0 { Exit::Diverged } else { Exit::Ok };
+        Ok(Output { text, json: json!({ "runs": list, "dry_run": dry_run, "refused": refused }), exit })
+    }
+
+    async fn replay(&self, run: Option<&str>, status: Option<StatusArg>) -> Outcome {
+        use graph_runtime::engine::ReplayVerdict as V;
+        let runs = self.selected(run, status).await?;
+        let mut table = Table::new(&["RUN", "VERSION", "RESULT"]);
+        let (mut list, mut bad) = (Vec::new(), 0);
+        let started = std::time::Instant::now();
+        for info in &runs {
+            let version = graph_runtime::graph_version(&info.graph_fingerprint);
+            let verdict = match self.graphs.get(&info.graph_fingerprint) {
+                Some(g) => g.check_replay(self.store.clone(), &info.run_id).await?.verdict,
+                None => V::NotServed { version, fingerprint: info.graph_fingerprint.clone() },
+            };
+            let (said, j) = match &verdict {
+                V::Same { steps } => {
+                    let n = usize::try_from(*steps).unwrap_or(usize::MAX);
+                    (format!("same ({steps} step{})", plural(n)), json!({ "result": "same", "steps": steps }))
+                }
+                V::Diverged(d) => {
+                    bad += 1;
+                    let at = match (&d.call, d.node.as_str()) {
+                        (Some(call), node) => format!("step {}, node `{node}`, effect call {call}", d.step),
+                        (None, _) => format!("step {} (its checkpoint)", d.step),
+                    };
+                    let text = format!("DIFFERS at {at}: recorded {}, this build {}", d.expected, d.found);
+                    let j = json!({ "result": "diverged", "step": d.step, "node": d.node, "call": d.call,
+                        "expected": d.expected, "found": d.found });
+                    (text, j)
+                }
+                V::NotServed { version, fingerprint } => {
+                    bad += 1;
+                    (
+                        format!(
+                            "NOT REGISTERED: version {version} (fingerprint {fingerprint}) is not in this build"
+                        ),
+                        json!({ "result": "not_served", "fingerprint": fingerprint }),
+                    )
+                }
+                V::Migrated { step } => (
+                    format!("skipped: migrated at step {step} (its history spans two versions)"),
+                    json!({ "result": "migrated", "step": step }),
+                ),
+                V::Failed(e) => {
+                    bad += 1;
+                    (format!("FAILED: {e}"), json!({ "result": "failed", "error": e }))
+                }
+                _ => ("?".to_owned(), json!({ "result": "unknown" })),
+            };
+            table.row(vec![info.run_id.clone(), version.to_string(), said]);
+            let mut j = j;
+            j["run_id"] = json!(info.run_id);
+            j["version"] = json!(version);
+            list.push(j);
+        }
+        let elapsed = started.elapsed();
+        let mut text = if list.is_empty() {
+            "no runs to replay
+"
+            .to_owned()
+        } else {
+            table.render()
+        };
+        let n = list.len();
+        text.push_str(&format!(
+            "{n} run{} replayed in {:.1} s: {} differ or cannot be replayed by this build
+",
+            plural(n),
+            elapsed.as_secs_f64(),
+            bad
+        ));
+        let exit = if bad > 0 { Exit::Diverged } else { Exit::Ok };
+        let j = json!({ "runs": list, "bad": bad, "elapsed_ms": elapsed.as_millis() as u64 });
+        Ok(Output { text, json: j, exit })
     }
 
     async fn send_event(&self, run: &str, topic: &str, payload: &str, key: Option<&str>) -> Outcome {

@@ -80,6 +80,10 @@ pub enum Exit {
     /// 7: the store cannot be reached for now (`StoreError::Unavailable`: a database server down or
     /// not answering, a SQLite file locked past the busy timeout); the same command may succeed later.
     Unavailable = 7,
+    /// 8: `replay`: this build's code does not reproduce a stored run's history (a change that needs
+    /// a patch marker or a new graph version), or a run's version is not registered; `migrate`: a
+    /// run could not be migrated (the others were).
+    Diverged = 8,
 }
 
 impl From<Exit> for ExitCode {
@@ -123,6 +127,7 @@ impl From<Error> for Failure {
             Error::Store(inner) => store_exit(inner),
             Error::RunNotFound { .. } | Error::StepNotFound { .. } => Exit::NotFound,
             Error::ExecutionCorrupted { .. } | Error::NondeterministicState { .. } => Exit::Corrupted,
+            Error::Migration { .. } => Exit::Diverged,
             _ => Exit::Failure,
         };
         Failure::new(exit, e.to_string())
@@ -185,6 +190,22 @@ impl Cli {
     /// concurrency: what your application runs it with).
     pub fn graph_with_options<S: Reducer>(mut self, graph: Graph<S>, options: EngineOptions) -> Self {
         self.graphs.insert(graph, options);
+        self
+    }
+
+    /// Registers a migration between two versions of a graph, for `graphctl migrate`; both graphs are
+    /// registered too (as [`Cli::graph`] does) unless they already are.
+    pub fn migration<A: Reducer, B: Reducer>(
+        mut self,
+        migration: graph_runtime::engine::Migration<A, B>,
+    ) -> Self {
+        if !self.graphs.has(migration.from_graph().fingerprint()) {
+            self.graphs.insert(migration.from_graph().clone(), EngineOptions::default());
+        }
+        if !self.graphs.has(migration.to_graph().fingerprint()) {
+            self.graphs.insert(migration.to_graph().clone(), EngineOptions::default());
+        }
+        self.graphs.migrations.push(migration.into());
         self
     }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use graph_runtime::engine::Engine;
+use graph_runtime::engine::{AnyMigration, Engine, Migrated, ReplayCheck};
 use graph_runtime::error::{Error, Result};
 use graph_runtime::events::ChainKey;
 use graph_runtime::graph::{Graph, GraphShape};
@@ -36,6 +36,18 @@ pub(crate) trait Registered: Send + Sync {
     ) -> Result<Option<serde_json::Value>>;
     /// `Engine::resume`.
     async fn resume(&self, store: Arc<dyn Store>, run: &str, key: Option<ChainKey>) -> Result<Resumed>;
+    /// The graph's version.
+    fn version(&self) -> u32;
+    /// `Engine::migrate` (or its dry run) of `run` to this graph's version, through `migrations`.
+    async fn migrate(
+        &self,
+        store: Arc<dyn Store>,
+        run: &str,
+        migrations: &[AnyMigration],
+        dry_run: bool,
+    ) -> Result<Migrated>;
+    /// `Engine::check_replay` of a run of this graph.
+    async fn check_replay(&self, store: Arc<dyn Store>, run: &str) -> Result<ReplayCheck>;
 }
 
 struct Entry<S: Reducer> {
@@ -88,12 +100,41 @@ impl<S: Reducer> Registered for Entry<S> {
         let out = self.engine(store, key).resume(run).await?;
         Ok(Resumed { state: to_json(run, &out.state)?, status: out.status, steps: out.steps })
     }
+
+    fn version(&self) -> u32 {
+        self.graph.version()
+    }
+
+    async fn migrate(
+        &self,
+        store: Arc<dyn Store>,
+        run: &str,
+        migrations: &[AnyMigration],
+        dry_run: bool,
+    ) -> Result<Migrated> {
+        let mut builder =
+            Engine::builder(self.graph.clone()).shared_store(store).options(self.options.clone());
+        for m in migrations {
+            builder = builder.migration(m.clone());
+        }
+        let engine = builder.build();
+        let to = self.graph.version();
+        match dry_run {
+            true => engine.migrate_dry_run(run, to).await,
+            false => engine.migrate(run, to).await,
+        }
+    }
+
+    async fn check_replay(&self, store: Arc<dyn Store>, run: &str) -> Result<ReplayCheck> {
+        self.engine(store, None).check_replay(run).await
+    }
 }
 
-/// The registered graphs, by fingerprint.
+/// The registered graphs, by fingerprint, and the migrations between their versions.
 #[derive(Default)]
 pub(crate) struct Registry {
     graphs: BTreeMap<String, Box<dyn Registered>>,
+    pub(crate) migrations: Vec<AnyMigration>,
 }
 
 impl Registry {
@@ -104,6 +145,16 @@ impl Registry {
     /// The graph with this fingerprint.
     pub(crate) fn get(&self, fingerprint: &str) -> Option<&dyn Registered> {
         self.graphs.get(fingerprint).map(|g| &**g)
+    }
+
+    /// Version `version` of the graph named `name`.
+    pub(crate) fn version_of(&self, name: &str, version: u32) -> Option<&dyn Registered> {
+        self.graphs.values().find(|g| g.name() == name && g.version() == version).map(|g| &**g)
+    }
+
+    /// Whether a graph with this fingerprint is registered.
+    pub(crate) fn has(&self, fingerprint: &str) -> bool {
+        self.graphs.contains_key(fingerprint)
     }
 
     /// The graph with this name (the first by fingerprint when several share it).

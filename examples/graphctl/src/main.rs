@@ -1,6 +1,6 @@
 //! The workspace's example graphctl: [`graphctl::Cli`] with the example graphs of graph-examples'
-//! library registered (review, approval, escalation, checkout, word_count, research, and composition's writer, scout and
-//! translate), so it rebuilds
+//! library registered (review, approval, escalation, checkout, word_count, research, composition's writer, scout and
+//! translate, and both versions of versioning's refund with the migration between them), so it rebuilds
 //! their runs' states and resumes them.
 //!
 //! ```text
@@ -9,7 +9,7 @@
 //!
 //! See docs/graphctl.md for every command, and for building a graphctl that registers your own graphs.
 
-use graph_examples::{approval, composition, escalation, map_reduce, payments, research, review};
+use graph_examples::{approval, composition, escalation, map_reduce, payments, research, review, versioning};
 
 fn main() -> std::process::ExitCode {
     graphctl::Cli::new()
@@ -22,5 +22,6 @@ fn main() -> std::process::ExitCode {
         .graph(composition::writer::graph())
         .graph(composition::scout::graph())
         .graph(composition::translate::graph())
+        .migration(versioning::migration())
         .main()
 }

@@ -135,7 +135,7 @@ fn runs_lists_every_status_most_recent_first() {
         ("order-1-again ", "running", "checkout"),
     ] {
         let line = lines.iter().find(|l| l.starts_with(run)).unwrap_or_else(|| panic!("{run} in {table}"));
-        assert!(line.contains(status) && line.ends_with(graph), "{line}");
+        assert!(line.contains(status) && line.ends_with(&format!("{graph}  1")), "{line}");
     }
 
     let all = json(&f.store(), &["runs"]);
@@ -143,7 +143,7 @@ fn runs_lists_every_status_most_recent_first() {
     assert_eq!(runs.len(), 4);
     let times: Vec<u64> = runs.iter().map(|r| r["updated_ms"].as_u64().unwrap()).collect();
     assert!(times.windows(2).all(|w| w[0] >= w[1]), "newest first: {times:?}");
-    assert!(runs.iter().all(|r| r["registered"] == true));
+    assert!(runs.iter().all(|r| r["registered"] == true && r["version"] == 1));
 
     let waiting = json(&f.store(), &["runs", "--status", "interrupted"]);
     assert_eq!(waiting["runs"].as_array().unwrap().len(), 1);
@@ -428,6 +428,51 @@ fn tally_store(dir: &Path, until: u64, ballast: &str) {
         let out = engine.run("t", Tally { n: 0, until, text: ballast.into() }).await.unwrap();
         assert_eq!(out.steps, until);
     });
+}
+
+#[test]
+fn migrate_moves_waiting_runs_to_a_new_version_and_replay_checks_what_is_stored() {
+    use graph_examples::versioning::{self, RefundV2, refund_v1, refund_v2};
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path();
+    block_on(async {
+        let engine = Engine::builder(refund_v1::graph()).store(SledStore::open(store).unwrap()).build();
+        for (run, amount) in [("refund-1", 40), ("refund-2", 700)] {
+            engine.run(run, versioning::request("ada", amount)).await.unwrap();
+        }
+    });
+    let versions = |j: &Value| -> Vec<u64> {
+        j["runs"].as_array().unwrap().iter().map(|r| r["version"].as_u64().unwrap()).collect()
+    };
+    assert_eq!(versions(&json(store, &["runs"])), [1, 1]);
+    let replayed = graphctl(store, &["replay", "--all"]).ok().stdout;
+    assert!(replayed.contains("refund-1  1        same (1 step)"), "{replayed}");
+    // A dry run says what it would do, and writes nothing.
+    let dry = json(store, &["migrate", "refund-1", "--to", "2", "--dry-run"]);
+    assert_eq!(dry["runs"][0]["frontier_after"], json!(["review"]));
+    assert_eq!(dry["runs"][0]["state_after"]["amount_cents"], 4000);
+    assert_eq!(versions(&json(store, &["runs"])), [1, 1]);
+    // Every waiting run, then a version nothing registers.
+    let moved = graphctl(store, &["migrate", "--all", "--status", "interrupted", "--to", "2"]).ok().stdout;
+    assert_eq!(moved.matches("migrated (approve → review)").count(), 2, "{moved}");
+    assert_eq!(versions(&json(store, &["runs"])), [2, 2]);
+    let refused = graphctl(store, &["migrate", "refund-1", "--to", "3"]);
+    assert_eq!(refused.code, 8, "{refused:?}");
+    assert!(refused.stdout.contains("version 3 of graph `refund` is not registered"), "{refused:?}");
+    // The migrated runs are version 2's: answered on it.
+    block_on(async {
+        let engine = Engine::builder(refund_v2::graph()).store(SledStore::open(store).unwrap()).build();
+        let out: RunOutcome<RefundV2> = engine.resume_with_input("refund-2", &true).await.unwrap();
+        assert_eq!(out.state.amount_cents, 70_000);
+        assert_eq!(out.state.log.last().unwrap(), "paid 70000 cents (v2)");
+    });
+    let replayed = graphctl(store, &["replay", "refund-2"]).ok().stdout;
+    assert!(replayed.contains("skipped: migrated at step 2"), "{replayed}");
+    // A run of a graph this graphctl does not register fails the gate.
+    tally_store(&store.join("tally"), 2, "");
+    let gate = graphctl(&store.join("tally"), &["replay", "--all"]);
+    assert_eq!(gate.code, 8, "{gate:?}");
+    assert!(gate.stdout.contains("NOT REGISTERED: version 1"), "{gate:?}");
 }
 
 #[test]

@@ -44,5 +44,5 @@ pub use audit::{ChainReport, HistoryEntry, run_history, verify_run};
 pub use mail::{Sent, send_event};
 pub use replay::ReplayOutcome;
 pub use schedules::fired_run_id;
+pub use versions::{AnyMigration, Migrated, Migration, ReplayCheck, ReplayVerdict};
 pub(crate) use versions::{Continue, Servable};
-pub use versions::{Migrated, Migration, ReplayCheck, ReplayVerdict};

@@ -104,6 +104,56 @@ impl<A: Reducer, B: Reducer> Migration<A, B> {
     pub fn to_version(&self) -> u32 {
         self.to.version()
     }
+
+    /// The graph it migrates from.
+    pub fn from_graph(&self) -> &Graph<A> {
+        &self.from
+    }
+
+    /// The graph it migrates to.
+    pub fn to_graph(&self) -> &Graph<B> {
+        &self.to
+    }
+}
+
+impl<A: Reducer, B: Reducer> Clone for Migration<A, B> {
+    fn clone(&self) -> Self {
+        Migration {
+            from: self.from.clone(),
+            to: self.to.clone(),
+            state: self.state.clone(),
+            nodes: self.nodes.clone(),
+        }
+    }
+}
+
+/// A [`Migration`] without its state types, for code that keeps migrations of several versions
+/// together (a graphctl registering them). Every `Migration` converts into one.
+#[derive(Clone)]
+pub struct AnyMigration(Arc<dyn MigrationStep>);
+
+impl<A: Reducer, B: Reducer> From<Migration<A, B>> for AnyMigration {
+    fn from(m: Migration<A, B>) -> Self {
+        AnyMigration(Arc::new(m))
+    }
+}
+
+impl AnyMigration {
+    /// The version it migrates from, and its graph's fingerprint.
+    pub fn from_version(&self) -> (u32, &str) {
+        self.0.from()
+    }
+
+    /// The version it migrates to, and its graph's fingerprint.
+    pub fn to_version(&self) -> (u32, &str) {
+        self.0.to()
+    }
+}
+
+impl std::fmt::Debug for AnyMigration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnyMigration").field("from", &self.0.from()).field("to", &self.0.to()).finish()
+    }
 }
 
 /// A migration without its state types.
@@ -796,8 +846,8 @@ impl<S: Reducer> EngineBuilder<S> {
     /// Its target version must be served by the engine (its own or [`EngineBuilder::serves`]) when a
     /// run is migrated.
     #[must_use]
-    pub fn migration<A: Reducer, B: Reducer>(mut self, migration: Migration<A, B>) -> Self {
-        self.migrations.push(Arc::new(migration));
+    pub fn migration(mut self, migration: impl Into<AnyMigration>) -> Self {
+        self.migrations.push(migration.into().0);
         self
     }
 }
