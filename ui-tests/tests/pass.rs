@@ -26,6 +26,8 @@ mod macro_rules_nodes;
 mod router;
 #[path = "pass/subgraph.rs"]
 mod subgraph;
+#[path = "pass/versions.rs"]
+mod versions;
 #[path = "pass/wait_for.rs"]
 mod wait_for;
 
@@ -87,4 +89,9 @@ async fn subgraph() {
 #[tokio::test(flavor = "current_thread")]
 async fn effect_io_zone() {
     effect_io_zone::main().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn versions() {
+    versions::main().await;
 }

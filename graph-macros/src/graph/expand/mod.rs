@@ -328,7 +328,7 @@ fn migration(g: &GraphDef, state: &syn::Type) -> TokenStream {
     );
     let earlier = quote_spanned!(from.span()=> #from::__GraphState);
     let earlier_graph = quote_spanned!(from.span()=> #from::graph());
-    let map = quote_spanned!(migrate.span()=> #migrate as fn(#earlier) -> #state);
+    let map = quote_spanned!(migrate.span()=> #migrate);
     quote! {
         #version_check
 
