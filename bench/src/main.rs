@@ -51,6 +51,7 @@ const DEFAULT_WORKLOADS: &[&str] = &[
     "loop",
     "fanout",
     "subgraph",
+    "replay_check",
     "metrics",
     "durable",
     "effects",
@@ -150,6 +151,7 @@ fn main() {
             "loop" => rt.block_on(loop_workload(&a, scale(10_000))),
             "fanout" => rt.block_on(fanout_workload(&a, scale(1_000))),
             "subgraph" => rt.block_on(subgraph_workload(&a, if a.quick { 10 } else { 100 }, 100)),
+            "replay_check" => rt.block_on(replay_check_workload(&a, scale(10_000), 5)),
             "durable" => rt.block_on(durable_workload(&a, scale(1_000))),
             "effects" => rt.block_on(effects_workload(&a, scale(1_000))),
             "concurrent" => rt.block_on(concurrent_workload(&a, if a.quick { 10 } else { 100 })),
@@ -402,6 +404,27 @@ async fn subgraph_workload(a: &Args, calls: u64, inner: u64) {
             "note": "memory store; nested: each call a subgraph run of `inner` steps (its start, steps and end \
                      committed), the parent a step per call"}));
     }
+}
+
+/// The replay check before a deploy ([`Engine::check_replays`]): `runs` completed runs of `steps` steps
+/// each, stored on sled, re-executed with the same build's graph in strict mode (each step's
+/// checkpoint compared byte for byte with the stored one). Filling the store is not timed.
+async fn replay_check_workload(a: &Args, runs: u64, steps: u64) {
+    let dir = fresh_dir(a);
+    let engine = Engine::builder(loop_graph(steps)).store(sled(dir.path(), Durability::Async)).build();
+    for i in 0..runs {
+        engine.run(&format!("r{i:05}"), Count::default()).await.unwrap();
+    }
+    let t = Instant::now();
+    let checks = engine.check_replays(&graph_runtime::store::RunFilter::all()).await.unwrap();
+    let seconds = t.elapsed().as_secs_f64();
+    assert_eq!(checks.len() as u64, runs);
+    assert!(checks.iter().all(|c| matches!(c.verdict, graph_runtime::ReplayVerdict::Same { .. })));
+    emit(
+        json!({"workload": "replay_check", "mode": "sled", "runs": runs, "steps": steps, "seconds": seconds,
+        "ms_per_run": seconds / runs as f64 * 1e3, "us_per_step": seconds / (runs * steps) as f64 * 1e6,
+        "note": "Engine::check_replays over every stored run (graphctl replay --all runs the same per run)"}),
+    );
 }
 
 async fn fanout_workload(a: &Args, width: u64) {

@@ -1,7 +1,7 @@
 //! A deploy while refunds wait for a person, told in one process on a sled store: build 1 (version 1
-//! of the refund graph) parks three refunds at their question; build 2 (version 2, serving version
-//! 1) checks that it replays every stored run, answers one refund on version 1, moves the other two
-//! to version 2 and answers them there, and starts a new refund on version 2.
+//! of the refund graph) parks three refunds at their question; build 2 (version 2, which serves
+//! version 1 too) checks that it replays every stored run, answers one refund on version 1, moves the
+//! other two to version 2 and answers them there, and starts a new refund on version 2.
 //!
 //! ```text
 //! cargo run -p graph-examples --example versioning

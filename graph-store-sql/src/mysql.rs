@@ -791,6 +791,7 @@ mod tests {
             clear_pending: false,
             new_run: false,
             graph: "g",
+            graph_changed: false,
             status: graph_store::StatusKind::Running.as_str(),
             latest_step: 7,
             version: 4,
