@@ -15,7 +15,8 @@ use crate::policy::EngineOptions;
 use crate::state::Reducer;
 use crate::store::{MemoryStore, RetryStore, Store};
 
-use super::versions::{MigrationStep, Servable, Served};
+use super::due::Timers;
+use super::served::{Continue, MigrationStep, Servable, Served};
 
 /// Runs one graph against one store. Cheap to clone; clones share the store, the admission queue and
 /// the registry of active runs.
@@ -49,8 +50,9 @@ pub(super) struct Inner<S: Reducer> {
     pub(super) active: Mutex<HashMap<String, Active>>,
     /// The key of the keyed event chain, when there is one.
     pub(super) chain_key: Option<ChainKey>,
-    /// The runs this engine knows to be due at a time (its timer service's index).
-    pub(super) timers: super::timers::Timers,
+    /// The runs this engine knows to be due at a time (its timer service's index), shared with the
+    /// older versions it serves (a run one of them parks is woken by this engine's service).
+    pub(super) timers: Arc<Timers>,
     /// The older versions of the graph it serves (`EngineBuilder::serves`), oldest first.
     pub(super) versions: Vec<Arc<dyn Served>>,
     /// The migrations `Engine::migrate` may apply.
@@ -68,6 +70,11 @@ impl<S: Reducer> Engine<S> {
     /// runs use one over the parent engine's env (the parent's item holds one of the parent's permits
     /// while the subgraph runs); a replay one over a scratch store and the recording.
     pub(crate) fn nested(graph: Graph<S>, env: &Arc<RunEnv>) -> Self {
+        Self::nested_with_timers(graph, env, Arc::default())
+    }
+
+    /// [`Engine::nested`] noting due times in `timers` (a served version: the serving engine's index).
+    pub(super) fn nested_with_timers(graph: Graph<S>, env: &Arc<RunEnv>, timers: Arc<Timers>) -> Self {
         let options = env.options.clone();
         Engine {
             inner: Arc::new(Inner {
@@ -78,7 +85,7 @@ impl<S: Reducer> Engine<S> {
                 options,
                 active: Mutex::new(HashMap::new()),
                 chain_key: env.chain_key.clone(),
-                timers: super::timers::Timers::default(),
+                timers,
                 versions: Vec::new(),
                 migrations: Vec::new(),
             }),
@@ -196,7 +203,8 @@ impl<S: Reducer> EngineBuilder<S> {
         });
         let mut served = self.served;
         served.sort_by_key(|s| s.version());
-        let versions = served.iter().map(|s| s.serve(&env)).collect();
+        let timers = Arc::<Timers>::default();
+        let versions = served.iter().map(|s| s.serve(&env, &timers)).collect();
         let engine = Engine {
             inner: Arc::new(Inner {
                 graph: self.graph,
@@ -206,7 +214,7 @@ impl<S: Reducer> EngineBuilder<S> {
                 options,
                 active: Mutex::new(HashMap::new()),
                 chain_key: self.chain_key,
-                timers: super::timers::Timers::default(),
+                timers,
                 versions,
                 migrations: self.migrations,
             }),
@@ -221,7 +229,7 @@ impl<S: Reducer> RunWaker for Inner<S> {
     fn wake(self: Arc<Self>, run: String) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
         let engine = Engine { inner: self };
         Box::pin(async move {
-            let woken = engine.continue_any(&run, super::versions::Continue::Wake, Default::default()).await;
+            let woken = engine.continue_any(&run, Continue::Wake, Default::default()).await;
             if let Err(e) = woken {
                 tracing::warn!(run, error = %e, "waking the run failed; a timer service or worker wakes it");
             }

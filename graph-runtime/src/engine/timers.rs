@@ -14,72 +14,20 @@
 //! runs again: its call returns the recorded time. A resume or replay reads the recorded answer and
 //! never waits again.
 
-use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::core::Engine;
-use super::versions::{Continue, Route};
+use super::served::Continue;
+use super::versions::Route;
 use crate::error::{Error, Result};
 use crate::persist::PendingStep;
 use crate::run::{RunOptions, RunOutcome};
 use crate::state::Reducer;
 use crate::store::mailbox::{MailboxOp, MailboxReply};
 use crate::store::{Interrupt, InterruptKind, RunFilter, RunStatus, StatusKind};
-
-/// The due times an engine knows of, earliest first; an entry may be stale (the run was answered, or
-/// waits for a later time): waking reads the run's status first.
-#[derive(Default)]
-pub(super) struct Timers {
-    index: Mutex<Index>,
-    /// Told when a time earlier than the service's next one is noted, and when a schedule changes.
-    pub(super) changed: Notify,
-}
-
-#[derive(Default)]
-struct Index {
-    /// Filled from the store (the runs parked before this engine started).
-    loaded: bool,
-    due: BTreeSet<(u64, Arc<str>)>,
-}
-
-impl Timers {
-    /// Notes that `run` is due at `at_ms`.
-    pub(super) fn note(&self, at_ms: u64, run: &Arc<str>) {
-        let mut index = self.index.lock().unwrap_or_else(|e| e.into_inner());
-        let earliest = index.due.first().is_none_or(|(t, _)| at_ms < *t);
-        index.due.insert((at_ms, run.clone()));
-        drop(index);
-        if earliest {
-            self.changed.notify_one();
-        }
-    }
-
-    /// Takes the entries due at `now_ms`, and the earliest time left.
-    fn take_due(&self, now_ms: u64) -> (Vec<Arc<str>>, Option<u64>) {
-        let mut index = self.index.lock().unwrap_or_else(|e| e.into_inner());
-        let (mut due, mut seen) = (Vec::new(), std::collections::HashSet::new());
-        while index.due.first().is_some_and(|(t, _)| *t <= now_ms) {
-            let (_, run) = index.due.pop_first().expect("checked above");
-            if seen.insert(run.clone()) {
-                due.push(run);
-            }
-        }
-        (due, index.due.first().map(|(t, _)| *t))
-    }
-
-    fn is_loaded(&self) -> bool {
-        self.index.lock().unwrap_or_else(|e| e.into_inner()).loaded
-    }
-
-    /// How many entries the index holds.
-    fn len(&self) -> usize {
-        self.index.lock().unwrap_or_else(|e| e.into_inner()).due.len()
-    }
-}
 
 impl<S: Reducer> Engine<S> {
     /// Wakes the run if what it waits for has come due by the engine's clock: each sleep that ended

@@ -82,6 +82,9 @@ async fn a_build_serving_two_versions_finishes_old_runs_on_theirs_and_starts_new
     parked_v1_runs(store.clone(), &clock, "s-").await;
     let engine = new_engine(store.clone(), &clock);
     assert_eq!(engine.versions(), vec![1, 2]);
+    // The engine's timer index is read from the store now: what a served version parks later is
+    // noted in it (by the version's engine), or the timer service would never wake it.
+    assert!(engine.wake_due().await.unwrap().is_empty());
     // A call typed by version 2's state on a version 1 run says so, and does nothing.
     let before = store.run_info("s-asks").await.unwrap().unwrap();
     match engine.resume_with_input("s-asks", &true).await {
