@@ -144,9 +144,10 @@ impl<S: Reducer, L: LeaseStore> WorkerBuilder<S, L> {
     ///
     /// # Panics
     ///
-    /// As [`crate::EngineBuilder::serves`] (checked when the worker drives its first run).
+    /// As [`crate::EngineBuilder::serves`].
     #[must_use]
     pub fn serves<T: Reducer>(mut self, graph: Graph<T>) -> Self {
+        crate::engine::check_served(&self.graph, &self.served, &graph);
         self.served.push(Arc::new(graph));
         self
     }

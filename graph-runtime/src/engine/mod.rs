@@ -47,4 +47,5 @@ pub use mail::{Sent, send_event};
 pub use replay::ReplayOutcome;
 pub use schedules::fired_run_id;
 pub(crate) use served::{Continue, Servable};
+pub(crate) use versions::check_served;
 pub use versions::{AnyMigration, Migrated, Migration, ReplayCheck, ReplayVerdict};

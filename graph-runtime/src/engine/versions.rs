@@ -686,6 +686,35 @@ impl<S: Reducer> Engine<S> {
     }
 }
 
+/// Panics unless `graph` is an older version of `own` not yet in `served` (see
+/// [`EngineBuilder::serves`]).
+pub(crate) fn check_served<S: Reducer, T: Reducer>(
+    own: &Graph<S>,
+    served: &[Arc<dyn Servable>],
+    graph: &Graph<T>,
+) {
+    assert!(
+        graph.name() == own.name(),
+        "serves: `{}` is another graph than `{}`; serve older versions of the engine's own graph",
+        graph.name(),
+        own.name()
+    );
+    assert!(
+        graph.version() < own.version(),
+        "serves: version {} of `{}` is not older than the engine's own (version {}); build the engine on \
+         the newest version",
+        graph.version(),
+        own.name(),
+        own.version()
+    );
+    assert!(
+        !served.iter().any(|s| s.version() == graph.version()),
+        "serves: version {} of `{}` is served twice",
+        graph.version(),
+        own.name()
+    );
+}
+
 /// The frontier `items` of step `step` mapped through `m`: renamed, dropped, each keeping the step
 /// it was first scheduled in.
 fn map_items(items: Vec<WorkItem>, step: u64, m: &dyn MigrationStep) -> Result<Vec<WorkItem>, String> {
@@ -743,27 +772,7 @@ impl<S: Reducer> EngineBuilder<S> {
     /// served twice.
     #[must_use]
     pub fn serves<T: Reducer>(mut self, graph: Graph<T>) -> Self {
-        let own = &self.graph;
-        assert!(
-            graph.name() == own.name(),
-            "EngineBuilder::serves: `{}` is another graph than `{}`; serve older versions of the engine's own graph",
-            graph.name(),
-            own.name()
-        );
-        assert!(
-            graph.version() < own.version(),
-            "EngineBuilder::serves: version {} of `{}` is not older than the engine's own (version {}); build \
-             the engine on the newest version",
-            graph.version(),
-            own.name(),
-            own.version()
-        );
-        assert!(
-            !self.served.iter().any(|s| s.version() == graph.version()),
-            "EngineBuilder::serves: version {} of `{}` is served twice",
-            graph.version(),
-            own.name()
-        );
+        check_served(&self.graph, &self.served, &graph);
         self.served.push(Arc::new(graph));
         self
     }

@@ -141,3 +141,35 @@ async fn the_replay_check_reports_runs_of_versions_the_build_does_not_serve() {
     assert!(matches!(check.verdict, ReplayVerdict::Same { steps: 2 }), "{check:?}");
     assert!(matches!(store.run_info("parked").await.unwrap().unwrap().status, RunStatus::Interrupted(_)));
 }
+
+#[test]
+#[should_panic(expected = "is not older than the engine's own")]
+fn serving_a_version_not_older_than_the_engines_own_is_refused() {
+    let next = Graph::<Trace>::builder("pricing")
+        .version(2)
+        .node("charge", |_s, _ctx| Box::pin(async move { Ok((TraceDelta::default(), Route::Goto(0))) }))
+        .entry("charge")
+        .edge("charge", END)
+        .build()
+        .unwrap();
+    let _ = Engine::builder(pricing(Fee::Ten)).serves(next);
+}
+
+#[test]
+#[should_panic(expected = "is another graph than `pricing`")]
+fn serving_another_graph_is_refused() {
+    let other = Graph::<Trace>::builder("billing")
+        .node("charge", |_s, _ctx| Box::pin(async move { Ok((TraceDelta::default(), Route::Goto(0))) }))
+        .entry("charge")
+        .edge("charge", END)
+        .build()
+        .unwrap();
+    let next = Graph::<Trace>::builder("pricing")
+        .version(3)
+        .node("charge", |_s, _ctx| Box::pin(async move { Ok((TraceDelta::default(), Route::Goto(0))) }))
+        .entry("charge")
+        .edge("charge", END)
+        .build()
+        .unwrap();
+    let _ = Engine::builder(next).serves(other);
+}
