@@ -63,8 +63,10 @@ impl<S: Reducer> Engine<S> {
     ///
     /// # Errors
     ///
-    /// [`Error::RunNotFound`], [`Error::GraphChanged`], [`Error::ExecutionCorrupted`] for a broken event
-    /// log, store errors for unreadable checkpoints, and whatever stops the run.
+    /// [`Error::RunNotFound`], [`Error::GraphChanged`] (a run of a graph version this engine does not
+    /// serve), [`Error::OtherVersion`] (a run of a served version with another state type: continue it
+    /// through [`Engine::version`]), [`Error::ExecutionCorrupted`] for a broken event log, store errors
+    /// for unreadable checkpoints, and whatever stops the run.
     pub async fn resume(&self, run_id: &str) -> Result<RunOutcome<S>> {
         self.resume_with(run_id, RunOptions::default()).await
     }
