@@ -175,6 +175,17 @@ pub(crate) enum Command {
         #[arg(long, value_enum, requires = "all")]
         status: Option<StatusArg>,
     },
+    /// Serve the store's runs as an HTTP JSON API (described at /api/openapi.json) until stopped:
+    /// read-only unless given a token, on 127.0.0.1 unless told otherwise.
+    Serve {
+        /// The address to listen on.
+        #[arg(long, default_value = "127.0.0.1:7070", value_name = "ADDR:PORT")]
+        listen: std::net::SocketAddr,
+        /// A file holding the token actions need (`Authorization: Bearer <token>`); without it the
+        /// server is read-only.
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
+    },
     /// Resume a run from its last committed step (its graph must be registered) and print the outcome.
     Resume {
         /// The run id.
@@ -190,6 +201,8 @@ impl Command {
     pub(crate) fn writes(&self) -> bool {
         match self {
             Command::Migrate { dry_run, .. } => !dry_run,
+            // Its actions write (when it has a token).
+            Command::Serve { token_file, .. } => token_file.is_some(),
             other => {
                 matches!(other, Command::Prune { .. } | Command::Resume { .. } | Command::SendEvent { .. })
             }

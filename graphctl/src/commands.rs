@@ -34,10 +34,10 @@ pub(crate) struct Session<'a> {
 }
 
 /// What a command prints, and how graphctl exits after printing it.
-struct Output {
-    text: String,
-    json: Value,
-    exit: Exit,
+pub(crate) struct Output {
+    pub(crate) text: String,
+    pub(crate) json: Value,
+    pub(crate) exit: Exit,
 }
 
 impl Output {
@@ -51,6 +51,22 @@ type Outcome = Result<Output, Failure>;
 impl Session<'_> {
     /// Runs `command`, prints its output (text, or JSON with `--json`) and returns the exit code.
     pub(crate) async fn execute(&self, command: Command) -> Result<Exit, Failure> {
+        let out = self.output(command).await?;
+        let text = if self.json {
+            let mut s = serde_json::to_string_pretty(&out.json).unwrap_or_default();
+            s.push('\n');
+            s
+        } else {
+            out.text
+        };
+        // A closed pipe (`graphctl events r | head`) is not an error worth a message.
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush());
+        Ok(out.exit)
+    }
+
+    /// Runs `command` and returns what it would print (`graphctl serve` answers with its JSON).
+    pub(crate) async fn output(&self, command: Command) -> Result<Output, Failure> {
         let out = match command {
             Command::Runs { status, limit } => self.runs(status, limit).await?,
             Command::Show { run } => self.show(&run).await?,
@@ -95,18 +111,11 @@ impl Session<'_> {
                 let key = key_file.as_deref().map(read_key).transpose()?;
                 self.resume(&run, key).await?
             }
+            Command::Serve { .. } => {
+                return Err(Failure::new(Exit::Usage, "`serve` runs a server; it has no output of its own"));
+            }
         };
-        let text = if self.json {
-            let mut s = serde_json::to_string_pretty(&out.json).unwrap_or_default();
-            s.push('\n');
-            s
-        } else {
-            out.text
-        };
-        // A closed pipe (`graphctl events r | head`) is not an error worth a message.
-        let mut stdout = std::io::stdout().lock();
-        let _ = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush());
-        Ok(out.exit)
+        Ok(out)
     }
 
     // -----------------------------------------------------------------------------------------------
@@ -260,7 +269,7 @@ impl Session<'_> {
         runs: &'a [String],
         indent: &'a str,
         table: &'a mut Table,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<Value>, Failure>> + 'a>> {
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<Value>, Failure>> + Send + 'a>> {
         Box::pin(async move {
             let entries = run_history(&*self.store, run).await?;
             let nested = nested_runs(run, runs);
@@ -373,7 +382,9 @@ impl Session<'_> {
             }
         };
         let text = if dot { shape.dot() } else { shape.mermaid() };
-        Ok(Output::ok(text, json!(shape)))
+        let mut j = json!(shape);
+        j[if dot { "dot" } else { "mermaid" }] = json!(text);
+        Ok(Output::ok(text, j))
     }
 
     /// The shape the run's first event recorded, or its registered graph's.
@@ -1036,6 +1047,25 @@ fn read_key(path: &Path) -> Result<ChainKey, Failure> {
             Err(Failure::new(Exit::Failure, format!("cannot read the key file {}: {e}", path.display())))
         }
     }
+}
+
+/// The token of `serve --token-file`: the file's text, without surrounding whitespace; at least 16
+/// characters (a short token is guessed).
+pub(crate) fn read_token(path: &Path) -> Result<String, Failure> {
+    let text = std::fs::read_to_string(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            Failure::new(Exit::NotFound, format!("no token file at {}", path.display()))
+        }
+        _ => Failure::new(Exit::Failure, format!("cannot read the token file {}: {e}", path.display())),
+    })?;
+    let token = text.trim();
+    if token.len() < 16 || token.chars().any(char::is_whitespace) {
+        return Err(Failure::new(
+            Exit::Usage,
+            format!("the token in {} is to be one word of at least 16 characters", path.display()),
+        ));
+    }
+    Ok(token.to_owned())
 }
 
 /// A status of `--status`'s variant (the filter compares variants only).

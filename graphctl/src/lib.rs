@@ -40,6 +40,9 @@ mod diff;
 mod open;
 mod registry;
 mod render;
+mod serve;
+
+pub use serve::BODY_LIMIT;
 
 use std::ffi::OsString;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -209,6 +212,15 @@ impl Cli {
         self
     }
 
+    /// The HTTP JSON API of `graphctl serve` over `store`, with this graphctl's graphs, as an axum
+    /// router to mount in an application's own server (`Router::nest`, `axum::serve`). With `token`,
+    /// actions need it as `Authorization: Bearer <token>`; without, the API is read-only. What each
+    /// endpoint returns is what the matching command prints with `--json`; `/api/openapi.json`
+    /// describes them.
+    pub fn router(self, store: Arc<dyn Store>, token: Option<String>) -> axum::Router {
+        serve::router(Arc::new(serve::App { store, graphs: self.graphs, token }))
+    }
+
     /// The store `--store` defaults to (a sled folder path or a store URL; default [`DEFAULT_STORE`]).
     pub fn default_store(mut self, store: impl Into<String>) -> Self {
         self.default_store = Some(store.into());
@@ -271,10 +283,17 @@ impl Cli {
                 return Exit::Failure;
             }
         };
+        let graphs = self.graphs;
         let result = runtime.block_on(async {
             let store: Arc<dyn Store> = open::open_store(&args.store, args.command.writes()).await?;
-            let session =
-                commands::Session { store, graphs: &self.graphs, json: args.json, spec: &args.store };
+            if let args::Command::Serve { listen, token_file } = &args.command {
+                let token = match token_file {
+                    Some(path) => Some(commands::read_token(path)?),
+                    None => None,
+                };
+                return serve::serve(Arc::new(serve::App { store, graphs, token }), *listen).await;
+            }
+            let session = commands::Session { store, graphs: &graphs, json: args.json, spec: &args.store };
             session.execute(args.command).await
         });
         match result {

@@ -1,0 +1,289 @@
+//! `graphctl serve`'s API, driven in process through `Cli::router` on a sled store and a SQLite
+//! store filled with runs of the example graphs: every endpoint, bad input answered 4xx with a typed
+//! JSON body and nothing written, the token rules of actions, the body limit, and the OpenAPI
+//! description naming every route.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use graph_examples::approval::{self, approval_flow};
+use graph_examples::payments::{Order, checkout};
+use graph_runtime::Store;
+use graph_runtime::prelude::*;
+use serde_json::{Value, json};
+use tower::ServiceExt as _;
+
+const TOKEN: &str = "s3cret-token-for-tests";
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+}
+
+/// `expense-1` (approval, waiting for its approver) and `order-1` (checkout, completed).
+async fn fill(store: Arc<dyn Store>, ledger: &Path) {
+    let orders = Engine::builder(checkout::graph()).shared_store(store.clone()).build();
+    let order = Order {
+        id: "order-1".into(),
+        customer: "alice".into(),
+        amount_cents: 3000,
+        provider: ledger.display().to_string(),
+        ..Order::default()
+    };
+    assert!(orders.run("order-1", order).await.unwrap().is_completed());
+    let expenses = Engine::builder(approval_flow::graph()).shared_store(store).build();
+    assert_eq!(expenses.run("expense-1", approval::sample_request()).await.unwrap().interrupts().len(), 1);
+}
+
+fn router(store: Arc<dyn Store>, token: Option<&str>) -> axum::Router {
+    graphctl::Cli::new()
+        .graph(checkout::graph())
+        .graph(approval_flow::graph())
+        .router(store, token.map(str::to_owned))
+}
+
+/// One request: (status, JSON body).
+async fn call(
+    app: &axum::Router,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &str,
+) -> (StatusCode, Value) {
+    let mut req = Request::builder().method(method).uri(path);
+    if let Some(t) = token {
+        req = req.header("authorization", format!("Bearer {t}"));
+    }
+    let response = app.clone().oneshot(req.body(Body::from(body.to_owned())).unwrap()).await.unwrap();
+    let status = response.status();
+    assert_eq!(response.headers()["content-type"], "application/json", "{method} {path}");
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 24).await.unwrap();
+    (status, serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{method} {path}: not JSON ({e})")))
+}
+
+/// The typed error body: its kind.
+fn kind(body: &Value) -> &str {
+    body["error"]["kind"].as_str().unwrap_or_else(|| panic!("not an error body: {body}"))
+}
+
+async fn every_endpoint(store: Arc<dyn Store>, dir: &Path) {
+    let app = router(store.clone(), Some(TOKEN));
+    let get = |path: String| {
+        let app = app.clone();
+        async move { call(&app, "GET", &path, None, "").await }
+    };
+    let (s, runs) = get("/api/runs".into()).await;
+    assert_eq!(s, StatusCode::OK);
+    let ids: Vec<&str> =
+        runs["runs"].as_array().unwrap().iter().map(|r| r["run_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["expense-1", "order-1"]);
+    let (_, waiting) = get("/api/runs?status=interrupted&limit=5".into()).await;
+    assert_eq!(waiting["runs"][0]["interrupts"][0]["node"], "approve");
+    let (s, show) = get("/api/runs/expense-1".into()).await;
+    assert_eq!(
+        (s, show["status"].as_str(), show["version"].as_u64()),
+        (StatusCode::OK, Some("interrupted"), Some(1))
+    );
+    let (_, history) = get("/api/runs/order-1/history".into()).await;
+    assert_eq!(history["history"].as_array().map(Vec::len), Some(4), "{history}");
+    let (_, state) = get("/api/runs/order-1/state?step=3".into()).await;
+    assert_eq!(state["state"]["amount_cents"], 3000);
+    let (s, diff) = get("/api/runs/order-1/diff?from=0&to=3".into()).await;
+    assert_eq!(s, StatusCode::OK, "{diff}");
+    let (_, graph) = get("/api/runs/order-1/graph".into()).await;
+    assert!(graph["mermaid"].as_str().is_some_and(|m| m.starts_with("flowchart")), "{graph}");
+    let (_, dot) = get("/api/runs/order-1/graph?dot=true".into()).await;
+    assert!(dot.to_string().contains("digraph"), "{dot}");
+    let (_, events) = get("/api/runs/order-1/events?from=1&limit=2".into()).await;
+    assert_eq!(events["events"].as_array().map(Vec::len), Some(2), "{events}");
+    let (s, verify) = get("/api/runs/order-1/verify".into()).await;
+    assert_eq!(s, StatusCode::OK, "{verify}");
+    let (s, _) = get("/api/runs/order-1/effects".into()).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = get("/api/runs/expense-1/mailbox".into()).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = get("/api/schedules".into()).await;
+    assert_eq!(s, StatusCode::OK);
+    // Actions, with the token.
+    let before = store.run_info("expense-1").await.unwrap().unwrap();
+    let (s, sent) = call(
+        &app,
+        "POST",
+        "/api/runs/expense-1/send-event",
+        Some(TOKEN),
+        r#"{"topic":"note","payload":{"n":1},"key":"k1"}"#,
+    )
+    .await;
+    assert_eq!((s, sent["seq"].as_u64()), (StatusCode::OK, Some(0)), "{sent}");
+    let (s, again) = call(
+        &app,
+        "POST",
+        "/api/runs/expense-1/send-event",
+        Some(TOKEN),
+        r#"{"topic":"note","payload":{"n":1},"key":"k1"}"#,
+    )
+    .await;
+    assert_eq!((s, again["duplicate"].as_bool()), (StatusCode::OK, Some(true)));
+    let (s, resumed) = call(&app, "POST", "/api/runs/expense-1/resume", Some(TOKEN), "").await;
+    assert_eq!((s, resumed["status"].as_str()), (StatusCode::OK, Some("interrupted")), "{resumed}");
+    assert_eq!(store.run_info("expense-1").await.unwrap().unwrap().status, before.status);
+    // No answer names the store's folder.
+    for (_, body) in [get("/api/runs/nobody".into()).await, get("/api/runs/nobody/state".into()).await] {
+        assert!(!body.to_string().contains(&dir.display().to_string()), "{body}");
+    }
+}
+
+async fn bad_input(store: Arc<dyn Store>) {
+    let app = router(store.clone(), Some(TOKEN));
+    let before = store.run_info("expense-1").await.unwrap().unwrap();
+    let mailbox = store.mailbox("expense-1").await.unwrap();
+    for (method, path, token, body, status, what) in [
+        ("GET", "/api/runs/nobody", None, "", StatusCode::NOT_FOUND, "not_found"),
+        ("GET", "/api/runs/order-1/state?step=99", None, "", StatusCode::NOT_FOUND, "not_found"),
+        ("GET", "/api/runs/order-1/state?step=-1", None, "", StatusCode::BAD_REQUEST, "bad_request"),
+        ("GET", "/api/runs/order-1/state?stpe=1", None, "", StatusCode::BAD_REQUEST, "bad_request"),
+        ("GET", "/api/runs/order-1/diff?from=0", None, "", StatusCode::BAD_REQUEST, "bad_request"),
+        ("GET", "/api/runs?status=sleeping", None, "", StatusCode::BAD_REQUEST, "bad_request"),
+        ("GET", "/api/runs?limit=many", None, "", StatusCode::BAD_REQUEST, "bad_request"),
+        ("GET", "/api/nothing", None, "", StatusCode::NOT_FOUND, "not_found"),
+        (
+            "POST",
+            "/api/runs/expense-1/send-event",
+            None,
+            r#"{"topic":"t","payload":1}"#,
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+        ),
+        (
+            "POST",
+            "/api/runs/expense-1/send-event",
+            Some("wrong-token-wrong-token"),
+            r#"{"topic":"t","payload":1}"#,
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+        ),
+        (
+            "POST",
+            "/api/runs/expense-1/send-event",
+            Some(TOKEN),
+            "not json",
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            "POST",
+            "/api/runs/expense-1/send-event",
+            Some(TOKEN),
+            r#"[1]"#,
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            "POST",
+            "/api/runs/expense-1/send-event",
+            Some(TOKEN),
+            r#"{"payload":1}"#,
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            "POST",
+            "/api/runs/expense-1/send-event",
+            Some(TOKEN),
+            r#"{"topic":"t","payload":1,"extra":2}"#,
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            "POST",
+            "/api/runs/expense-1/send-event",
+            Some(TOKEN),
+            r#"{"topic":"t","payload":1,"key":3}"#,
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            "POST",
+            "/api/runs/nobody/send-event",
+            Some(TOKEN),
+            r#"{"topic":"t","payload":1}"#,
+            StatusCode::NOT_FOUND,
+            "not_found",
+        ),
+    ] {
+        let (s, body) = call(&app, method, path, token, body).await;
+        assert_eq!((s, kind(&body)), (status, what), "{method} {path}: {body}");
+        assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()));
+    }
+    // A body over the limit is refused before it is read.
+    let big = format!(r#"{{"topic":"t","payload":"{}"}}"#, "x".repeat(graphctl::BODY_LIMIT));
+    let req = Request::builder()
+        .method("POST")
+        .uri("/api/runs/expense-1/send-event")
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .body(Body::from(big))
+        .unwrap();
+    assert_eq!(app.clone().oneshot(req).await.unwrap().status(), StatusCode::PAYLOAD_TOO_LARGE);
+    // Read-only: no token configured.
+    let read_only = router(store.clone(), None);
+    let (s, body) = call(&read_only, "POST", "/api/runs/expense-1/resume", Some(TOKEN), "").await;
+    assert_eq!((s, kind(&body)), (StatusCode::FORBIDDEN, "read_only"));
+    // Nothing of it was written.
+    assert_eq!(store.run_info("expense-1").await.unwrap().unwrap(), before);
+    assert_eq!(store.mailbox("expense-1").await.unwrap(), mailbox);
+}
+
+async fn openapi_names_every_route(store: Arc<dyn Store>) {
+    let app = router(store, None);
+    let (s, doc) = call(&app, "GET", "/api/openapi.json", None, "").await;
+    assert_eq!((s, doc["openapi"].as_str()), (StatusCode::OK, Some("3.1.0")));
+    let paths = doc["paths"].as_object().unwrap();
+    assert!(paths.len() >= 13, "{}", paths.len());
+    for (path, ops) in paths {
+        for method in ops.as_object().unwrap().keys() {
+            let uri = path.replace("{run}", "order-1");
+            let (s, body) = call(&app, &method.to_uppercase(), &uri, None, "{}").await;
+            // Routed: whatever the answer, not the fallback's "no such endpoint".
+            assert!(
+                s != StatusCode::NOT_FOUND || !body.to_string().contains("no such endpoint"),
+                "{method} {path} is described but not routed"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_api_on_a_sled_store() {
+    let dir = tempfile::tempdir().unwrap();
+    block_on(async {
+        let store: Arc<dyn Store> = Arc::new(SledStore::open(dir.path().join("store")).unwrap());
+        fill(store.clone(), &dir.path().join("ledger.txt")).await;
+        every_endpoint(store.clone(), dir.path()).await;
+        bad_input(store.clone()).await;
+        openapi_names_every_route(store).await;
+    });
+}
+
+#[test]
+fn the_api_on_a_sqlite_store() {
+    let dir = tempfile::tempdir().unwrap();
+    block_on(async {
+        let store: Arc<dyn Store> =
+            Arc::new(graph_runtime::store::SqliteStore::open(dir.path().join("runs.sqlite")).unwrap());
+        fill(store.clone(), &dir.path().join("ledger.txt")).await;
+        every_endpoint(store.clone(), dir.path()).await;
+        bad_input(store.clone()).await;
+        openapi_names_every_route(store).await;
+    });
+}
+
+#[test]
+fn the_openapi_description_is_json_with_the_token_scheme() {
+    let doc = block_on(async {
+        let app = router(Arc::new(MemoryStore::new()), None);
+        call(&app, "GET", "/api/openapi.json", None, "").await.1
+    });
+    assert_eq!(doc["components"]["securitySchemes"]["token"], json!({ "type": "http", "scheme": "bearer" }));
+    assert_eq!(doc["paths"]["/api/runs/{run}/send-event"]["post"]["security"], json!([{ "token": [] }]));
+}

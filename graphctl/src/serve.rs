@@ -1,0 +1,550 @@
+//! `graphctl serve`: an HTTP JSON API over the store graphctl opens, and [`router`] to mount the same
+//! API in an application's own axum server.
+//!
+//! Every read endpoint answers with the JSON the matching command prints with `--json` (one
+//! implementation, `commands.rs`), so the API and the command line cannot disagree. Safe by default:
+//! the server listens on 127.0.0.1 unless told otherwise, and is read-only unless it was given a token;
+//! an action needs the token in the `Authorization: Bearer` header (no cookie can carry it, so no
+//! cross-site request can act). Request bodies are limited to 64 KiB. An error is a JSON body
+//! `{"error": {"kind", "message"}}` with a 4xx or 5xx status, never a stack trace or the store's path.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+
+use super::args::{Command, StatusArg};
+use super::commands::Session;
+use super::registry::Registry;
+use super::{Exit, Failure};
+use graph_runtime::store::Store;
+
+/// The largest request body an endpoint reads.
+pub const BODY_LIMIT: usize = 64 * 1024;
+
+/// What the API serves: a store, the graphs registered for it, and the token actions need (`None`:
+/// read-only).
+pub(crate) struct App {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) graphs: Registry,
+    pub(crate) token: Option<String>,
+}
+
+/// One endpoint: how it is reached, what it does, for the router and the OpenAPI description alike.
+struct Endpoint {
+    method: &'static str,
+    path: &'static str,
+    summary: &'static str,
+    /// Query parameters: (name, type, description).
+    query: &'static [(&'static str, &'static str, &'static str)],
+    /// The request body's fields, for an action: (name, type, required, description).
+    body: &'static [(&'static str, &'static str, bool, &'static str)],
+    /// It changes the store: it needs the token.
+    action: bool,
+}
+
+/// Every endpoint, in the order the OpenAPI description lists them.
+const ENDPOINTS: &[Endpoint] = &[
+    Endpoint {
+        method: "get",
+        path: "/api/runs",
+        summary: "The runs, most recently committed first (as `graphctl runs --json`).",
+        query: &[
+            (
+                "status",
+                "string",
+                "only runs of this status: running, completed, paused, interrupted, waiting, failed, cancelled",
+            ),
+            ("limit", "integer", "at most this many"),
+        ],
+        body: &[],
+        action: false,
+    },
+    Endpoint {
+        method: "get",
+        path: "/api/runs/{run}",
+        summary: "Where a run stands: status, waits, steps, graph and version, events (`graphctl show`).",
+        query: &[],
+        body: &[],
+        action: false,
+    },
+    Endpoint {
+        method: "get",
+        path: "/api/runs/{run}/history",
+        summary: "The run's stored checkpoints (`graphctl history`).",
+        query: &[],
+        body: &[],
+        action: false,
+    },
+    Endpoint {
+        method: "get",
+        path: "/api/runs/{run}/state",
+        summary: "The state at a step, the latest by default (`graphctl state`).",
+        query: &[("step", "integer", "the step")],
+        body: &[],
+        action: false,
+    },
+    Endpoint {
+        method: "get",
+        path: "/api/runs/{run}/diff",
+        summary: "What changed in the state between two steps (`graphctl diff`).",
+        query: &[("from", "integer", "the earlier step"), ("to", "integer", "the later step")],
+        body: &[],
+        action: false,
+    },
+    Endpoint {
+        method: "get",
+        path: "/api/runs/{run}/graph",
+        summary: "The run's graph as Mermaid (or DOT) text, from the shape its log recorded (`graphctl graph`).",
+        query: &[("dot", "boolean", "Graphviz DOT instead of Mermaid")],
+        body: &[],
+        action: false,
+    },
+    Endpoint {
+        method: "get",
+        path: "/api/runs/{run}/events",
+        summary: "A page of the run's event log (`graphctl events`).",
+        query: &[
+            ("from", "integer", "the first event's seq"),
+            ("limit", "integer", "at most this many (default 100)"),
+        ],
+        body: &[],
+        action: false,
+    },
+    Endpoint {
+        method: "get",
+        path: "/api/runs/{run}/verify",
+        summary: "The verification of the run's hash-chained log and checkpoints (`graphctl verify`).",
+        query: &[],
+        body: &[],
+        action: false,
+    },
+    Endpoint {
+        method: "get",
+        path: "/api/runs/{run}/effects",
+        summary: "The run's effect journal (`graphctl effects`).",
+        query: &[],
+        body: &[],
+        action: false,
+    },
+    Endpoint {
+        method: "get",
+        path: "/api/runs/{run}/mailbox",
+        summary: "The external events sent to the run (`graphctl mailbox`).",
+        query: &[],
+        body: &[],
+        action: false,
+    },
+    Endpoint {
+        method: "get",
+        path: "/api/schedules",
+        summary: "The store's schedules (`graphctl schedules`).",
+        query: &[],
+        body: &[],
+        action: false,
+    },
+    Endpoint {
+        method: "post",
+        path: "/api/runs/{run}/resume",
+        summary: "Resume the run from its last committed step with its registered graph (`graphctl resume`).",
+        query: &[],
+        body: &[],
+        action: true,
+    },
+    Endpoint {
+        method: "post",
+        path: "/api/runs/{run}/send-event",
+        summary: "Send an external event to the run (`graphctl send-event`).",
+        query: &[],
+        body: &[
+            ("topic", "string", true, "the topic"),
+            ("payload", "any", true, "the payload, any JSON value"),
+            ("key", "string", false, "a dedupe key: a second send with it is the same message"),
+        ],
+        action: true,
+    },
+];
+
+/// The API's router over `app`: mount it in an axum server (`axum::serve`), or nest it in one's own.
+pub(crate) fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/api/openapi.json", get(openapi))
+        .route("/api/runs", get(runs))
+        .route("/api/runs/{run}", get(show))
+        .route("/api/runs/{run}/history", get(history))
+        .route("/api/runs/{run}/state", get(state))
+        .route("/api/runs/{run}/diff", get(diff))
+        .route("/api/runs/{run}/graph", get(graph))
+        .route("/api/runs/{run}/events", get(events))
+        .route("/api/runs/{run}/verify", get(verify))
+        .route("/api/runs/{run}/effects", get(effects))
+        .route("/api/runs/{run}/mailbox", get(mailbox))
+        .route("/api/schedules", get(schedules))
+        .route("/api/runs/{run}/resume", post(resume))
+        .route("/api/runs/{run}/send-event", post(send_event))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .with_state(app)
+}
+
+/// An error answer: `{"error": {"kind", "message"}}`.
+fn error(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Response {
+    ApiError { status, kind, message: message.into() }.into_response()
+}
+
+/// A refused request, answered as `{"error": {"kind", "message"}}` with its status.
+struct ApiError {
+    status: StatusCode,
+    kind: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    fn bad(message: impl Into<String>) -> Self {
+        ApiError { status: StatusCode::BAD_REQUEST, kind: "bad_request", message: message.into() }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({ "error": { "kind": self.kind, "message": self.message } });
+        (self.status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+    }
+}
+
+/// The answer of a command's output or failure.
+fn answer(result: Result<super::commands::Output, Failure>) -> Response {
+    match result {
+        Ok(out) => {
+            let status = match out.exit {
+                Exit::Ok => StatusCode::OK,
+                _ => StatusCode::CONFLICT,
+            };
+            (status, [(header::CONTENT_TYPE, "application/json")], out.json.to_string()).into_response()
+        }
+        Err(f) => {
+            let (status, kind) = match f.exit {
+                Exit::NotFound => (StatusCode::NOT_FOUND, "not_found"),
+                Exit::Usage => (StatusCode::BAD_REQUEST, "bad_request"),
+                Exit::Unsupported => (StatusCode::UNPROCESSABLE_ENTITY, "unsupported"),
+                Exit::Locked | Exit::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+                Exit::Corrupted => (StatusCode::INTERNAL_SERVER_ERROR, "corrupted"),
+                Exit::Diverged => (StatusCode::CONFLICT, "conflict"),
+                _ => (StatusCode::INTERNAL_SERVER_ERROR, "failed"),
+            };
+            error(status, kind, f.message)
+        }
+    }
+}
+
+/// Runs `command` in a session over the app's store.
+async fn run(app: &App, command: Command) -> Response {
+    // The store is named, not shown: an answer never carries the store's path or URL.
+    let session =
+        Session { store: app.store.clone(), graphs: &app.graphs, json: true, spec: "the served store" };
+    answer(session.output(command).await)
+}
+
+/// An action's check: the server has a token and the request carries it.
+fn authorized(app: &App, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(token) = &app.token else {
+        return Err(ApiError {
+            status: StatusCode::FORBIDDEN,
+            kind: "read_only",
+            message: "this server is read-only: start it with `--token-file` to allow actions".into(),
+        });
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match given {
+        Some(g) if constant_time_eq(g.as_bytes(), token.as_bytes()) => Ok(()),
+        Some(_) => Err(ApiError {
+            status: StatusCode::UNAUTHORIZED,
+            kind: "unauthorized",
+            message: "the token is not this server's".into(),
+        }),
+        None => Err(ApiError {
+            status: StatusCode::UNAUTHORIZED,
+            kind: "unauthorized",
+            message: "an action needs the server's token: `Authorization: Bearer <token>`".into(),
+        }),
+    }
+}
+
+/// Compares without stopping at the first difference.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// A query string's parameters, each checked by the endpoint that reads it.
+type Params = Query<std::collections::BTreeMap<String, String>>;
+
+/// The parameter `name` as `T`, if given; a value that does not read is a typed 400.
+fn param<T: std::str::FromStr>(q: &Params, name: &str, what: &str) -> Result<Option<T>, ApiError> {
+    match q.get(name) {
+        None => Ok(None),
+        Some(v) => {
+            v.parse().map(Some).map_err(|_| ApiError::bad(format!("`{name}` must be {what}, not {v:?}")))
+        }
+    }
+}
+
+/// Unknown query parameters are refused (a typo is not silently ignored).
+fn only(q: &Params, known: &[&str]) -> Result<(), ApiError> {
+    match q.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(k) => {
+            let takes = if known.is_empty() { "none".into() } else { known.join(", ") };
+            Err(ApiError::bad(format!("unknown parameter `{k}`; this endpoint takes: {takes}")))
+        }
+        None => Ok(()),
+    }
+}
+
+macro_rules! tri {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(refused) => return IntoResponse::into_response(refused),
+        }
+    };
+}
+
+async fn openapi() -> Response {
+    (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], openapi_document().to_string())
+        .into_response()
+}
+
+async fn runs(State(app): State<Arc<App>>, q: Params) -> Response {
+    tri!(only(&q, &["status", "limit"]));
+    let status = match q.get("status") {
+        None => None,
+        Some(s) => match <StatusArg as clap::ValueEnum>::from_str(s, true) {
+            Ok(s) => Some(s),
+            Err(_) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "bad_request",
+                    format!(
+                        "`status` must be one of running, completed, paused, interrupted, waiting, failed, cancelled, not {s:?}"
+                    ),
+                );
+            }
+        },
+    };
+    let limit = tri!(param::<usize>(&q, "limit", "a whole number"));
+    run(&app, Command::Runs { status, limit }).await
+}
+
+async fn show(State(app): State<Arc<App>>, Path(run_id): Path<String>, q: Params) -> Response {
+    tri!(only(&q, &[]));
+    run(&app, Command::Show { run: run_id }).await
+}
+
+async fn history(State(app): State<Arc<App>>, Path(run_id): Path<String>, q: Params) -> Response {
+    tri!(only(&q, &[]));
+    run(&app, Command::History { run: run_id }).await
+}
+
+async fn state(State(app): State<Arc<App>>, Path(run_id): Path<String>, q: Params) -> Response {
+    tri!(only(&q, &["step"]));
+    let step = tri!(param::<u64>(&q, "step", "a step number"));
+    run(&app, Command::State { run: run_id, step, compact: true }).await
+}
+
+async fn diff(State(app): State<Arc<App>>, Path(run_id): Path<String>, q: Params) -> Response {
+    tri!(only(&q, &["from", "to"]));
+    let (Some(from), Some(to)) =
+        (tri!(param::<u64>(&q, "from", "a step number")), tri!(param::<u64>(&q, "to", "a step number")))
+    else {
+        return error(StatusCode::BAD_REQUEST, "bad_request", "`from` and `to` are both needed");
+    };
+    run(&app, Command::Diff { run: run_id, from, to }).await
+}
+
+async fn graph(State(app): State<Arc<App>>, Path(run_id): Path<String>, q: Params) -> Response {
+    tri!(only(&q, &["dot"]));
+    let dot = tri!(param::<bool>(&q, "dot", "true or false")).unwrap_or(false);
+    run(&app, Command::Graph { run: Some(run_id), registered: None, dot }).await
+}
+
+async fn events(State(app): State<Arc<App>>, Path(run_id): Path<String>, q: Params) -> Response {
+    tri!(only(&q, &["from", "limit"]));
+    let from = tri!(param::<u64>(&q, "from", "an event seq")).unwrap_or(0);
+    let limit = tri!(param::<usize>(&q, "limit", "a whole number")).unwrap_or(100).min(10_000);
+    run(&app, Command::Events { run: run_id, from, limit }).await
+}
+
+async fn verify(State(app): State<Arc<App>>, Path(run_id): Path<String>, q: Params) -> Response {
+    tri!(only(&q, &[]));
+    let command = Command::Verify { run: Some(run_id), all: false, key_file: None, no_store_check: false };
+    run(&app, command).await
+}
+
+async fn effects(State(app): State<Arc<App>>, Path(run_id): Path<String>, q: Params) -> Response {
+    tri!(only(&q, &[]));
+    run(&app, Command::Effects { run: run_id }).await
+}
+
+async fn mailbox(State(app): State<Arc<App>>, Path(run_id): Path<String>, q: Params) -> Response {
+    tri!(only(&q, &[]));
+    run(&app, Command::Mailbox { run: run_id }).await
+}
+
+async fn schedules(State(app): State<Arc<App>>, q: Params) -> Response {
+    tri!(only(&q, &[]));
+    run(&app, Command::Schedules).await
+}
+
+async fn resume(
+    State(app): State<Arc<App>>,
+    Path(run_id): Path<String>,
+    headers: HeaderMap,
+    q: Params,
+) -> Response {
+    tri!(authorized(&app, &headers));
+    tri!(only(&q, &[]));
+    run(&app, Command::Resume { run: run_id, key_file: None }).await
+}
+
+/// The body of an action as a JSON object with only the fields `known`.
+fn object(body: &Bytes, known: &[&str]) -> Result<serde_json::Map<String, Value>, ApiError> {
+    let bad = ApiError::bad;
+    let value: Value = serde_json::from_slice(body).map_err(|e| bad(format!("the body is not JSON: {e}")))?;
+    let Value::Object(map) = value else { return Err(bad("the body is a JSON object".into())) };
+    if let Some(k) = map.keys().find(|k| !known.contains(&k.as_str())) {
+        return Err(bad(format!("unknown field `{k}`; this action takes: {}", known.join(", "))));
+    }
+    Ok(map)
+}
+
+async fn send_event(
+    State(app): State<Arc<App>>,
+    Path(run_id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    tri!(authorized(&app, &headers));
+    let map = tri!(object(&body, &["topic", "payload", "key"]));
+    let bad = |m: &str| error(StatusCode::BAD_REQUEST, "bad_request", m);
+    let Some(Value::String(topic)) = map.get("topic") else { return bad("`topic` is a string") };
+    let Some(payload) = map.get("payload") else { return bad("`payload` is needed (any JSON value)") };
+    let key = match map.get("key") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(k)) => Some(k.clone()),
+        Some(_) => return bad("`key` is a string"),
+    };
+    let command = Command::SendEvent { run: run_id, topic: topic.clone(), payload: payload.to_string(), key };
+    run(&app, command).await
+}
+
+async fn not_found() -> Response {
+    error(StatusCode::NOT_FOUND, "not_found", "no such endpoint: see /api/openapi.json")
+}
+
+/// The OpenAPI 3.1 description of [`ENDPOINTS`]: what the router serves, from the same table.
+pub(crate) fn openapi_document() -> Value {
+    let error_schema = json!({
+        "type": "object", "required": ["error"],
+        "properties": { "error": { "type": "object", "required": ["kind", "message"],
+            "properties": { "kind": { "type": "string" }, "message": { "type": "string" } } } }
+    });
+    let err = |what: &str| json!({ "description": what, "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Error" } } } });
+    let mut paths = serde_json::Map::new();
+    for e in ENDPOINTS {
+        let mut parameters = Vec::new();
+        if e.path.contains("{run}") {
+            parameters.push(json!({ "name": "run", "in": "path", "required": true, "schema": { "type": "string" }, "description": "the run id" }));
+        }
+        for (name, ty, description) in e.query {
+            let schema = match *ty {
+                "integer" => json!({ "type": "integer", "minimum": 0 }),
+                other => json!({ "type": other }),
+            };
+            parameters.push(json!({ "name": name, "in": "query", "required": false, "schema": schema, "description": description }));
+        }
+        let mut responses = serde_json::Map::new();
+        responses.insert("200".into(), json!({ "description": "done", "content": { "application/json": { "schema": { "type": "object" } } } }));
+        responses.insert("400".into(), err("a parameter or the body does not read"));
+        responses.insert("404".into(), err("no such run, step or endpoint"));
+        responses.insert("422".into(), err("this graphctl cannot do it: the run's graph is not registered"));
+        responses.insert("500".into(), err("damaged data, or another failure"));
+        responses.insert("503".into(), err("the store is unavailable for now"));
+        let mut op = json!({ "summary": e.summary, "operationId": operation_id(e), "parameters": parameters, "responses": responses });
+        if e.action {
+            responses_insert(&mut op, "401", err("the token is missing or wrong"));
+            responses_insert(&mut op, "403", err("the server is read-only"));
+            responses_insert(&mut op, "409", err("the run moved, or the action was refused"));
+            responses_insert(&mut op, "413", err("the body is over 64 KiB"));
+            op["security"] = json!([{ "token": [] }]);
+            if !e.body.is_empty() {
+                let mut props = serde_json::Map::new();
+                let mut required = Vec::new();
+                for (name, ty, req, description) in e.body {
+                    let schema = if *ty == "any" {
+                        json!({ "description": description })
+                    } else {
+                        json!({ "type": ty, "description": description })
+                    };
+                    props.insert((*name).into(), schema);
+                    if *req {
+                        required.push(*name);
+                    }
+                }
+                op["requestBody"] = json!({ "required": true, "content": { "application/json": { "schema": {
+                    "type": "object", "properties": props, "required": required, "additionalProperties": false } } } });
+            }
+        }
+        let entry = paths.entry(e.path.to_owned()).or_insert_with(|| json!({}));
+        entry[e.method] = op;
+    }
+    json!({
+        "openapi": "3.1.0",
+        "info": { "title": "graphctl serve", "version": env!("CARGO_PKG_VERSION"),
+                  "description": "The runs of a graph-runtime store: read them, and (with the server's token) act on them." },
+        "paths": paths,
+        "components": {
+            "schemas": { "Error": error_schema },
+            "securitySchemes": { "token": { "type": "http", "scheme": "bearer" } }
+        }
+    })
+}
+
+fn responses_insert(op: &mut Value, code: &str, response: Value) {
+    op["responses"][code] = response;
+}
+
+/// `getRuns`, `getRunsRunHistory`, `postRunsRunSendEvent`, ...: from the method and the path.
+fn operation_id(e: &Endpoint) -> String {
+    let mut id = e.method.to_owned();
+    for part in e.path.trim_start_matches("/api/").split(['/', '-']) {
+        let part = part.trim_matches(['{', '}']);
+        let mut chars = part.chars();
+        if let Some(first) = chars.next() {
+            id.push(first.to_ascii_uppercase());
+            id.extend(chars);
+        }
+    }
+    id
+}
+
+/// Serves the API on `listen` until the process is stopped.
+pub(crate) async fn serve(app: Arc<App>, listen: std::net::SocketAddr) -> Result<Exit, Failure> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| Failure::new(Exit::Failure, format!("cannot listen on {listen}: {e}")))?;
+    let actions = if app.token.is_some() { "actions allowed with the token" } else { "read-only" };
+    eprintln!(
+        "graphctl serve: http://{listen}/api/runs ({actions}; the API is described at /api/openapi.json)"
+    );
+    axum::serve(listener, router(app))
+        .await
+        .map_err(|e| Failure::new(Exit::Failure, format!("the server stopped: {e}")))?;
+    Ok(Exit::Ok)
+}
