@@ -175,6 +175,29 @@ pub(crate) enum Command {
         #[arg(long, value_enum, requires = "all")]
         status: Option<StatusArg>,
     },
+    /// Answer a run's question (`Engine::resume_with_inputs`) with a JSON value and continue the run
+    /// (its graph must be registered); the node reads the answer as the type it asks for.
+    Answer {
+        /// The run id.
+        run: String,
+        /// The answer, as JSON (`true`, `'"text"'`, `'{"approved": true}'`).
+        input: String,
+        /// The question's id (`Interrupt::id`, in `show`); needed when several questions wait.
+        #[arg(long)]
+        interrupt: Option<String>,
+        /// The key of a keyed log (HMAC-SHA256): the file's bytes, exactly.
+        #[arg(long, value_name = "FILE")]
+        key_file: Option<PathBuf>,
+    },
+    /// Cancel a run (`Engine::cancel_run`; its graph must be registered): it stops at once, the
+    /// children it spawned are closed by their policy.
+    Cancel {
+        /// The run id.
+        run: String,
+        /// The key of a keyed log (HMAC-SHA256): the file's bytes, exactly.
+        #[arg(long, value_name = "FILE")]
+        key_file: Option<PathBuf>,
+    },
     /// Serve the store's runs as an HTTP JSON API (described at /api/openapi.json) until stopped:
     /// read-only unless given a token, on 127.0.0.1 unless told otherwise.
     Serve {
@@ -203,9 +226,14 @@ impl Command {
             Command::Migrate { dry_run, .. } => !dry_run,
             // Its actions write (when it has a token).
             Command::Serve { token_file, .. } => token_file.is_some(),
-            other => {
-                matches!(other, Command::Prune { .. } | Command::Resume { .. } | Command::SendEvent { .. })
-            }
+            other => matches!(
+                other,
+                Command::Prune { .. }
+                    | Command::Resume { .. }
+                    | Command::SendEvent { .. }
+                    | Command::Answer { .. }
+                    | Command::Cancel { .. }
+            ),
         }
     }
 }

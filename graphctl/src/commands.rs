@@ -111,6 +111,19 @@ impl Session<'_> {
                 let key = key_file.as_deref().map(read_key).transpose()?;
                 self.resume(&run, key).await?
             }
+            Command::Answer { run, input, interrupt, key_file } => {
+                let key = key_file.as_deref().map(read_key).transpose()?;
+                self.answer(&run, &input, interrupt.as_deref(), key).await?
+            }
+            Command::Cancel { run, key_file } => {
+                let key = key_file.as_deref().map(read_key).transpose()?;
+                let info = self.run_info(&run).await?;
+                let graph = self.registered(&info, "only its graph's engine can cancel it").await?;
+                let status = graph.cancel(self.store.clone(), &run, key).await?;
+                let mut j = render::status_json(&status);
+                j["run_id"] = json!(run);
+                Output::ok(format!("run {run}: {}\n", render::status_short(&status)), j)
+            }
             Command::Serve { .. } => {
                 return Err(Failure::new(Exit::Usage, "`serve` runs a server; it has no output of its own"));
             }
@@ -779,6 +792,69 @@ impl Session<'_> {
         let exit = if bad > 0 { Exit::Diverged } else { Exit::Ok };
         let j = json!({ "runs": list, "bad": bad, "elapsed_ms": elapsed.as_millis() as u64 });
         Ok(Output { text, json: j, exit })
+    }
+
+    async fn answer(
+        &self,
+        run: &str,
+        input: &str,
+        interrupt: Option<&str>,
+        key: Option<ChainKey>,
+    ) -> Outcome {
+        let input: Value = serde_json::from_str(input).map_err(|e| {
+            Failure::new(Exit::Usage, format!("the answer is not JSON ({e}); quote a text: '\"yes\"'"))
+        })?;
+        let info = self.run_info(run).await?;
+        let id = match interrupt {
+            Some(id) => id.to_owned(),
+            None => {
+                let asked: Vec<&str> = info
+                    .status
+                    .waits()
+                    .iter()
+                    .filter(|i| i.kind == graph_runtime::store::InterruptKind::Input)
+                    .map(|i| i.id.as_str())
+                    .collect();
+                match asked.as_slice() {
+                    [one] => (*one).to_owned(),
+                    [] => {
+                        return Err(Failure::new(
+                            Exit::Usage,
+                            format!(
+                                "run `{run}` waits for no answer: it is {}",
+                                render::status_short(&info.status)
+                            ),
+                        ));
+                    }
+                    many => {
+                        return Err(Failure::new(
+                            Exit::Usage,
+                            format!(
+                                "{} questions wait ({}): name one with --interrupt",
+                                many.len(),
+                                many.join(", ")
+                            ),
+                        ));
+                    }
+                }
+            }
+        };
+        let graph = self.registered(&info, "only its graph's nodes can take the answer").await?;
+        let out = graph
+            .answer(self.store.clone(), run, vec![(id.clone(), input)], key.clone())
+            .await
+            .map_err(|e| broken(e, key.is_none()))?;
+        let text = format!(
+            "run {run}: answered {id}; {} at step {}\n",
+            render::status_short(&out.status),
+            out.steps
+        );
+        let mut j = render::status_json(&out.status);
+        j["run_id"] = json!(run);
+        j["answered"] = json!(id);
+        j["steps"] = json!(out.steps);
+        j["state"] = out.state;
+        Ok(Output::ok(text, j))
     }
 
     async fn send_event(&self, run: &str, topic: &str, payload: &str, key: Option<&str>) -> Outcome {

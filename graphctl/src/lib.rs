@@ -131,6 +131,8 @@ impl From<Error> for Failure {
             Error::RunNotFound { .. } | Error::StepNotFound { .. } => Exit::NotFound,
             Error::ExecutionCorrupted { .. } | Error::NondeterministicState { .. } => Exit::Corrupted,
             Error::Migration { .. } => Exit::Diverged,
+            // The run is unchanged: the answer does not fit the question, or came too late.
+            Error::ResumeInput { .. } | Error::DeadlinePassed { .. } => Exit::Usage,
             _ => Exit::Failure,
         };
         Failure::new(exit, e.to_string())

@@ -36,6 +36,16 @@ pub(crate) trait Registered: Send + Sync {
     ) -> Result<Option<serde_json::Value>>;
     /// `Engine::resume`.
     async fn resume(&self, store: Arc<dyn Store>, run: &str, key: Option<ChainKey>) -> Result<Resumed>;
+    /// `Engine::resume_with_inputs`: answers the run's questions by id and continues it.
+    async fn answer(
+        &self,
+        store: Arc<dyn Store>,
+        run: &str,
+        inputs: Vec<(String, serde_json::Value)>,
+        key: Option<ChainKey>,
+    ) -> Result<Resumed>;
+    /// `Engine::cancel_run`.
+    async fn cancel(&self, store: Arc<dyn Store>, run: &str, key: Option<ChainKey>) -> Result<RunStatus>;
     /// The graph's version.
     fn version(&self) -> u32;
     /// `Engine::migrate` (or its dry run) of `run` to this graph's version, through `migrations`.
@@ -99,6 +109,21 @@ impl<S: Reducer> Registered for Entry<S> {
     async fn resume(&self, store: Arc<dyn Store>, run: &str, key: Option<ChainKey>) -> Result<Resumed> {
         let out = self.engine(store, key).resume(run).await?;
         Ok(Resumed { state: to_json(run, &out.state)?, status: out.status, steps: out.steps })
+    }
+
+    async fn answer(
+        &self,
+        store: Arc<dyn Store>,
+        run: &str,
+        inputs: Vec<(String, serde_json::Value)>,
+        key: Option<ChainKey>,
+    ) -> Result<Resumed> {
+        let out = self.engine(store, key).resume_with_inputs(run, inputs).await?;
+        Ok(Resumed { state: to_json(run, &out.state)?, status: out.status, steps: out.steps })
+    }
+
+    async fn cancel(&self, store: Arc<dyn Store>, run: &str, key: Option<ChainKey>) -> Result<RunStatus> {
+        self.engine(store, key).cancel_run(run).await
     }
 
     fn version(&self) -> u32 {

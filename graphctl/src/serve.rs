@@ -158,6 +158,25 @@ const ENDPOINTS: &[Endpoint] = &[
     },
     Endpoint {
         method: "post",
+        path: "/api/runs/{run}/answer",
+        summary: "Answer the run's question and continue it (`graphctl answer`); the node reads the answer as the type it asks for.",
+        query: &[],
+        body: &[
+            ("input", "any", true, "the answer, any JSON value"),
+            ("interrupt", "string", false, "the question's id; needed when several wait"),
+        ],
+        action: true,
+    },
+    Endpoint {
+        method: "post",
+        path: "/api/runs/{run}/cancel",
+        summary: "Cancel the run (`graphctl cancel`).",
+        query: &[],
+        body: &[],
+        action: true,
+    },
+    Endpoint {
+        method: "post",
         path: "/api/runs/{run}/send-event",
         summary: "Send an external event to the run (`graphctl send-event`).",
         query: &[],
@@ -187,6 +206,8 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/api/schedules", get(schedules))
         .route("/api/runs/{run}/resume", post(resume))
         .route("/api/runs/{run}/send-event", post(send_event))
+        .route("/api/runs/{run}/answer", post(answer_run))
+        .route("/api/runs/{run}/cancel", post(cancel))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(app)
@@ -442,6 +463,36 @@ async fn send_event(
     };
     let command = Command::SendEvent { run: run_id, topic: topic.clone(), payload: payload.to_string(), key };
     run(&app, command).await
+}
+
+async fn answer_run(
+    State(app): State<Arc<App>>,
+    Path(run_id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    tri!(authorized(&app, &headers));
+    let map = tri!(object(&body, &["input", "interrupt"]));
+    let Some(input) = map.get("input") else {
+        return ApiError::bad("`input` is needed (the answer, any JSON value)").into_response();
+    };
+    let interrupt = match map.get("interrupt") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) => Some(id.clone()),
+        Some(_) => return ApiError::bad("`interrupt` is a string").into_response(),
+    };
+    run(&app, Command::Answer { run: run_id, input: input.to_string(), interrupt, key_file: None }).await
+}
+
+async fn cancel(
+    State(app): State<Arc<App>>,
+    Path(run_id): Path<String>,
+    headers: HeaderMap,
+    q: Params,
+) -> Response {
+    tri!(authorized(&app, &headers));
+    tri!(only(&q, &[]));
+    run(&app, Command::Cancel { run: run_id, key_file: None }).await
 }
 
 async fn not_found() -> Response {

@@ -128,6 +128,22 @@ async fn every_endpoint(store: Arc<dyn Store>, dir: &Path) {
     let (s, resumed) = call(&app, "POST", "/api/runs/expense-1/resume", Some(TOKEN), "").await;
     assert_eq!((s, resumed["status"].as_str()), (StatusCode::OK, Some("interrupted")), "{resumed}");
     assert_eq!(store.run_info("expense-1").await.unwrap().unwrap().status, before.status);
+    // An answer that does not read as the question's type changes nothing; the right one goes on.
+    let (s, refused) =
+        call(&app, "POST", "/api/runs/expense-1/answer", Some(TOKEN), r#"{"input":"maybe"}"#).await;
+    assert_eq!((s, kind(&refused)), (StatusCode::BAD_REQUEST, "bad_request"), "{refused}");
+    let (s, answered) =
+        call(&app, "POST", "/api/runs/expense-1/answer", Some(TOKEN), r#"{"input":true}"#).await;
+    assert_eq!(s, StatusCode::OK, "{answered}");
+    assert_ne!(answered["status"], "interrupted", "{answered}");
+    let (s, body) = call(&app, "POST", "/api/runs/expense-1/answer", Some(TOKEN), r#"{"input":true}"#).await;
+    assert_eq!((s, kind(&body)), (StatusCode::BAD_REQUEST, "bad_request"), "asked nothing now: {body}");
+    let (s, cancelled) = call(&app, "POST", "/api/runs/order-1/cancel", Some(TOKEN), "").await;
+    assert_eq!(
+        (s, cancelled["status"].as_str()),
+        (StatusCode::OK, Some("completed")),
+        "a completed run stays: {cancelled}"
+    );
     // No answer names the store's folder.
     for (_, body) in [get("/api/runs/nobody".into()).await, get("/api/runs/nobody/state".into()).await] {
         assert!(!body.to_string().contains(&dir.display().to_string()), "{body}");
@@ -215,6 +231,48 @@ async fn bad_input(store: Arc<dyn Store>) {
         let (s, body) = call(&app, method, path, token, body).await;
         assert_eq!((s, kind(&body)), (status, what), "{method} {path}: {body}");
         assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()));
+    }
+    for (path, token, body, status, what) in [
+        ("/api/runs/expense-1/answer", None, r#"{"input":true}"#, StatusCode::UNAUTHORIZED, "unauthorized"),
+        (
+            "/api/runs/expense-1/answer",
+            Some(TOKEN),
+            r#"{"interrupt":"x"}"#,
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            "/api/runs/expense-1/answer",
+            Some(TOKEN),
+            r#"{"input":true,"interrupt":7}"#,
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            "/api/runs/expense-1/answer",
+            Some(TOKEN),
+            r#"{"input":true,"interrupt":"no-such-question"}"#,
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            "/api/runs/expense-1/answer",
+            Some(TOKEN),
+            r#"{"input":"maybe"}"#,
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        ("/api/runs/nobody/answer", Some(TOKEN), r#"{"input":true}"#, StatusCode::NOT_FOUND, "not_found"),
+        (
+            "/api/runs/expense-1/cancel",
+            Some("nope-nope-nope-nope"),
+            "",
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+        ),
+    ] {
+        let (s, reply) = call(&app, "POST", path, token, body).await;
+        assert_eq!((s, kind(&reply)), (status, what), "POST {path} {body}: {reply}");
     }
     // A body over the limit is refused before it is read.
     let big = format!(r#"{{"topic":"t","payload":"{}"}}"#, "x".repeat(graphctl::BODY_LIMIT));
