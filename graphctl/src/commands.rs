@@ -926,7 +926,7 @@ impl Session<'_> {
             ]);
         }
         let text = if mailbox.messages.is_empty() { format!("run {run}: no events\n") } else { t.render() };
-        Ok(Output::ok(text, json!(mailbox.messages)))
+        Ok(Output::ok(text, json!({ "run_id": run, "messages": mailbox.messages })))
     }
 
     // -----------------------------------------------------------------------------------------------

@@ -40,13 +40,18 @@ struct Endpoint {
     method: &'static str,
     path: &'static str,
     summary: &'static str,
-    /// Query parameters: (name, type, description).
-    query: &'static [(&'static str, &'static str, &'static str)],
+    /// Query parameters: (name, type, required, description); a type is `integer` (0 to
+    /// `i64::MAX`), `boolean` or `status` (a run status's name).
+    query: &'static [(&'static str, &'static str, bool, &'static str)],
     /// The request body's fields, for an action: (name, type, required, description).
     body: &'static [(&'static str, &'static str, bool, &'static str)],
     /// It changes the store: it needs the token.
     action: bool,
 }
+
+/// The run statuses `?status=` takes.
+const STATUSES: [&str; 7] =
+    ["running", "completed", "paused", "interrupted", "waiting", "failed", "cancelled"];
 
 /// Every endpoint, in the order the OpenAPI description lists them.
 const ENDPOINTS: &[Endpoint] = &[
@@ -55,12 +60,8 @@ const ENDPOINTS: &[Endpoint] = &[
         path: "/api/runs",
         summary: "The runs, most recently committed first (as `graphctl runs --json`).",
         query: &[
-            (
-                "status",
-                "string",
-                "only runs of this status: running, completed, paused, interrupted, waiting, failed, cancelled",
-            ),
-            ("limit", "integer", "at most this many"),
+            ("status", "status", false, "only runs of this status"),
+            ("limit", "integer", false, "at most this many"),
         ],
         body: &[],
         action: false,
@@ -85,7 +86,7 @@ const ENDPOINTS: &[Endpoint] = &[
         method: "get",
         path: "/api/runs/{run}/state",
         summary: "The state at a step, the latest by default (`graphctl state`).",
-        query: &[("step", "integer", "the step")],
+        query: &[("step", "integer", false, "the step")],
         body: &[],
         action: false,
     },
@@ -93,7 +94,7 @@ const ENDPOINTS: &[Endpoint] = &[
         method: "get",
         path: "/api/runs/{run}/diff",
         summary: "What changed in the state between two steps (`graphctl diff`).",
-        query: &[("from", "integer", "the earlier step"), ("to", "integer", "the later step")],
+        query: &[("from", "integer", true, "the earlier step"), ("to", "integer", true, "the later step")],
         body: &[],
         action: false,
     },
@@ -101,7 +102,7 @@ const ENDPOINTS: &[Endpoint] = &[
         method: "get",
         path: "/api/runs/{run}/graph",
         summary: "The run's graph as Mermaid (or DOT) text, from the shape its log recorded (`graphctl graph`).",
-        query: &[("dot", "boolean", "Graphviz DOT instead of Mermaid")],
+        query: &[("dot", "boolean", false, "Graphviz DOT instead of Mermaid")],
         body: &[],
         action: false,
     },
@@ -110,8 +111,8 @@ const ENDPOINTS: &[Endpoint] = &[
         path: "/api/runs/{run}/events",
         summary: "A page of the run's event log (`graphctl events`).",
         query: &[
-            ("from", "integer", "the first event's seq"),
-            ("limit", "integer", "at most this many (default 100)"),
+            ("from", "integer", false, "the first event's seq"),
+            ("limit", "integer", false, "at most this many (default 100, at most 10,000)"),
         ],
         body: &[],
         action: false,
@@ -271,6 +272,17 @@ async fn run(app: &App, command: Command) -> Response {
     answer(session.output(command).await)
 }
 
+/// Runs an action whose body was read already: what the command refuses then (an answer the
+/// question does not take, a run that asks nothing) is `409 refused`, not a malformed request.
+async fn act(app: &App, command: Command) -> Response {
+    let session =
+        Session { store: app.store.clone(), graphs: &app.graphs, json: true, spec: "the served store" };
+    match session.output(command).await {
+        Err(f) if f.exit == Exit::Usage => error(StatusCode::CONFLICT, "refused", f.message),
+        other => answer(other),
+    }
+}
+
 /// An action's check: the server has a token and the request carries it.
 fn authorized(app: &App, headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(token) = &app.token else {
@@ -317,6 +329,16 @@ fn param<T: std::str::FromStr>(q: &Params, name: &str, what: &str) -> Result<Opt
     }
 }
 
+/// The integer parameter `name`, from 0 to `i64::MAX` (what the description says).
+fn count(q: &Params, name: &str, what: &str) -> Result<Option<u64>, ApiError> {
+    match param::<u64>(q, name, what)? {
+        Some(n) if n > i64::MAX as u64 => {
+            Err(ApiError::bad(format!("`{name}` must be at most {}", i64::MAX)))
+        }
+        n => Ok(n),
+    }
+}
+
 /// Unknown query parameters are refused (a typo is not silently ignored).
 fn only(q: &Params, known: &[&str]) -> Result<(), ApiError> {
     match q.keys().find(|k| !known.contains(&k.as_str())) {
@@ -359,7 +381,7 @@ async fn runs(State(app): State<Arc<App>>, q: Params) -> Response {
             }
         },
     };
-    let limit = tri!(param::<usize>(&q, "limit", "a whole number"));
+    let limit = tri!(count(&q, "limit", "a whole number")).map(|n| usize::try_from(n).unwrap_or(usize::MAX));
     run(&app, Command::Runs { status, limit }).await
 }
 
@@ -375,14 +397,14 @@ async fn history(State(app): State<Arc<App>>, Path(run_id): Path<String>, q: Par
 
 async fn state(State(app): State<Arc<App>>, Path(run_id): Path<String>, q: Params) -> Response {
     tri!(only(&q, &["step"]));
-    let step = tri!(param::<u64>(&q, "step", "a step number"));
+    let step = tri!(count(&q, "step", "a step number"));
     run(&app, Command::State { run: run_id, step, compact: true }).await
 }
 
 async fn diff(State(app): State<Arc<App>>, Path(run_id): Path<String>, q: Params) -> Response {
     tri!(only(&q, &["from", "to"]));
     let (Some(from), Some(to)) =
-        (tri!(param::<u64>(&q, "from", "a step number")), tri!(param::<u64>(&q, "to", "a step number")))
+        (tri!(count(&q, "from", "a step number")), tri!(count(&q, "to", "a step number")))
     else {
         return error(StatusCode::BAD_REQUEST, "bad_request", "`from` and `to` are both needed");
     };
@@ -397,8 +419,11 @@ async fn graph(State(app): State<Arc<App>>, Path(run_id): Path<String>, q: Param
 
 async fn events(State(app): State<Arc<App>>, Path(run_id): Path<String>, q: Params) -> Response {
     tri!(only(&q, &["from", "limit"]));
-    let from = tri!(param::<u64>(&q, "from", "an event seq")).unwrap_or(0);
-    let limit = tri!(param::<usize>(&q, "limit", "a whole number")).unwrap_or(100).min(10_000);
+    let from = tri!(count(&q, "from", "an event seq")).unwrap_or(0);
+    let limit = tri!(count(&q, "limit", "a whole number"))
+        .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+        .unwrap_or(100)
+        .min(10_000);
     run(&app, Command::Events { run: run_id, from, limit }).await
 }
 
@@ -481,7 +506,7 @@ async fn answer_run(
         Some(Value::String(id)) => Some(id.clone()),
         Some(_) => return ApiError::bad("`interrupt` is a string").into_response(),
     };
-    run(&app, Command::Answer { run: run_id, input: input.to_string(), interrupt, key_file: None }).await
+    act(&app, Command::Answer { run: run_id, input: input.to_string(), interrupt, key_file: None }).await
 }
 
 async fn cancel(
@@ -513,12 +538,15 @@ pub(crate) fn openapi_document() -> Value {
         if e.path.contains("{run}") {
             parameters.push(json!({ "name": "run", "in": "path", "required": true, "schema": { "type": "string" }, "description": "the run id" }));
         }
-        for (name, ty, description) in e.query {
+        for (name, ty, required, description) in e.query {
             let schema = match *ty {
-                "integer" => json!({ "type": "integer", "minimum": 0 }),
+                "integer" => json!({ "type": "integer", "minimum": 0, "maximum": i64::MAX }),
+                "status" => json!({ "type": "string", "enum": STATUSES }),
                 other => json!({ "type": other }),
             };
-            parameters.push(json!({ "name": name, "in": "query", "required": false, "schema": schema, "description": description }));
+            parameters.push(json!({
+                "name": name, "in": "query", "required": required, "schema": schema, "description": description
+            }));
         }
         let mut responses = serde_json::Map::new();
         responses.insert("200".into(), json!({ "description": "done", "content": { "application/json": { "schema": { "type": "object" } } } }));
@@ -555,6 +583,20 @@ pub(crate) fn openapi_document() -> Value {
         let entry = paths.entry(e.path.to_owned()).or_insert_with(|| json!({}));
         entry[e.method] = op;
     }
+    // A run id listed by `GET /api/runs` reaches every operation on a run (OpenAPI links), so a
+    // client generated from the description, or a fuzzer, finds real runs.
+    let links: serde_json::Map<String, Value> = ENDPOINTS
+        .iter()
+        .filter(|e| e.path.contains("{run}"))
+        .map(|e| {
+            let id = operation_id(e);
+            (
+                id.clone(),
+                json!({ "operationId": id, "parameters": { "run": "$response.body#/runs/0/run_id" } }),
+            )
+        })
+        .collect();
+    paths["/api/runs"]["get"]["responses"]["200"]["links"] = Value::Object(links);
     json!({
         "openapi": "3.1.0",
         "info": { "title": "graphctl serve", "version": env!("CARGO_PKG_VERSION"),

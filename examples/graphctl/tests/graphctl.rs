@@ -926,7 +926,7 @@ fn parked_runs_show_when_they_are_due_and_send_event_fills_the_mailbox() {
         assert_eq!(out.state.bank_reference.as_deref(), Some("BNK-2"));
     });
     let mailbox = json(&store, &["mailbox", "confirms"]);
-    assert!(mailbox[0]["state"]["Claimed"].is_object(), "{mailbox}");
+    assert!(mailbox["messages"][0]["state"]["Claimed"].is_object(), "{mailbox}");
 }
 
 #[test]

@@ -131,13 +131,14 @@ async fn every_endpoint(store: Arc<dyn Store>, dir: &Path) {
     // An answer that does not read as the question's type changes nothing; the right one goes on.
     let (s, refused) =
         call(&app, "POST", "/api/runs/expense-1/answer", Some(TOKEN), r#"{"input":"maybe"}"#).await;
-    assert_eq!((s, kind(&refused)), (StatusCode::BAD_REQUEST, "bad_request"), "{refused}");
+    assert_eq!((s, kind(&refused)), (StatusCode::CONFLICT, "refused"), "{refused}");
+    assert_eq!(store.run_info("expense-1").await.unwrap().unwrap().status, before.status);
     let (s, answered) =
         call(&app, "POST", "/api/runs/expense-1/answer", Some(TOKEN), r#"{"input":true}"#).await;
     assert_eq!(s, StatusCode::OK, "{answered}");
     assert_ne!(answered["status"], "interrupted", "{answered}");
     let (s, body) = call(&app, "POST", "/api/runs/expense-1/answer", Some(TOKEN), r#"{"input":true}"#).await;
-    assert_eq!((s, kind(&body)), (StatusCode::BAD_REQUEST, "bad_request"), "asked nothing now: {body}");
+    assert_eq!((s, kind(&body)), (StatusCode::CONFLICT, "refused"), "asked nothing now: {body}");
     let (s, cancelled) = call(&app, "POST", "/api/runs/order-1/cancel", Some(TOKEN), "").await;
     assert_eq!(
         (s, cancelled["status"].as_str()),
@@ -252,16 +253,10 @@ async fn bad_input(store: Arc<dyn Store>) {
             "/api/runs/expense-1/answer",
             Some(TOKEN),
             r#"{"input":true,"interrupt":"no-such-question"}"#,
-            StatusCode::BAD_REQUEST,
-            "bad_request",
+            StatusCode::CONFLICT,
+            "refused",
         ),
-        (
-            "/api/runs/expense-1/answer",
-            Some(TOKEN),
-            r#"{"input":"maybe"}"#,
-            StatusCode::BAD_REQUEST,
-            "bad_request",
-        ),
+        ("/api/runs/expense-1/answer", Some(TOKEN), r#"{"input":"maybe"}"#, StatusCode::CONFLICT, "refused"),
         ("/api/runs/nobody/answer", Some(TOKEN), r#"{"input":true}"#, StatusCode::NOT_FOUND, "not_found"),
         (
             "/api/runs/expense-1/cancel",
