@@ -189,6 +189,41 @@ pub(crate) enum Command {
         #[arg(long, value_name = "FILE")]
         key_file: Option<PathBuf>,
     },
+    /// Fork a run at a step (`Engine::fork`; its graph must be registered): a new run from that
+    /// checkpoint, left `running` (`resume` drives it).
+    Fork {
+        /// The run id.
+        run: String,
+        /// The step to fork at.
+        step: u64,
+        /// The new run's id.
+        new_run: String,
+    },
+    /// Say what happened to an effect a crash left unknown (`Engine::resolve_effect`; the run is
+    /// paused for confirmation): exactly one of `--completed JSON`, `--retry`, `--fail MESSAGE`. Then
+    /// `resume` continues the run.
+    #[command(group(ArgGroup::new("what").required(true).args(["completed", "retry", "fail"])))]
+    ResolveEffect {
+        /// The run id.
+        run: String,
+        /// The effect's key (`effects` lists them).
+        key: String,
+        /// It happened, with this response (what the call would have returned, as JSON).
+        #[arg(long)]
+        completed: Option<String>,
+        /// It did not happen: call it again.
+        #[arg(long)]
+        retry: bool,
+        /// It failed for good: the node gets this error.
+        #[arg(long)]
+        fail: Option<String>,
+    },
+    /// Hand a run back to a worker pool (`RunOptions::hand_back`): what continues it is written, it is
+    /// left `Running`, and a worker claims it.
+    HandBack {
+        /// The run id.
+        run: String,
+    },
     /// Cancel a run (`Engine::cancel_run`; its graph must be registered): it stops at once, the
     /// children it spawned are closed by their policy.
     Cancel {
@@ -233,6 +268,9 @@ impl Command {
                     | Command::SendEvent { .. }
                     | Command::Answer { .. }
                     | Command::Cancel { .. }
+                    | Command::Fork { .. }
+                    | Command::ResolveEffect { .. }
+                    | Command::HandBack { .. }
             ),
         }
     }

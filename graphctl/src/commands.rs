@@ -124,6 +124,44 @@ impl Session<'_> {
                 j["run_id"] = json!(run);
                 Output::ok(format!("run {run}: {}\n", render::status_short(&status)), j)
             }
+            Command::Fork { run, step, new_run } => {
+                let info = self.run_info(&run).await?;
+                let graph = self.registered(&info, "only its graph's nodes can run the fork").await?;
+                let out = graph.fork(self.store.clone(), &run, step, &new_run, None).await?;
+                self.resumed(&new_run, out, format!("forked {run} at step {step} as {new_run}"))?
+            }
+            Command::ResolveEffect { run, key, completed, retry, fail } => {
+                use graph_runtime::store::Resolution;
+                let resolution = match (completed, retry, fail) {
+                    (Some(json), _, _) => {
+                        Resolution::Completed(serde_json::from_str(&json).map_err(|e| {
+                            Failure::new(
+                                Exit::Usage,
+                                format!("--completed is not JSON ({e}); quote a text: '\"ok\"'"),
+                            )
+                        })?)
+                    }
+                    (None, true, _) => Resolution::Retry,
+                    (None, false, Some(message)) => Resolution::Fail(message),
+                    (None, false, None) => {
+                        return Err(Failure::new(
+                            Exit::Usage,
+                            "say one of --completed JSON, --retry, --fail MESSAGE",
+                        ));
+                    }
+                };
+                let info = self.run_info(&run).await?;
+                let graph = self.registered(&info, "only its graph's engine can resolve its effects").await?;
+                graph.resolve_effect(self.store.clone(), &run, &key, resolution).await?;
+                let text = format!("run {run}: effect {key} resolved; `resume` continues the run\n");
+                Output::ok(text, json!({ "run_id": run, "effect": key, "resolved": true }))
+            }
+            Command::HandBack { run } => {
+                let info = self.run_info(&run).await?;
+                let graph = self.registered(&info, "only its graph's engine can hand it back").await?;
+                let out = graph.hand_back(self.store.clone(), &run, None).await?;
+                self.resumed(&run, out, format!("handed {run} back to the pool"))?
+            }
             Command::Serve { .. } => {
                 return Err(Failure::new(Exit::Usage, "`serve` runs a server; it has no output of its own"));
             }
@@ -792,6 +830,21 @@ impl Session<'_> {
         let exit = if bad > 0 { Exit::Diverged } else { Exit::Ok };
         let j = json!({ "runs": list, "bad": bad, "elapsed_ms": elapsed.as_millis() as u64 });
         Ok(Output { text, json: j, exit })
+    }
+
+    /// The output of a command that drove a run: its status, steps and state.
+    fn resumed(&self, run: &str, out: super::registry::Resumed, what: String) -> Outcome {
+        let text = format!(
+            "{what}: {} at step {}\nstate: {}\n",
+            render::status_short(&out.status),
+            out.steps,
+            out.state
+        );
+        let mut j = render::status_json(&out.status);
+        j["run_id"] = json!(run);
+        j["steps"] = json!(out.steps);
+        j["state"] = out.state;
+        Ok(Output::ok(text, j))
     }
 
     async fn answer(

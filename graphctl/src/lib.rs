@@ -132,7 +132,10 @@ impl From<Error> for Failure {
             Error::ExecutionCorrupted { .. } | Error::NondeterministicState { .. } => Exit::Corrupted,
             Error::Migration { .. } => Exit::Diverged,
             // The run is unchanged: the answer does not fit the question, or came too late.
-            Error::ResumeInput { .. } | Error::DeadlinePassed { .. } => Exit::Usage,
+            Error::ResumeInput { .. }
+            | Error::DeadlinePassed { .. }
+            | Error::RunExists { .. }
+            | Error::EffectNotPending { .. } => Exit::Usage,
             _ => Exit::Failure,
         };
         Failure::new(exit, e.to_string())

@@ -44,6 +44,25 @@ pub(crate) trait Registered: Send + Sync {
         inputs: Vec<(String, serde_json::Value)>,
         key: Option<ChainKey>,
     ) -> Result<Resumed>;
+    /// `Engine::fork`: a new run from `run`'s checkpoint `step`, left `Running` for `resume`.
+    async fn fork(
+        &self,
+        store: Arc<dyn Store>,
+        run: &str,
+        step: u64,
+        new_run: &str,
+        key: Option<ChainKey>,
+    ) -> Result<Resumed>;
+    /// `Engine::resolve_effect`.
+    async fn resolve_effect(
+        &self,
+        store: Arc<dyn Store>,
+        run: &str,
+        effect: &str,
+        resolution: graph_runtime::store::Resolution,
+    ) -> Result<()>;
+    /// `Engine::resume_with` and `RunOptions::hand_back`: the run is left `Running` for a worker pool.
+    async fn hand_back(&self, store: Arc<dyn Store>, run: &str, key: Option<ChainKey>) -> Result<Resumed>;
     /// `Engine::cancel_run`.
     async fn cancel(&self, store: Arc<dyn Store>, run: &str, key: Option<ChainKey>) -> Result<RunStatus>;
     /// The graph's version.
@@ -119,6 +138,34 @@ impl<S: Reducer> Registered for Entry<S> {
         key: Option<ChainKey>,
     ) -> Result<Resumed> {
         let out = self.engine(store, key).resume_with_inputs(run, inputs).await?;
+        Ok(Resumed { state: to_json(run, &out.state)?, status: out.status, steps: out.steps })
+    }
+
+    async fn fork(
+        &self,
+        store: Arc<dyn Store>,
+        run: &str,
+        step: u64,
+        new_run: &str,
+        key: Option<ChainKey>,
+    ) -> Result<Resumed> {
+        let out = self.engine(store, key).fork(run, step, new_run).await?;
+        Ok(Resumed { state: to_json(new_run, &out.state)?, status: out.status, steps: out.steps })
+    }
+
+    async fn resolve_effect(
+        &self,
+        store: Arc<dyn Store>,
+        run: &str,
+        effect: &str,
+        resolution: graph_runtime::store::Resolution,
+    ) -> Result<()> {
+        self.engine(store, None).resolve_effect(run, effect, resolution).await
+    }
+
+    async fn hand_back(&self, store: Arc<dyn Store>, run: &str, key: Option<ChainKey>) -> Result<Resumed> {
+        let opts = graph_runtime::RunOptions::default().hand_back();
+        let out = self.engine(store, key).resume_with(run, opts).await?;
         Ok(Resumed { state: to_json(run, &out.state)?, status: out.status, steps: out.steps })
     }
 

@@ -178,6 +178,38 @@ const ENDPOINTS: &[Endpoint] = &[
     },
     Endpoint {
         method: "post",
+        path: "/api/runs/{run}/fork",
+        summary: "Fork the run at a step as a new run, left running for `resume` (`graphctl fork`).",
+        query: &[],
+        body: &[
+            ("step", "integer", true, "the step to fork at"),
+            ("new_run", "string", true, "the new run's id"),
+        ],
+        action: true,
+    },
+    Endpoint {
+        method: "post",
+        path: "/api/runs/{run}/resolve-effect",
+        summary: "Say what happened to an effect a crash left unknown (`graphctl resolve-effect`): one of `completed` (its response), `retry`, `fail` (the node's error).",
+        query: &[],
+        body: &[
+            ("key", "string", true, "the effect's key"),
+            ("completed", "any", false, "it happened, with this response"),
+            ("retry", "boolean", false, "it did not happen: call it again"),
+            ("fail", "string", false, "it failed for good, with this error"),
+        ],
+        action: true,
+    },
+    Endpoint {
+        method: "post",
+        path: "/api/runs/{run}/hand-back",
+        summary: "Hand the run back to a worker pool: what continues it is written, a worker claims it (`graphctl hand-back`).",
+        query: &[],
+        body: &[],
+        action: true,
+    },
+    Endpoint {
+        method: "post",
         path: "/api/runs/{run}/send-event",
         summary: "Send an external event to the run (`graphctl send-event`).",
         query: &[],
@@ -209,6 +241,9 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/api/runs/{run}/send-event", post(send_event))
         .route("/api/runs/{run}/answer", post(answer_run))
         .route("/api/runs/{run}/cancel", post(cancel))
+        .route("/api/runs/{run}/fork", post(fork))
+        .route("/api/runs/{run}/resolve-effect", post(resolve_effect))
+        .route("/api/runs/{run}/hand-back", post(hand_back))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(app)
@@ -520,6 +555,62 @@ async fn cancel(
     run(&app, Command::Cancel { run: run_id, key_file: None }).await
 }
 
+async fn fork(
+    State(app): State<Arc<App>>,
+    Path(run_id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    tri!(authorized(&app, &headers));
+    let map = tri!(object(&body, &["step", "new_run"]));
+    let Some(step) = map.get("step").and_then(Value::as_u64).filter(|n| *n <= i64::MAX as u64) else {
+        return ApiError::bad("`step` is a step number").into_response();
+    };
+    let Some(Value::String(new_run)) = map.get("new_run") else {
+        return ApiError::bad("`new_run` is the new run's id, a string").into_response();
+    };
+    act(&app, Command::Fork { run: run_id, step, new_run: new_run.clone() }).await
+}
+
+async fn resolve_effect(
+    State(app): State<Arc<App>>,
+    Path(run_id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    tri!(authorized(&app, &headers));
+    let map = tri!(object(&body, &["key", "completed", "retry", "fail"]));
+    let Some(Value::String(key)) = map.get("key") else {
+        return ApiError::bad("`key` is the effect's key, a string").into_response();
+    };
+    let completed = map.get("completed").map(Value::to_string);
+    let retry = match map.get("retry") {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return ApiError::bad("`retry` is true or false").into_response(),
+    };
+    let fail = match map.get("fail") {
+        None => None,
+        Some(Value::String(m)) => Some(m.clone()),
+        Some(_) => return ApiError::bad("`fail` is the error's message, a string").into_response(),
+    };
+    if usize::from(completed.is_some()) + usize::from(retry) + usize::from(fail.is_some()) != 1 {
+        return ApiError::bad("say exactly one of `completed`, `retry: true`, `fail`").into_response();
+    }
+    act(&app, Command::ResolveEffect { run: run_id, key: key.clone(), completed, retry, fail }).await
+}
+
+async fn hand_back(
+    State(app): State<Arc<App>>,
+    Path(run_id): Path<String>,
+    headers: HeaderMap,
+    q: Params,
+) -> Response {
+    tri!(authorized(&app, &headers));
+    tri!(only(&q, &[]));
+    act(&app, Command::HandBack { run: run_id }).await
+}
+
 async fn not_found() -> Response {
     error(StatusCode::NOT_FOUND, "not_found", "no such endpoint: see /api/openapi.json")
 }
@@ -566,10 +657,12 @@ pub(crate) fn openapi_document() -> Value {
                 let mut props = serde_json::Map::new();
                 let mut required = Vec::new();
                 for (name, ty, req, description) in e.body {
-                    let schema = if *ty == "any" {
-                        json!({ "description": description })
-                    } else {
-                        json!({ "type": ty, "description": description })
+                    let schema = match *ty {
+                        "any" => json!({ "description": description }),
+                        "integer" => json!({
+                            "type": "integer", "minimum": 0, "maximum": i64::MAX, "description": description
+                        }),
+                        other => json!({ "type": other, "description": description }),
                     };
                     props.insert((*name).into(), schema);
                     if *req {

@@ -145,6 +145,48 @@ async fn every_endpoint(store: Arc<dyn Store>, dir: &Path) {
         (StatusCode::OK, Some("completed")),
         "a completed run stays: {cancelled}"
     );
+    // Fork, resolve an effect, hand back.
+    let (s, forked) =
+        call(&app, "POST", "/api/runs/order-1/fork", Some(TOKEN), r#"{"step":2,"new_run":"order-1-b"}"#)
+            .await;
+    assert_eq!(
+        (s, forked["run_id"].as_str(), forked["status"].as_str()),
+        (StatusCode::OK, Some("order-1-b"), Some("running")),
+        "{forked}"
+    );
+    let (s, again) =
+        call(&app, "POST", "/api/runs/order-1/fork", Some(TOKEN), r#"{"step":2,"new_run":"order-1-b"}"#)
+            .await;
+    assert_eq!((s, kind(&again)), (StatusCode::CONFLICT, "refused"), "the id is taken: {again}");
+    let (s, body) =
+        call(&app, "POST", "/api/runs/order-1/resolve-effect", Some(TOKEN), r#"{"key":"nope","retry":true}"#)
+            .await;
+    assert_eq!(
+        (s, kind(&body)),
+        (StatusCode::CONFLICT, "refused"),
+        "no effect waits for confirmation: {body}"
+    );
+    let (s, body) = call(
+        &app,
+        "POST",
+        "/api/runs/order-1/resolve-effect",
+        Some(TOKEN),
+        r#"{"key":"nope","retry":true,"fail":"x"}"#,
+    )
+    .await;
+    assert_eq!((s, kind(&body)), (StatusCode::BAD_REQUEST, "bad_request"), "{body}");
+    let (s, body) =
+        call(&app, "POST", "/api/runs/order-1/fork", Some(TOKEN), r#"{"step":-1,"new_run":"x"}"#).await;
+    assert_eq!((s, kind(&body)), (StatusCode::BAD_REQUEST, "bad_request"), "{body}");
+    let (s, handed) = call(&app, "POST", "/api/runs/order-1/hand-back", Some(TOKEN), "").await;
+    assert_eq!((s, handed["status"].as_str()), (StatusCode::OK, Some("completed")), "{handed}");
+    let (s, handed) = call(&app, "POST", "/api/runs/order-1-b/hand-back", Some(TOKEN), "").await;
+    assert_eq!(
+        (s, handed["status"].as_str()),
+        (StatusCode::OK, Some("running")),
+        "left for a worker: {handed}"
+    );
+    assert_eq!(store.run_info("order-1-b").await.unwrap().unwrap().latest_step, 2, "not driven here");
     // No answer names the store's folder.
     for (_, body) in [get("/api/runs/nobody".into()).await, get("/api/runs/nobody/state".into()).await] {
         assert!(!body.to_string().contains(&dir.display().to_string()), "{body}");
