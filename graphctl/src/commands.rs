@@ -439,7 +439,7 @@ impl Session<'_> {
     }
 
     /// The shape the run's first event recorded, or its registered graph's.
-    async fn run_shape(&self, run: &str) -> Result<GraphShape, Failure> {
+    pub(crate) async fn run_shape(&self, run: &str) -> Result<GraphShape, Failure> {
         let info = self.run_info(run).await?;
         let recorded = self.first_event(run).await.and_then(|e| e.payload.get("shape"));
         if let Some(shape) = recorded.and_then(|s| serde_json::from_value::<GraphShape>(s).ok()) {

@@ -41,6 +41,7 @@ mod open;
 mod registry;
 mod render;
 mod serve;
+mod svg;
 
 pub use serve::BODY_LIMIT;
 

@@ -108,6 +108,14 @@ const ENDPOINTS: &[Endpoint] = &[
     },
     Endpoint {
         method: "get",
+        path: "/api/runs/{run}/graph.svg",
+        summary: "The run's graph drawn as SVG: visited nodes, the frontier and the nodes it waits on marked.",
+        query: &[],
+        body: &[],
+        action: false,
+    },
+    Endpoint {
+        method: "get",
         path: "/api/runs/{run}/events",
         summary: "A page of the run's event log (`graphctl events`).",
         query: &[
@@ -225,6 +233,9 @@ const ENDPOINTS: &[Endpoint] = &[
 /// The API's router over `app`: mount it in an axum server (`axum::serve`), or nest it in one's own.
 pub(crate) fn router(app: Arc<App>) -> Router {
     Router::new()
+        .route("/", get(|| page("text/html; charset=utf-8", include_str!("ui/index.html"))))
+        .route("/app.js", get(|| page("text/javascript; charset=utf-8", include_str!("ui/app.js"))))
+        .route("/app.css", get(|| page("text/css; charset=utf-8", include_str!("ui/app.css"))))
         .route("/api/openapi.json", get(openapi))
         .route("/api/runs", get(runs))
         .route("/api/runs/{run}", get(show))
@@ -232,6 +243,7 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/api/runs/{run}/state", get(state))
         .route("/api/runs/{run}/diff", get(diff))
         .route("/api/runs/{run}/graph", get(graph))
+        .route("/api/runs/{run}/graph.svg", get(graph_svg))
         .route("/api/runs/{run}/events", get(events))
         .route("/api/runs/{run}/verify", get(verify))
         .route("/api/runs/{run}/effects", get(effects))
@@ -247,6 +259,25 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(app)
+}
+
+/// One of the page's files (embedded in the binary: no CDN, no build step), with headers that keep a
+/// stored string from ever running as script: no inline script or style, nothing from elsewhere, the
+/// page not framed by another site.
+async fn page(content_type: &'static str, body: &'static str) -> Response {
+    let csp = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; \
+               connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+    (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CONTENT_SECURITY_POLICY, csp),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::REFERRER_POLICY, "no-referrer"),
+        ],
+        body,
+    )
+        .into_response()
 }
 
 /// An error answer: `{"error": {"kind", "message"}}`.
@@ -452,6 +483,52 @@ async fn graph(State(app): State<Arc<App>>, Path(run_id): Path<String>, q: Param
     run(&app, Command::Graph { run: Some(run_id), registered: None, dot }).await
 }
 
+async fn graph_svg(State(app): State<Arc<App>>, Path(run_id): Path<String>, q: Params) -> Response {
+    use super::svg::{Mark, render};
+    tri!(only(&q, &[]));
+    let session =
+        Session { store: app.store.clone(), graphs: &app.graphs, json: true, spec: "the served store" };
+    let shape = match session.run_shape(&run_id).await {
+        Ok(shape) => shape,
+        Err(f) => return answer(Err(f)),
+    };
+    let history = match session.output(Command::History { run: run_id.clone() }).await {
+        Ok(out) => out.json,
+        Err(f) => return answer(Err(f)),
+    };
+    let names = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default()
+    };
+    let steps = history["history"].as_array().cloned().unwrap_or_default();
+    let visited: Vec<String> = steps.iter().flat_map(|h| names(&h["ran"])).collect();
+    let frontier: Vec<String> = steps.last().map(|h| names(&h["next"])).unwrap_or_default();
+    let waiting: Vec<String> = match app.store.run_info(&run_id).await {
+        Ok(Some(info)) => info.status.waits().iter().map(|i| i.node.clone()).collect(),
+        _ => Vec::new(),
+    };
+    let svg = render(&shape, |n| {
+        let has = |list: &[String]| list.iter().any(|x| x == n);
+        if has(&waiting) {
+            Mark::Waiting
+        } else if has(&frontier) {
+            Mark::Frontier
+        } else if has(&visited) {
+            Mark::Visited
+        } else {
+            Mark::Plain
+        }
+    });
+    let headers = [
+        (header::CONTENT_TYPE, "image/svg+xml"),
+        (header::CONTENT_SECURITY_POLICY, "default-src 'none'; style-src 'unsafe-inline'"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::CACHE_CONTROL, "no-store"),
+    ];
+    (StatusCode::OK, headers, svg).into_response()
+}
+
 async fn events(State(app): State<Arc<App>>, Path(run_id): Path<String>, q: Params) -> Response {
     tri!(only(&q, &["from", "limit"]));
     let from = tri!(count(&q, "from", "an event seq")).unwrap_or(0);
@@ -640,7 +717,15 @@ pub(crate) fn openapi_document() -> Value {
             }));
         }
         let mut responses = serde_json::Map::new();
-        responses.insert("200".into(), json!({ "description": "done", "content": { "application/json": { "schema": { "type": "object" } } } }));
+        let done = match e.path.ends_with(".svg") {
+            true => {
+                json!({ "description": "the drawing", "content": { "image/svg+xml": { "schema": { "type": "string" } } } })
+            }
+            false => {
+                json!({ "description": "done", "content": { "application/json": { "schema": { "type": "object" } } } })
+            }
+        };
+        responses.insert("200".into(), done);
         responses.insert("400".into(), err("a parameter or the body does not read"));
         responses.insert("404".into(), err("no such run, step or endpoint"));
         responses.insert("422".into(), err("this graphctl cannot do it: the run's graph is not registered"));

@@ -57,6 +57,11 @@ async fn call(
     }
     let response = app.clone().oneshot(req.body(Body::from(body.to_owned())).unwrap()).await.unwrap();
     let status = response.status();
+    if path.contains(".svg") && status == StatusCode::OK {
+        assert_eq!(response.headers()["content-type"], "image/svg+xml", "{method} {path}");
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 24).await.unwrap();
+        return (status, Value::String(String::from_utf8(bytes.to_vec()).unwrap()));
+    }
     assert_eq!(response.headers()["content-type"], "application/json", "{method} {path}");
     let bytes = axum::body::to_bytes(response.into_body(), 1 << 24).await.unwrap();
     (status, serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{method} {path}: not JSON ({e})")))
@@ -95,6 +100,11 @@ async fn every_endpoint(store: Arc<dyn Store>, dir: &Path) {
     assert!(graph["mermaid"].as_str().is_some_and(|m| m.starts_with("flowchart")), "{graph}");
     let (_, dot) = get("/api/runs/order-1/graph?dot=true".into()).await;
     assert!(dot.to_string().contains("digraph"), "{dot}");
+    let (s, svg) = get("/api/runs/expense-1/graph.svg".into()).await;
+    let svg = svg.as_str().unwrap().to_owned();
+    assert_eq!(s, StatusCode::OK);
+    assert!(svg.contains("class=\"node waiting\" data-node=\"approve\""), "{svg}");
+    assert!(svg.contains("class=\"node visited\""), "{svg}");
     let (_, events) = get("/api/runs/order-1/events?from=1&limit=2".into()).await;
     assert_eq!(events["events"].as_array().map(Vec::len), Some(2), "{events}");
     let (s, verify) = get("/api/runs/order-1/verify".into()).await;
@@ -381,4 +391,24 @@ fn the_openapi_description_is_json_with_the_token_scheme() {
     });
     assert_eq!(doc["components"]["securitySchemes"]["token"], json!({ "type": "http", "scheme": "bearer" }));
     assert_eq!(doc["paths"]["/api/runs/{run}/send-event"]["post"]["security"], json!([{ "token": [] }]));
+}
+
+/// Not a test: fills the store the browser test (`scripts/browser-test.sh`) serves, in
+/// `$INSPECTOR_STORE_DIR`: `expense-1` waiting for its approver, `order-1` completed, and `xss-1`, an
+/// approval whose purpose (in its state and its question) is hostile markup.
+#[test]
+#[ignore = "run by scripts/browser-test.sh"]
+fn browser_store() {
+    let dir = std::env::var_os("INSPECTOR_STORE_DIR").expect("INSPECTOR_STORE_DIR names a folder");
+    let dir = Path::new(&dir);
+    block_on(async {
+        let store: Arc<dyn Store> = Arc::new(SledStore::open(dir.join("store")).unwrap());
+        fill(store.clone(), &dir.join("ledger.txt")).await;
+        let expenses = Engine::builder(approval_flow::graph()).shared_store(store).build();
+        let hostile = graph_examples::approval::Expense {
+            purpose: "<img src=x onerror=\"window.__xss=1\"><script>window.__xss=2</script>".to_owned(),
+            ..approval::sample_request()
+        };
+        expenses.run("xss-1", hostile).await.unwrap();
+    });
 }
