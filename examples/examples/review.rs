@@ -115,5 +115,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     {
         println!("  cargo run -p graphctl-examples -- --store {store} {command}");
     }
+    println!("or in a browser, at http://127.0.0.1:7070/ (read-only; docs/inspector.md):");
+    println!("  cargo run -p graphctl-examples -- --store {store} serve");
     Ok(())
 }
