@@ -15,7 +15,7 @@ use clap::{ArgGroup, Parser, Subcommand, ValueEnum};
 #[command(name = "graphctl", version)]
 pub(crate) struct Args {
     /// The store: a sled folder (never created), or `sqlite://PATH`, `postgres://...`, `mysql://...`.
-    #[arg(long, global = true, value_name = "PATH|URL", default_value = super::DEFAULT_STORE)]
+    #[arg(long, global = true, value_name = "PATH|URL", default_value = super::exit::DEFAULT_STORE)]
     pub(crate) store: String,
     /// Print one JSON document on stdout instead of text.
     #[arg(long, global = true)]
@@ -308,6 +308,6 @@ mod tests {
         let args = parse(&["prune", "--all", "--keep", "2", "--store", "x", "--json"]).unwrap();
         assert_eq!((args.store.as_str(), args.json), ("x", true));
         assert!(matches!(args.command, Command::Prune { run: None, all: true, keep: 2 }));
-        assert_eq!(parse(&["runs"]).unwrap().store, super::super::DEFAULT_STORE);
+        assert_eq!(parse(&["runs"]).unwrap().store, super::super::exit::DEFAULT_STORE);
     }
 }

@@ -10,9 +10,9 @@ use serde_json::{Value, json};
 
 use super::args::{Command, StatusArg};
 use super::diff::{Change, diff};
+use super::exit::{Exit, Failure};
 use super::registry::{Registered, Registry};
 use super::render::{self, Table};
-use super::{Exit, Failure};
 use graph_runtime::Clock as _;
 use graph_runtime::engine::{run_history, verify_run};
 use graph_runtime::error::Error;

@@ -37,6 +37,7 @@
 mod args;
 mod commands;
 mod diff;
+mod exit;
 mod open;
 mod registry;
 mod render;
@@ -52,96 +53,14 @@ use std::sync::{Arc, Mutex};
 
 use clap::{CommandFactory, FromArgMatches};
 
-use graph_runtime::error::{Error, StoreError};
+pub use exit::Exit;
 use graph_runtime::graph::Graph;
 use graph_runtime::policy::EngineOptions;
 use graph_runtime::state::Reducer;
 use graph_runtime::store::Store;
 use registry::Registry;
 
-/// The store graphctl opens without `--store`: a sled folder.
-pub const DEFAULT_STORE: &str = "data";
-
-/// graphctl's exit codes: distinct per kind of failure, so scripts can tell them apart.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Exit {
-    /// 0: done.
-    Ok = 0,
-    /// 1: any other failure (an I/O error, a run that failed again on `resume`, ...).
-    Failure = 1,
-    /// 2: the command line is wrong (clap's usage errors, an unknown store URL scheme).
-    Usage = 2,
-    /// 3: no such store, run, step or registered graph.
-    NotFound = 3,
-    /// 4: the store is in use by another process (`StoreError::Locked`).
-    Locked = 4,
-    /// 5: damaged data, or an event log that does not verify.
-    Corrupted = 5,
-    /// 6: this graphctl cannot do it: the run's graph is not registered in it (a state stored as
-    /// deltas, `resume`), or the store's kind (an SQL feature) was not built in.
-    Unsupported = 6,
-    /// 7: the store cannot be reached for now (`StoreError::Unavailable`: a database server down or
-    /// not answering, a SQLite file locked past the busy timeout); the same command may succeed later.
-    Unavailable = 7,
-    /// 8: `replay`: this build's code does not reproduce a stored run's history (a change that needs
-    /// a patch marker or a new graph version), or a run's version is not registered; `migrate`: a
-    /// run could not be migrated (the others were).
-    Diverged = 8,
-}
-
-impl From<Exit> for ExitCode {
-    fn from(e: Exit) -> Self {
-        ExitCode::from(e as u8)
-    }
-}
-
-/// Why a command failed: one line for stderr and an exit code.
-#[derive(Debug)]
-pub(crate) struct Failure {
-    pub(crate) exit: Exit,
-    pub(crate) message: String,
-}
-
-impl Failure {
-    pub(crate) fn new(exit: Exit, message: impl Into<String>) -> Self {
-        Failure { exit, message: message.into() }
-    }
-}
-
-/// The exit code of a store error.
-fn store_exit(e: &StoreError) -> Exit {
-    match e {
-        StoreError::Locked { .. } => Exit::Locked,
-        StoreError::Unavailable { .. } => Exit::Unavailable,
-        StoreError::Corrupted { .. } | StoreError::CorruptedEvent { .. } => Exit::Corrupted,
-        _ => Exit::Failure,
-    }
-}
-
-impl From<StoreError> for Failure {
-    fn from(e: StoreError) -> Self {
-        Failure::new(store_exit(&e), e.to_string())
-    }
-}
-
-impl From<Error> for Failure {
-    fn from(e: Error) -> Self {
-        let exit = match &e {
-            Error::Store(inner) => store_exit(inner),
-            Error::RunNotFound { .. } | Error::StepNotFound { .. } => Exit::NotFound,
-            Error::ExecutionCorrupted { .. } | Error::NondeterministicState { .. } => Exit::Corrupted,
-            Error::Migration { .. } => Exit::Diverged,
-            // The run is unchanged: the answer does not fit the question, or came too late.
-            Error::ResumeInput { .. }
-            | Error::DeadlinePassed { .. }
-            | Error::RunExists { .. }
-            | Error::EffectNotPending { .. } => Exit::Usage,
-            _ => Exit::Failure,
-        };
-        Failure::new(exit, e.to_string())
-    }
-}
+pub use exit::DEFAULT_STORE;
 
 /// Builds a graphctl: register the graphs whose states it should rebuild and whose runs it may resume,
 /// then call [`Cli::main`] from `main`.
@@ -224,7 +143,7 @@ impl Cli {
     /// endpoint returns is what the matching command prints with `--json`; `/api/openapi.json`
     /// describes them.
     pub fn router(self, store: Arc<dyn Store>, token: Option<String>) -> axum::Router {
-        serve::router(Arc::new(serve::App { store, graphs: self.graphs, token }))
+        serve::router(Arc::new(serve::App { store, graphs: self.graphs, token, hide: Vec::new() }))
     }
 
     /// The store `--store` defaults to (a sled folder path or a store URL; default [`DEFAULT_STORE`]).
@@ -297,7 +216,11 @@ impl Cli {
                     Some(path) => Some(commands::read_token(path)?),
                     None => None,
                 };
-                return serve::serve(Arc::new(serve::App { store, graphs, token }), *listen).await;
+                let hide = vec![
+                    args.store.clone(),
+                    std::fs::canonicalize(&args.store).map(|p| p.display().to_string()).unwrap_or_default(),
+                ];
+                return serve::serve(Arc::new(serve::App { store, graphs, token, hide }), *listen).await;
             }
             let session = commands::Session { store, graphs: &graphs, json: args.json, spec: &args.store };
             session.execute(args.command).await

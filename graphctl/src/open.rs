@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{Exit, Failure};
+use super::exit::{Exit, Failure};
 use graph_runtime::store::Store;
 
 /// Opens the store `spec` names, for a command that `writes` or only reads.

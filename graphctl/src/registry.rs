@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use graph_runtime::engine::{AnyMigration, Engine, Migrated, ReplayCheck};
+use graph_runtime::engine::{AnyMigration, Engine, EngineBuilder, Migrated, ReplayCheck};
 use graph_runtime::error::{Error, Result};
 use graph_runtime::events::ChainKey;
 use graph_runtime::graph::{Graph, GraphShape};
@@ -85,13 +85,16 @@ struct Entry<S: Reducer> {
 }
 
 impl<S: Reducer> Entry<S> {
-    fn engine(&self, store: Arc<dyn Store>, key: Option<ChainKey>) -> Engine<S> {
+    fn builder(&self, store: Arc<dyn Store>, key: Option<ChainKey>) -> EngineBuilder<S> {
         let builder = Engine::builder(self.graph.clone()).shared_store(store).options(self.options.clone());
         match key {
             Some(key) => builder.chain_key(key),
             None => builder,
         }
-        .build()
+    }
+
+    fn engine(&self, store: Arc<dyn Store>, key: Option<ChainKey>) -> Engine<S> {
+        self.builder(store, key).build()
     }
 }
 
@@ -184,8 +187,7 @@ impl<S: Reducer> Registered for Entry<S> {
         migrations: &[AnyMigration],
         dry_run: bool,
     ) -> Result<Migrated> {
-        let mut builder =
-            Engine::builder(self.graph.clone()).shared_store(store).options(self.options.clone());
+        let mut builder = self.builder(store, None);
         for m in migrations {
             builder = builder.migration(m.clone());
         }

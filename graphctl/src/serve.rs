@@ -20,8 +20,8 @@ use serde_json::{Value, json};
 
 use super::args::{Command, StatusArg};
 use super::commands::Session;
+use super::exit::{Exit, Failure};
 use super::registry::Registry;
-use super::{Exit, Failure};
 use graph_runtime::store::Store;
 
 /// The largest request body an endpoint reads.
@@ -33,6 +33,23 @@ pub(crate) struct App {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) graphs: Registry,
     pub(crate) token: Option<String>,
+    /// Text no answer may carry (the store's path or URL as given): replaced by "the served store".
+    pub(crate) hide: Vec<String>,
+}
+
+impl App {
+    /// `result` with every hidden text taken out of a failure's message.
+    fn scrubbed(
+        &self,
+        result: Result<super::commands::Output, Failure>,
+    ) -> Result<super::commands::Output, Failure> {
+        result.map_err(|mut f| {
+            for h in self.hide.iter().filter(|h| !h.is_empty()) {
+                f.message = f.message.replace(h.as_str(), "the served store");
+            }
+            f
+        })
+    }
 }
 
 /// One endpoint: how it is reached, what it does, for the router and the OpenAPI description alike.
@@ -335,7 +352,7 @@ async fn run(app: &App, command: Command) -> Response {
     // The store is named, not shown: an answer never carries the store's path or URL.
     let session =
         Session { store: app.store.clone(), graphs: &app.graphs, json: true, spec: "the served store" };
-    answer(session.output(command).await)
+    answer(app.scrubbed(session.output(command).await))
 }
 
 /// Runs an action whose body was read already: what the command refuses then (an answer the
@@ -343,7 +360,7 @@ async fn run(app: &App, command: Command) -> Response {
 async fn act(app: &App, command: Command) -> Response {
     let session =
         Session { store: app.store.clone(), graphs: &app.graphs, json: true, spec: "the served store" };
-    match session.output(command).await {
+    match app.scrubbed(session.output(command).await) {
         Err(f) if f.exit == Exit::Usage => error(StatusCode::CONFLICT, "refused", f.message),
         other => answer(other),
     }
@@ -490,11 +507,11 @@ async fn graph_svg(State(app): State<Arc<App>>, Path(run_id): Path<String>, q: P
         Session { store: app.store.clone(), graphs: &app.graphs, json: true, spec: "the served store" };
     let shape = match session.run_shape(&run_id).await {
         Ok(shape) => shape,
-        Err(f) => return answer(Err(f)),
+        Err(f) => return answer(app.scrubbed(Err(f))),
     };
     let history = match session.output(Command::History { run: run_id.clone() }).await {
         Ok(out) => out.json,
-        Err(f) => return answer(Err(f)),
+        Err(f) => return answer(app.scrubbed(Err(f))),
     };
     let names = |v: &Value| -> Vec<String> {
         v.as_array()
@@ -818,4 +835,37 @@ pub(crate) async fn serve(app: Arc<App>, listen: std::net::SocketAddr) -> Result
         .await
         .map_err(|e| Failure::new(Exit::Failure, format!("the server stopped: {e}")))?;
     Ok(Exit::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_names_the_served_store_not_its_path() {
+        let app = App {
+            store: Arc::new(graph_runtime::MemoryStore::new()),
+            graphs: Registry::default(),
+            token: None,
+            hide: vec!["/srv/runs".into(), String::new()],
+        };
+        let failed = Failure::new(Exit::Corrupted, "the file /srv/runs/db is damaged at byte 12 (/srv/runs)");
+        let Err(f) = app.scrubbed(Err(failed)) else { panic!("still a failure") };
+        assert_eq!(f.message, "the file the served store/db is damaged at byte 12 (the served store)");
+    }
+
+    #[test]
+    fn every_endpoint_is_described_with_a_unique_operation() {
+        let doc = openapi_document();
+        let mut ids: Vec<String> = Vec::new();
+        for e in ENDPOINTS {
+            let op = &doc["paths"][e.path][e.method];
+            assert!(op.is_object(), "{} {}", e.method, e.path);
+            ids.push(op["operationId"].as_str().unwrap().to_owned());
+        }
+        let n = ids.len();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), n, "operation ids are unique");
+    }
 }

@@ -46,15 +46,7 @@ pub(crate) fn parse(attr: TokenStream, item: ItemMod, errs: &mut Errors) -> Opti
         },
         None => 1,
     };
-    let module_path = |key: &str, help: &str, errs: &mut Errors| {
-        opts.expr(key).and_then(|(_, e)| match e {
-            Expr::Path(p) if p.qself.is_none() => Some(p.path.clone()),
-            other => {
-                errs.at(other.span(), help);
-                None
-            }
-        })
-    };
+    let module_path = |key: &str, help: &str, errs: &mut Errors| path_option(&opts, key, help, errs);
     let from = module_path(
         kw::MIGRATE_FROM,
         "`migrate_from` names the `#[graph]` module of the previous version: `migrate_from = v1`",
@@ -211,15 +203,7 @@ fn parse_node(attr: syn::Attribute, func: syn::ItemFn, item: usize, errs: &mut E
             None
         }
     });
-    let path_of = |key: &str, help: &str, errs: &mut Errors| {
-        opts.expr(key).and_then(|(_, e)| match e {
-            Expr::Path(p) if p.qself.is_none() => Some(p.path.clone()),
-            other => {
-                errs.at(other.span(), help);
-                None
-            }
-        })
-    };
+    let path_of = |key: &str, help: &str, errs: &mut Errors| path_option(&opts, key, help, errs);
     let subgraph = path_of(
         kw::SUBGRAPH,
         "`subgraph` names the `#[graph]` module of the child graph: `subgraph = research`",
@@ -407,6 +391,18 @@ pub(crate) fn parse_duration_ms(s: &str) -> Option<u64> {
         rest = &rest[unit_len..];
     }
     Some(total)
+}
+
+/// The option `key` as a path (`subgraph = research`, `migrate = from_v1`); anything else is reported
+/// at its token with `help`.
+fn path_option(opts: &Options, key: &str, help: &str, errs: &mut Errors) -> Option<syn::Path> {
+    opts.expr(key).and_then(|(_, e)| match e {
+        Expr::Path(p) if p.qself.is_none() => Some(p.path.clone()),
+        other => {
+            errs.at(other.span(), help);
+            None
+        }
+    })
 }
 
 fn lit_str(e: &Expr) -> Option<&LitStr> {

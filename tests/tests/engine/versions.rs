@@ -56,6 +56,17 @@ fn pricing(fee: Fee) -> Graph<Trace> {
         .unwrap()
 }
 
+/// A graph `name` of one node that does nothing, at `version`.
+fn one_node(name: &str, version: u32) -> Graph<Trace> {
+    Graph::<Trace>::builder(name)
+        .version(version)
+        .node("charge", |_s, _ctx| Box::pin(async move { Ok((TraceDelta::default(), Route::Goto(0))) }))
+        .entry("charge")
+        .edge("charge", END)
+        .build()
+        .unwrap()
+}
+
 fn engine(store: &Arc<dyn Store>, fee: Fee) -> Engine<Trace> {
     Engine::builder(pricing(fee)).shared_store(store.clone()).build()
 }
@@ -124,13 +135,7 @@ async fn a_change_behind_a_patch_marker_keeps_recorded_runs_and_takes_new_ones()
 #[tokio::test]
 async fn the_replay_check_reports_runs_of_versions_the_build_does_not_serve() {
     let store = recorded().await;
-    let next = Graph::<Trace>::builder("pricing")
-        .version(2)
-        .node("charge", |_s, _ctx| Box::pin(async move { Ok((TraceDelta::default(), Route::Goto(0))) }))
-        .entry("charge")
-        .edge("charge", END)
-        .build()
-        .unwrap();
+    let next = one_node("pricing", 2);
     let v1 = pricing(Fee::Ten).fingerprint().to_owned();
     let only_v2 = Engine::builder(next.clone()).shared_store(store.clone()).build();
     let check = only_v2.check_replay("a").await.unwrap();
@@ -145,31 +150,14 @@ async fn the_replay_check_reports_runs_of_versions_the_build_does_not_serve() {
 #[test]
 #[should_panic(expected = "is not older than the engine's own")]
 fn serving_a_version_not_older_than_the_engines_own_is_refused() {
-    let next = Graph::<Trace>::builder("pricing")
-        .version(2)
-        .node("charge", |_s, _ctx| Box::pin(async move { Ok((TraceDelta::default(), Route::Goto(0))) }))
-        .entry("charge")
-        .edge("charge", END)
-        .build()
-        .unwrap();
+    let next = one_node("pricing", 2);
     let _ = Engine::builder(pricing(Fee::Ten)).serves(next);
 }
 
 #[test]
 #[should_panic(expected = "is another graph than `pricing`")]
 fn serving_another_graph_is_refused() {
-    let other = Graph::<Trace>::builder("billing")
-        .node("charge", |_s, _ctx| Box::pin(async move { Ok((TraceDelta::default(), Route::Goto(0))) }))
-        .entry("charge")
-        .edge("charge", END)
-        .build()
-        .unwrap();
-    let next = Graph::<Trace>::builder("pricing")
-        .version(3)
-        .node("charge", |_s, _ctx| Box::pin(async move { Ok((TraceDelta::default(), Route::Goto(0))) }))
-        .entry("charge")
-        .edge("charge", END)
-        .build()
-        .unwrap();
+    let other = one_node("billing", 1);
+    let next = one_node("pricing", 3);
     let _ = Engine::builder(next).serves(other);
 }
