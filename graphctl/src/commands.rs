@@ -672,11 +672,7 @@ impl Session<'_> {
             text.push_str("  (graphctl gives no input: answer with `Engine::resume_with_input`)\n");
         }
         text.push_str(&format!("state: {}\n", out.state));
-        let mut j = render::status_json(&out.status);
-        j["run_id"] = json!(run);
-        j["steps"] = json!(out.steps);
-        j["state"] = out.state;
-        Ok(Output::ok(text, j))
+        Ok(Output::ok(text, driven_json(run, out)))
     }
 
     /// The runs a `migrate`/`replay` command names: one, or every run (of a status).
@@ -840,11 +836,7 @@ impl Session<'_> {
             out.steps,
             out.state
         );
-        let mut j = render::status_json(&out.status);
-        j["run_id"] = json!(run);
-        j["steps"] = json!(out.steps);
-        j["state"] = out.state;
-        Ok(Output::ok(text, j))
+        Ok(Output::ok(text, driven_json(run, out)))
     }
 
     async fn answer(
@@ -902,11 +894,8 @@ impl Session<'_> {
             render::status_short(&out.status),
             out.steps
         );
-        let mut j = render::status_json(&out.status);
-        j["run_id"] = json!(run);
+        let mut j = driven_json(run, out);
         j["answered"] = json!(id);
-        j["steps"] = json!(out.steps);
-        j["state"] = out.state;
         Ok(Output::ok(text, j))
     }
 
@@ -1176,6 +1165,15 @@ fn read_key(path: &Path) -> Result<ChainKey, Failure> {
             Err(Failure::new(Exit::Failure, format!("cannot read the key file {}: {e}", path.display())))
         }
     }
+}
+
+/// The JSON of a run a command drove: its status (as `render::status_json`), id, steps and state.
+fn driven_json(run: &str, out: super::registry::Resumed) -> Value {
+    let mut j = render::status_json(&out.status);
+    j["run_id"] = json!(run);
+    j["steps"] = json!(out.steps);
+    j["state"] = out.state;
+    j
 }
 
 /// The token of `serve --token-file`: the file's text, without surrounding whitespace; at least 16

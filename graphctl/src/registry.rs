@@ -106,6 +106,11 @@ fn to_json<S: Reducer>(run: &str, state: &S) -> Result<serde_json::Value> {
     })
 }
 
+/// What a call that drove `run` reports.
+fn resumed<S: Reducer>(run: &str, out: graph_runtime::RunOutcome<S>) -> Result<Resumed> {
+    Ok(Resumed { state: to_json(run, &out.state)?, status: out.status, steps: out.steps })
+}
+
 #[async_trait]
 impl<S: Reducer> Registered for Entry<S> {
     fn name(&self) -> &str {
@@ -130,7 +135,7 @@ impl<S: Reducer> Registered for Entry<S> {
 
     async fn resume(&self, store: Arc<dyn Store>, run: &str, key: Option<ChainKey>) -> Result<Resumed> {
         let out = self.engine(store, key).resume(run).await?;
-        Ok(Resumed { state: to_json(run, &out.state)?, status: out.status, steps: out.steps })
+        resumed(run, out)
     }
 
     async fn answer(
@@ -141,7 +146,7 @@ impl<S: Reducer> Registered for Entry<S> {
         key: Option<ChainKey>,
     ) -> Result<Resumed> {
         let out = self.engine(store, key).resume_with_inputs(run, inputs).await?;
-        Ok(Resumed { state: to_json(run, &out.state)?, status: out.status, steps: out.steps })
+        resumed(run, out)
     }
 
     async fn fork(
@@ -153,7 +158,7 @@ impl<S: Reducer> Registered for Entry<S> {
         key: Option<ChainKey>,
     ) -> Result<Resumed> {
         let out = self.engine(store, key).fork(run, step, new_run).await?;
-        Ok(Resumed { state: to_json(new_run, &out.state)?, status: out.status, steps: out.steps })
+        resumed(new_run, out)
     }
 
     async fn resolve_effect(
@@ -169,7 +174,7 @@ impl<S: Reducer> Registered for Entry<S> {
     async fn hand_back(&self, store: Arc<dyn Store>, run: &str, key: Option<ChainKey>) -> Result<Resumed> {
         let opts = graph_runtime::RunOptions::default().hand_back();
         let out = self.engine(store, key).resume_with(run, opts).await?;
-        Ok(Resumed { state: to_json(run, &out.state)?, status: out.status, steps: out.steps })
+        resumed(run, out)
     }
 
     async fn cancel(&self, store: Arc<dyn Store>, run: &str, key: Option<ChainKey>) -> Result<RunStatus> {

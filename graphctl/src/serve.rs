@@ -15,7 +15,7 @@ use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post};
 use serde_json::{Value, json};
 
 use super::args::{Command, StatusArg};
@@ -38,6 +38,12 @@ pub(crate) struct App {
 }
 
 impl App {
+    /// A session of the commands over the store. The store is named, not shown: an answer never
+    /// carries its path or URL.
+    fn session(&self) -> Session<'_> {
+        Session { store: self.store.clone(), graphs: &self.graphs, json: true, spec: "the served store" }
+    }
+
     /// `result` with every hidden text taken out of a failure's message.
     fn scrubbed(
         &self,
@@ -64,6 +70,8 @@ struct Endpoint {
     body: &'static [(&'static str, &'static str, bool, &'static str)],
     /// It changes the store: it needs the token.
     action: bool,
+    /// Its handler, under `method` (the router is built from this table).
+    route: fn() -> MethodRouter<Arc<App>>,
 }
 
 /// The run statuses `?status=` takes.
@@ -82,6 +90,7 @@ const ENDPOINTS: &[Endpoint] = &[
         ],
         body: &[],
         action: false,
+        route: || get(runs),
     },
     Endpoint {
         method: "get",
@@ -90,6 +99,7 @@ const ENDPOINTS: &[Endpoint] = &[
         query: &[],
         body: &[],
         action: false,
+        route: || get(show),
     },
     Endpoint {
         method: "get",
@@ -98,6 +108,7 @@ const ENDPOINTS: &[Endpoint] = &[
         query: &[],
         body: &[],
         action: false,
+        route: || get(history),
     },
     Endpoint {
         method: "get",
@@ -106,6 +117,7 @@ const ENDPOINTS: &[Endpoint] = &[
         query: &[("step", "integer", false, "the step")],
         body: &[],
         action: false,
+        route: || get(state),
     },
     Endpoint {
         method: "get",
@@ -114,6 +126,7 @@ const ENDPOINTS: &[Endpoint] = &[
         query: &[("from", "integer", true, "the earlier step"), ("to", "integer", true, "the later step")],
         body: &[],
         action: false,
+        route: || get(diff),
     },
     Endpoint {
         method: "get",
@@ -122,6 +135,7 @@ const ENDPOINTS: &[Endpoint] = &[
         query: &[("dot", "boolean", false, "Graphviz DOT instead of Mermaid")],
         body: &[],
         action: false,
+        route: || get(graph),
     },
     Endpoint {
         method: "get",
@@ -130,6 +144,7 @@ const ENDPOINTS: &[Endpoint] = &[
         query: &[],
         body: &[],
         action: false,
+        route: || get(graph_svg),
     },
     Endpoint {
         method: "get",
@@ -141,6 +156,7 @@ const ENDPOINTS: &[Endpoint] = &[
         ],
         body: &[],
         action: false,
+        route: || get(events),
     },
     Endpoint {
         method: "get",
@@ -149,6 +165,7 @@ const ENDPOINTS: &[Endpoint] = &[
         query: &[],
         body: &[],
         action: false,
+        route: || get(verify),
     },
     Endpoint {
         method: "get",
@@ -157,6 +174,7 @@ const ENDPOINTS: &[Endpoint] = &[
         query: &[],
         body: &[],
         action: false,
+        route: || get(effects),
     },
     Endpoint {
         method: "get",
@@ -165,6 +183,7 @@ const ENDPOINTS: &[Endpoint] = &[
         query: &[],
         body: &[],
         action: false,
+        route: || get(mailbox),
     },
     Endpoint {
         method: "get",
@@ -173,6 +192,7 @@ const ENDPOINTS: &[Endpoint] = &[
         query: &[],
         body: &[],
         action: false,
+        route: || get(schedules),
     },
     Endpoint {
         method: "post",
@@ -181,6 +201,7 @@ const ENDPOINTS: &[Endpoint] = &[
         query: &[],
         body: &[],
         action: true,
+        route: || post(resume),
     },
     Endpoint {
         method: "post",
@@ -192,6 +213,7 @@ const ENDPOINTS: &[Endpoint] = &[
             ("interrupt", "string", false, "the question's id; needed when several wait"),
         ],
         action: true,
+        route: || post(answer_run),
     },
     Endpoint {
         method: "post",
@@ -200,6 +222,7 @@ const ENDPOINTS: &[Endpoint] = &[
         query: &[],
         body: &[],
         action: true,
+        route: || post(cancel),
     },
     Endpoint {
         method: "post",
@@ -211,6 +234,7 @@ const ENDPOINTS: &[Endpoint] = &[
             ("new_run", "string", true, "the new run's id"),
         ],
         action: true,
+        route: || post(fork),
     },
     Endpoint {
         method: "post",
@@ -224,6 +248,7 @@ const ENDPOINTS: &[Endpoint] = &[
             ("fail", "string", false, "it failed for good, with this error"),
         ],
         action: true,
+        route: || post(resolve_effect),
     },
     Endpoint {
         method: "post",
@@ -232,6 +257,7 @@ const ENDPOINTS: &[Endpoint] = &[
         query: &[],
         body: &[],
         action: true,
+        route: || post(hand_back),
     },
     Endpoint {
         method: "post",
@@ -244,35 +270,20 @@ const ENDPOINTS: &[Endpoint] = &[
             ("key", "string", false, "a dedupe key: a second send with it is the same message"),
         ],
         action: true,
+        route: || post(send_event),
     },
 ];
 
 /// The API's router over `app`: mount it in an axum server (`axum::serve`), or nest it in one's own.
 pub(crate) fn router(app: Arc<App>) -> Router {
-    Router::new()
+    let pages = Router::new()
         .route("/", get(|| page("text/html; charset=utf-8", include_str!("ui/index.html"))))
         .route("/app.js", get(|| page("text/javascript; charset=utf-8", include_str!("ui/app.js"))))
         .route("/app.css", get(|| page("text/css; charset=utf-8", include_str!("ui/app.css"))))
-        .route("/api/openapi.json", get(openapi))
-        .route("/api/runs", get(runs))
-        .route("/api/runs/{run}", get(show))
-        .route("/api/runs/{run}/history", get(history))
-        .route("/api/runs/{run}/state", get(state))
-        .route("/api/runs/{run}/diff", get(diff))
-        .route("/api/runs/{run}/graph", get(graph))
-        .route("/api/runs/{run}/graph.svg", get(graph_svg))
-        .route("/api/runs/{run}/events", get(events))
-        .route("/api/runs/{run}/verify", get(verify))
-        .route("/api/runs/{run}/effects", get(effects))
-        .route("/api/runs/{run}/mailbox", get(mailbox))
-        .route("/api/schedules", get(schedules))
-        .route("/api/runs/{run}/resume", post(resume))
-        .route("/api/runs/{run}/send-event", post(send_event))
-        .route("/api/runs/{run}/answer", post(answer_run))
-        .route("/api/runs/{run}/cancel", post(cancel))
-        .route("/api/runs/{run}/fork", post(fork))
-        .route("/api/runs/{run}/resolve-effect", post(resolve_effect))
-        .route("/api/runs/{run}/hand-back", post(hand_back))
+        .route("/api/openapi.json", get(openapi));
+    ENDPOINTS
+        .iter()
+        .fold(pages, |router, e| router.route(e.path, (e.route)()))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(app)
@@ -349,18 +360,13 @@ fn answer(result: Result<super::commands::Output, Failure>) -> Response {
 
 /// Runs `command` in a session over the app's store.
 async fn run(app: &App, command: Command) -> Response {
-    // The store is named, not shown: an answer never carries the store's path or URL.
-    let session =
-        Session { store: app.store.clone(), graphs: &app.graphs, json: true, spec: "the served store" };
-    answer(app.scrubbed(session.output(command).await))
+    answer(app.scrubbed(app.session().output(command).await))
 }
 
 /// Runs an action whose body was read already: what the command refuses then (an answer the
 /// question does not take, a run that asks nothing) is `409 refused`, not a malformed request.
 async fn act(app: &App, command: Command) -> Response {
-    let session =
-        Session { store: app.store.clone(), graphs: &app.graphs, json: true, spec: "the served store" };
-    match app.scrubbed(session.output(command).await) {
+    match app.scrubbed(app.session().output(command).await) {
         Err(f) if f.exit == Exit::Usage => error(StatusCode::CONFLICT, "refused", f.message),
         other => answer(other),
     }
@@ -503,8 +509,7 @@ async fn graph(State(app): State<Arc<App>>, Path(run_id): Path<String>, q: Param
 async fn graph_svg(State(app): State<Arc<App>>, Path(run_id): Path<String>, q: Params) -> Response {
     use super::svg::{Mark, render};
     tri!(only(&q, &[]));
-    let session =
-        Session { store: app.store.clone(), graphs: &app.graphs, json: true, spec: "the served store" };
+    let session = app.session();
     let shape = match session.run_shape(&run_id).await {
         Ok(shape) => shape,
         Err(f) => return answer(app.scrubbed(Err(f))),

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use graph_runtime::node::BoxFuture;
@@ -203,4 +203,70 @@ pub fn wal_segments(store: &Path) -> Vec<std::path::PathBuf> {
     });
     segs.sort();
     segs
+}
+
+/// Aborts the process just before or just after the `n`th commit it makes (`CRASH_AT=<n>:<before|after>`,
+/// counted from 1 over every run), and prints `ack <run> <step>` for each acknowledged commit when told
+/// to. The test children that kill themselves at a commit point (`subgraph_child`, `version_child`).
+pub struct CrashAt {
+    at: u64,
+    before: bool,
+    acks: bool,
+    seen: AtomicU64,
+}
+
+impl CrashAt {
+    /// The point `CRASH_AT` names, if it is set; `acks`: print the acknowledgements.
+    ///
+    /// # Panics
+    ///
+    /// When `CRASH_AT` is set but is not `<n>:<before|after>`.
+    pub fn from_env(acks: bool) -> Option<Self> {
+        let spec = std::env::var("CRASH_AT").ok()?;
+        let (n, point) = spec.split_once(':').expect("CRASH_AT=<n>:<before|after>");
+        let at = n.parse().expect("CRASH_AT's n is a commit number");
+        Some(CrashAt { at, before: point == "before", acks, seen: AtomicU64::new(0) })
+    }
+
+    /// Never aborts; prints the acknowledgements when `acks`.
+    pub fn never(acks: bool) -> Self {
+        CrashAt { at: u64::MAX, before: false, acks, seen: AtomicU64::new(0) }
+    }
+}
+
+impl Hooks for CrashAt {
+    fn save<'a>(
+        &'a self,
+        cp: &'a Checkpoint,
+        call: BoxFuture<'a, Result<CommitOutcome, StoreError>>,
+    ) -> BoxFuture<'a, Result<CommitOutcome, StoreError>> {
+        Box::pin(async move {
+            let n = self.seen.fetch_add(1, Ordering::SeqCst) + 1;
+            if n == self.at && self.before {
+                std::process::abort();
+            }
+            let out = call.await?;
+            if self.acks
+                && matches!(out, CommitOutcome::Committed { .. } | CommitOutcome::AlreadyCommitted { .. })
+            {
+                println!("ack {} {}", cp.run_id, cp.step);
+            }
+            if n == self.at {
+                std::process::abort();
+            }
+            Ok(out)
+        })
+    }
+}
+
+/// `store` with `hooks` stepping in, as a shared store.
+pub fn hooked(store: crate::backends::SpecStore, hooks: impl Hooks) -> Arc<dyn Store> {
+    use crate::backends::SpecStore;
+    match store {
+        SpecStore::Sled(inner) => Arc::new(Hooked { inner, hooks }),
+        #[cfg(feature = "sqlite")]
+        SpecStore::Sqlite(inner) => Arc::new(Hooked { inner, hooks }),
+        #[cfg(feature = "postgres")]
+        SpecStore::Postgres(inner) => Arc::new(Hooked { inner, hooks }),
+    }
 }

@@ -218,9 +218,8 @@ impl<S: Reducer> Engine<S> {
                     Ok(Route::Own) => engine.try_wake(&run, RunOptions::default(), false).await,
                     Ok(Route::Same(version)) => version.try_wake(&run, RunOptions::default(), false).await,
                     // Another state type: woken on its version, not listed.
-                    Ok(Route::Other(_)) => {
-                        let woken = engine.continue_any(&run, Continue::Wake, RunOptions::default()).await;
-                        woken.map(|_| None)
+                    Ok(Route::Other(served)) => {
+                        served.continue_run(&run, Continue::Wake, RunOptions::default()).await.map(|_| None)
                     }
                     Err(e) => Err(e),
                 };

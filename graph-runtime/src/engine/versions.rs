@@ -554,7 +554,7 @@ impl<S: Reducer> Engine<S> {
                     info.status.as_str()
                 )));
             }
-            _ if self.cancel_would_find(run_id) => {
+            _ if self.drives_any(run_id) => {
                 return Err(refuse("this engine is driving it; migrate it once it parks or stops".into()));
             }
             _ => {}
@@ -626,7 +626,7 @@ impl<S: Reducer> Engine<S> {
     }
 
     /// Whether this engine (any served version) drives the run now.
-    fn cancel_would_find(&self, run_id: &str) -> bool {
+    fn drives_any(&self, run_id: &str) -> bool {
         Served::drives(self, run_id) || self.inner.versions.iter().any(|v| v.drives(run_id))
     }
 
@@ -647,20 +647,21 @@ impl<S: Reducer> Engine<S> {
         let Some(served) = self.served(&info.graph_fingerprint) else {
             return Ok(check(ReplayVerdict::NotServed { version, fingerprint: info.graph_fingerprint }));
         };
-        let history = store.history(run_id).await?;
-        if let Some(first) = history.first()
-            && let Some(cp) = store.load_checkpoint(run_id, first.step).await?
-            && *cp.graph_fingerprint != *info.graph_fingerprint
-        {
-            let mut migrated_at = first.step;
-            for meta in &history {
-                if let Some(cp) = store.load_checkpoint(run_id, meta.step).await?
-                    && *cp.graph_fingerprint == *info.graph_fingerprint
-                {
-                    migrated_at = meta.step;
-                    break;
-                }
-            }
+        // A migrated run's first checkpoints are another version's (step 0 read alone in the common
+        // case; the history only when step 0 was pruned or is another version's).
+        let first = match store.load_checkpoint(run_id, 0).await? {
+            Some(cp) => Some(cp),
+            None => match store.history(run_id).await?.first() {
+                Some(meta) => store.load_checkpoint(run_id, meta.step).await?,
+                None => None,
+            },
+        };
+        if let Some(first) = first.filter(|cp| *cp.graph_fingerprint != *info.graph_fingerprint) {
+            let kept = store.checkpoints(run_id, first.step, info.latest_step).await?;
+            let migrated_at = kept
+                .iter()
+                .find(|cp| *cp.graph_fingerprint == *info.graph_fingerprint)
+                .map_or(first.step, |cp| cp.step);
             return Ok(check(ReplayVerdict::Migrated { step: migrated_at }));
         }
         Ok(check(match served.replay_strict(run_id).await {

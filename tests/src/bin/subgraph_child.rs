@@ -11,45 +11,10 @@
 //! just before or just after the `n`th commit it makes (counted from 1 over the parent's and the
 //! subgraphs' runs alike); every acknowledged commit is printed as `ack <run> <step>`.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use graph_runtime::node::BoxFuture;
-use graph_runtime::store::Checkpoint;
-use graph_runtime::{CommitOutcome, Engine, Error, RunOutcome, Store, StoreError};
-use graph_tests::backends::{SpecStore, open_spec};
-use graph_tests::hooked::{Hooked, Hooks};
+use graph_runtime::{Engine, Error, RunOutcome};
+use graph_tests::backends::open_spec;
+use graph_tests::faults::{CrashAt, hooked};
 use graph_tests::{Trace, graphs, state_hash};
-
-/// Counts commits and aborts the process at one.
-struct Crashing {
-    at: u64,
-    before: bool,
-    seen: AtomicU64,
-}
-
-impl Hooks for Crashing {
-    fn save<'a>(
-        &'a self,
-        cp: &'a Checkpoint,
-        call: BoxFuture<'a, Result<CommitOutcome, StoreError>>,
-    ) -> BoxFuture<'a, Result<CommitOutcome, StoreError>> {
-        Box::pin(async move {
-            let n = self.seen.fetch_add(1, Ordering::SeqCst) + 1;
-            if n == self.at && self.before {
-                std::process::abort();
-            }
-            let out = call.await?;
-            if matches!(out, CommitOutcome::Committed { .. } | CommitOutcome::AlreadyCommitted { .. }) {
-                println!("ack {} {}", cp.run_id, cp.step);
-            }
-            if n == self.at {
-                std::process::abort();
-            }
-            Ok(out)
-        })
-    }
-}
 
 fn report(out: Result<RunOutcome<Trace>, Error>) {
     match out {
@@ -77,21 +42,8 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    let (at, before) = match std::env::var("CRASH_AT") {
-        Ok(spec) => {
-            let (n, point) = spec.split_once(':').expect("CRASH_AT=<n>:<before|after>");
-            (n.parse().expect("a commit number"), point == "before")
-        }
-        Err(_) => (u64::MAX, false),
-    };
-    let hooks = Crashing { at, before, seen: AtomicU64::new(0) };
-    let store: Arc<dyn Store> = match open_spec(spec).await.expect("the store opens") {
-        SpecStore::Sled(inner) => Arc::new(Hooked { inner, hooks }),
-        #[cfg(feature = "sqlite")]
-        SpecStore::Sqlite(inner) => Arc::new(Hooked { inner, hooks }),
-        #[cfg(feature = "postgres")]
-        SpecStore::Postgres(inner) => Arc::new(Hooked { inner, hooks }),
-    };
+    let hooks = CrashAt::from_env(true).unwrap_or_else(|| CrashAt::never(true));
+    let store = hooked(open_spec(spec).await.expect("the store opens"), hooks);
     if command == "batch" {
         use graph_runtime::child::ChildOptions;
         let docs =

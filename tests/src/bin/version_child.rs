@@ -13,42 +13,13 @@
 
 use std::sync::Arc;
 
-use graph_runtime::node::BoxFuture;
-use graph_runtime::store::Checkpoint;
-use graph_runtime::{CommitOutcome, Engine, Store, StoreError, TestClock};
-use graph_tests::backends::{SpecStore, open_spec};
-use graph_tests::hooked::{Hooked, Hooks};
+use graph_runtime::{Engine, Store, TestClock};
+use graph_tests::backends::open_spec;
+use graph_tests::faults::{CrashAt, hooked};
 use graph_tests::versions::{self, TicketV1, TicketV2, ticket, v1, v2};
 
 /// The setup's time; `finish` runs two hours later.
 const T0_MS: u64 = 10_000_000;
-
-/// Aborts the process just before or after the `at`th commit.
-struct Crashing {
-    at: u64,
-    before: bool,
-    seen: std::sync::atomic::AtomicU64,
-}
-
-impl Hooks for Crashing {
-    fn save<'a>(
-        &'a self,
-        _cp: &'a Checkpoint,
-        call: BoxFuture<'a, Result<CommitOutcome, StoreError>>,
-    ) -> BoxFuture<'a, Result<CommitOutcome, StoreError>> {
-        Box::pin(async move {
-            let n = self.seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-            if n == self.at && self.before {
-                std::process::abort();
-            }
-            let out = call.await?;
-            if n == self.at {
-                std::process::abort();
-            }
-            Ok(out)
-        })
-    }
-}
 
 fn new_engine(store: Arc<dyn Store>, clock: TestClock) -> Engine<TicketV2> {
     Engine::builder(v2::graph())
@@ -63,18 +34,9 @@ fn new_engine(store: Arc<dyn Store>, clock: TestClock) -> Engine<TicketV2> {
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let opened = open_spec(&args[0]).await.expect("open the store");
-    let store: Arc<dyn Store> = match std::env::var("CRASH_AT") {
-        Ok(spec) => {
-            let (at, when) = spec.split_once(':').expect("CRASH_AT=<n>:<before|after>");
-            let hooks =
-                Crashing { at: at.parse().unwrap(), before: when == "before", seen: Default::default() };
-            match opened {
-                SpecStore::Sled(inner) => Arc::new(Hooked { inner, hooks }),
-                #[allow(unreachable_patterns)]
-                _ => panic!("CRASH_AT is for sled stores"),
-            }
-        }
-        Err(_) => opened.shared(),
+    let store: Arc<dyn Store> = match CrashAt::from_env(false) {
+        Some(hooks) => hooked(opened, hooks),
+        None => opened.shared(),
     };
     match args[1].as_str() {
         "setup" => {
