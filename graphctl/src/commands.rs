@@ -669,7 +669,9 @@ impl Session<'_> {
             for i in list {
                 text.push_str(&format!("  {}\n", render::interrupt_line(i)));
             }
-            text.push_str("  (graphctl gives no input: answer with `Engine::resume_with_input`)\n");
+            text.push_str(&format!(
+                "  (`resume` gives no input: answer with `graphctl answer {run} <json>`)\n"
+            ));
         }
         text.push_str(&format!("state: {}\n", out.state));
         Ok(Output::ok(text, driven_json(run, out)))

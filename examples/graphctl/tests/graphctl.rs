@@ -393,7 +393,7 @@ fn resume_finishes_a_fork_and_leaves_a_question_waiting() {
 
     let waiting = graphctl(&store, &["resume", "expense-1"]).ok().stdout;
     assert!(waiting.starts_with("run expense-1: interrupted (1 question) at step 1\n"), "{waiting}");
-    assert!(waiting.contains("resume_with_input"), "{waiting}");
+    assert!(waiting.contains("answer with `graphctl answer expense-1 <json>`"), "{waiting}");
     graphctl(&store, &["resume", "order-0"]).fails(1, "order order-0 has nothing to charge");
 }
 
