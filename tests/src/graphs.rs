@@ -334,9 +334,18 @@ impl graph_runtime::Reducer for Tally {
 /// One node looping `steps` times, adding eight words per step to a [`Tally`]: after a few steps the map
 /// holds dozens of entries, whose `HashMap` order is different in every process.
 pub fn tally_graph(steps: u64) -> Graph<Tally> {
+    tally_graph_aborting(steps, None)
+}
+
+/// [`tally_graph`], whose process aborts when the node starts with `abort_at` steps committed (after
+/// that step's commit, before the next one's): a kill at a known point, whatever the machine's load.
+pub fn tally_graph_aborting(steps: u64, abort_at: Option<u64>) -> Graph<Tally> {
     Graph::<Tally>::builder("tally")
         .node("add", move |s: &Tally, _c| {
             let n = s.steps;
+            if abort_at == Some(n) {
+                std::process::abort();
+            }
             let words = (0..8).map(|i| (format!("w{n}-{i}"), n * 8 + i)).collect();
             let route = Route::Goto(u32::from(n + 1 >= steps));
             Box::pin(async move { Ok((TallyDelta { counts: Some(words), steps: Some(1) }, route)) })

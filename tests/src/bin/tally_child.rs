@@ -1,13 +1,12 @@
 //! Runs (or resumes) [`graph_tests::graphs::tally_graph`], whose state holds a `HashMap`, on a sled store
 //! and prints every committed checkpoint's step, idempotency key and state hash, then `done <final state
-//! hash>`. With `ABORT_AT=<step>` the process aborts while executing that step (after the previous
-//! commit). A test runs it in several processes (each with its own hash-map order) and compares.
+//! hash>`. With `ABORT_AT=<step>` the process aborts when the node starts after that step's commit. A test runs it in several processes (each with its own hash-map order) and compares.
 //!
 //! `tally_child <store dir> <steps>`
 
 use graph_runtime::store::SledStore;
 use graph_runtime::{Engine, Store};
-use graph_tests::graphs::{Tally, tally_graph};
+use graph_tests::graphs::{Tally, tally_graph_aborting};
 
 #[tokio::main]
 async fn main() {
@@ -19,20 +18,8 @@ async fn main() {
     let steps: u64 = steps.parse().expect("a number of steps");
     let abort_at: Option<u64> = std::env::var("ABORT_AT").ok().map(|s| s.parse().expect("a step"));
     let store = SledStore::open(dir).expect("the store opens");
-    let graph = tally_graph(steps);
+    let graph = tally_graph_aborting(steps, abort_at);
     let engine = Engine::builder(graph).store(store.clone()).build();
-    if let Some(at) = abort_at {
-        // Abort from another task once step `at` is the latest committed one: its items are running.
-        let watcher = store.clone();
-        tokio::spawn(async move {
-            loop {
-                if watcher.run_info("t").await.unwrap().is_some_and(|i| i.latest_step >= at) {
-                    std::process::abort();
-                }
-                tokio::task::yield_now().await;
-            }
-        });
-    }
     let out = engine.run_or_resume("t", Tally::default()).await.expect("the run completes");
     for meta in store.history("t").await.unwrap() {
         let cp = store.load_checkpoint("t", meta.step).await.unwrap().unwrap();
