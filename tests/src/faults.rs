@@ -206,8 +206,9 @@ pub fn wal_segments(store: &Path) -> Vec<std::path::PathBuf> {
 }
 
 /// Aborts the process just before or just after the `n`th commit it makes (`CRASH_AT=<n>:<before|after>`,
-/// counted from 1 over every run), and prints `ack <run> <step>` for each acknowledged commit when told
-/// to. The test children that kill themselves at a commit point (`subgraph_child`, `version_child`).
+/// counted from 1 over every run), and, when told to, prints `ack <run> <step>` for each acknowledged
+/// commit, `nack <run> <step>` for each refused one (another driver's step or version came first) and
+/// `kill <run> <step>` before aborting ahead of a commit. The test children that kill themselves at a commit point (`subgraph_child`, `version_child`).
 pub struct CrashAt {
     at: u64,
     before: bool,
@@ -243,13 +244,16 @@ impl Hooks for CrashAt {
         Box::pin(async move {
             let n = self.seen.fetch_add(1, Ordering::SeqCst) + 1;
             if n == self.at && self.before {
+                if self.acks {
+                    println!("kill {} {}", cp.run_id, cp.step);
+                }
                 std::process::abort();
             }
             let out = call.await?;
-            if self.acks
-                && matches!(out, CommitOutcome::Committed { .. } | CommitOutcome::AlreadyCommitted { .. })
-            {
-                println!("ack {} {}", cp.run_id, cp.step);
+            if self.acks {
+                let acked =
+                    matches!(out, CommitOutcome::Committed { .. } | CommitOutcome::AlreadyCommitted { .. });
+                println!("{} {} {}", if acked { "ack" } else { "nack" }, cp.run_id, cp.step);
             }
             if n == self.at {
                 std::process::abort();

@@ -30,7 +30,7 @@ fn crash_free(out: &std::process::Output) -> bool {
 }
 
 fn answers(lines: &[String]) -> Vec<&String> {
-    lines.iter().filter(|l| !l.starts_with("ack ")).collect()
+    lines.iter().filter(|l| !["ack ", "nack ", "kill "].iter().any(|p| l.starts_with(p))).collect()
 }
 
 /// What each ledgered node appended, by name.
@@ -417,25 +417,37 @@ mod children {
 #[test]
 fn child_runs_killed_at_every_commit_point_start_each_child_once_and_the_parent_completes_once() {
     use graph_runtime::EventType;
+    let saves =
+        |lines: &[String]| lines.iter().filter(|l| l.starts_with("ack ") || l.starts_with("nack ")).count();
     let reference = {
         let dir = tempfile::tempdir().unwrap();
         let (ok, lines) = child(&dir.path().join("s"), &dir.path().join("l"), &["batch"], None);
         assert!(ok);
-        let commits = lines.iter().filter(|l| l.starts_with("ack ")).count() as u64;
-        (answers(&lines).into_iter().cloned().collect::<Vec<_>>(), commits)
+        (answers(&lines).into_iter().cloned().collect::<Vec<_>>(), saves(&lines) as u64)
     };
     let (done, commits) = reference;
-    assert_eq!(done.len(), 1, "{done:?}");
-    assert!(commits >= 8, "{commits}");
+    assert_eq!(done.len(), 2, "{done:?}");
+    // Eight commits; the process may exit (its run read back completed) before the last one's `ack`.
+    assert!(commits >= 7, "{commits}");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    for n in 1..=commits {
+    let mut killed = 0;
+    // How many commits a run makes depends on timing (a parent that looks before its children end parks
+    // and commits once more): every point up to the reference's and two past it, each either killing
+    // the process or lying past the commits that process made.
+    for n in 1..=commits + 2 {
         for point in ["before", "after"] {
             let dir = tempfile::tempdir().unwrap();
             let (store, ledger) = (dir.path().join("s"), dir.path().join("l"));
-            let (ok, _) = child(&store, &ledger, &["batch"], Some(format!("{n}:{point}")));
-            assert!(!ok, "commit {n} {point}: the process was not killed");
-            let (ok, lines) = child(&store, &ledger, &["batch"], None);
-            assert!(ok);
+            let (ok, first) = child(&store, &ledger, &["batch"], Some(format!("{n}:{point}")));
+            let lines = if ok {
+                assert!(saves(&first) < n as usize, "commit {n} {point}: the process was not killed");
+                first.clone()
+            } else {
+                killed += 1;
+                let (ok, lines) = child(&store, &ledger, &["batch"], None);
+                assert!(ok);
+                lines
+            };
             assert_eq!(answers(&lines), done.iter().collect::<Vec<_>>(), "commit {n} {point}");
             // One run per child, each started once; the parent completed once.
             rt.block_on(async {
@@ -449,11 +461,16 @@ fn child_runs_killed_at_every_commit_point_start_each_child_once_and_the_parent_
                     assert_eq!(count(EventType::RunCompleted), 1, "commit {n} {point}: {}", r.run_id);
                 }
             });
-            // `fan` is plain code past the joins: a kill before its step's commit runs it again.
+            // `fan` is plain code past the joins: it runs again where its step's commit did not happen,
+            // once in each process that drives the parent, and once more in a continuation that read the
+            // parked parent before another driver of this process committed its step (it runs the step
+            // and finds it taken).
+            let processes = if ok { 1 } else { 2 };
             let fan = ledger_count(&ledger, "fan");
-            assert!((1..=2).contains(&fan), "commit {n} {point}: fan ran {fan} times");
+            assert!((1..=processes + 1).contains(&fan), "commit {n} {point}: fan ran {fan} times");
         }
     }
+    assert!(killed >= 2 * 7, "{killed} of the trials were killed");
 }
 
 #[tokio::test]
