@@ -208,7 +208,8 @@ pub fn wal_segments(store: &Path) -> Vec<std::path::PathBuf> {
 /// Aborts the process just before or just after the `n`th commit it makes (`CRASH_AT=<n>:<before|after>`,
 /// counted from 1 over every run), and, when told to, prints `ack <run> <step>` for each acknowledged
 /// commit, `nack <run> <step>` for each refused one (another driver's step or version came first) and
-/// `kill <run> <step>` before aborting ahead of a commit. The test children that kill themselves at a commit point (`subgraph_child`, `version_child`).
+/// `kill <run> <step>` before aborting ahead of a commit. The test children that kill themselves at a
+/// commit point (`subgraph_child`, `version_child`).
 pub struct CrashAt {
     at: u64,
     before: bool,

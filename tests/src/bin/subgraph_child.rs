@@ -6,8 +6,8 @@
 //! `... answer <input JSON>` answers the one question and prints the same; `... upfront` runs the graph
 //! whose question has its answer (`true`) from the start; `... batch` runs (or continues)
 //! [`graph_tests::graphs::batch`] with three child runs instead, serving the store's timers (the parked
-//! parent looks at its children every 100 ms) until it completes, and prints its state's log (`log ...`) and `done`. The store is read as
-//! [`graph_tests::backends::open_spec`] reads it. With `CRASH_AT=<n>:<before|after>` the process aborts
+//! parent looks at its children every 100 ms) until it completes, and prints its state's log
+//! (`log ...`) and `done`. The store is read as [`graph_tests::backends::open_spec`] reads it. With `CRASH_AT=<n>:<before|after>` the process aborts
 //! just before or just after the `n`th commit it makes (counted from 1 over the parent's and the
 //! subgraphs' runs alike); every acknowledged commit is printed as `ack <run> <step>`, a refused one
 //! as `nack <run> <step>`, and the commit a kill comes before as `kill <run> <step>`.

@@ -1,6 +1,7 @@
 //! Runs (or resumes) [`graph_tests::graphs::tally_graph`], whose state holds a `HashMap`, on a sled store
 //! and prints every committed checkpoint's step, idempotency key and state hash, then `done <final state
-//! hash>`. With `ABORT_AT=<step>` the process aborts when the node starts after that step's commit. A test runs it in several processes (each with its own hash-map order) and compares.
+//! hash>`. With `ABORT_AT=<step>` the process aborts when the node starts after that step's commit.
+//! A test runs it in several processes (each with its own hash-map order) and compares.
 //!
 //! `tally_child <store dir> <steps>`
 

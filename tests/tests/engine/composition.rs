@@ -441,7 +441,7 @@ fn child_runs_killed_at_every_commit_point_start_each_child_once_and_the_parent_
             let (ok, first) = child(&store, &ledger, &["batch"], Some(format!("{n}:{point}")));
             let lines = if ok {
                 assert!(saves(&first) < n as usize, "commit {n} {point}: the process was not killed");
-                first.clone()
+                first
             } else {
                 killed += 1;
                 let (ok, lines) = child(&store, &ledger, &["batch"], None);
