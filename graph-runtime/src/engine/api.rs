@@ -152,7 +152,14 @@ impl<S: Reducer> Engine<S> {
             }
         }
         tracing::info!(run = run_id, step, "run resumed");
-        self.drive(run).await
+        match self.drive(run).await {
+            // Moved by another driver before this one wrote anything (the version it expected is the
+            // one read): look again, once.
+            Err(Error::VersionConflict { expected, .. }) if !retried && expected == info.version => {
+                Box::pin(self.resume_once(run_id, again, true)).await
+            }
+            other => other,
+        }
     }
 
     /// Starts the run if the store does not have it, or continues it if it does (LangGraph users continue

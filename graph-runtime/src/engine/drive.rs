@@ -68,6 +68,8 @@ pub(super) struct Driven<S: Reducer> {
     claim: Option<Claim<S>>,
     /// Set when the driver stops if a continuation found the run busy meanwhile (see `Active`).
     rewake: Arc<AtomicBool>,
+    /// The parked status a wake read, until the step it continues commits (see [`Engine::due_moved`]).
+    parked: Option<Box<RunStatus>>,
 }
 
 /// A run registered as driven by an engine until this is dropped (with the driver that holds it).
@@ -125,6 +127,7 @@ pub(super) struct Start<S> {
     resumption: Option<PendingStep>,
     past_breakpoint: bool,
     queued: Vec<(EventType, Payload)>,
+    parked: Option<Box<RunStatus>>,
 }
 
 impl<S> Start<S> {
@@ -148,6 +151,7 @@ impl<S> Start<S> {
             resumption: None,
             past_breakpoint: false,
             queued: Vec::new(),
+            parked: None,
         }
     }
 
@@ -166,6 +170,13 @@ impl<S> Start<S> {
     /// Writing `event` with the driver's next commit or status change.
     pub(super) fn announcing(mut self, event: (EventType, Payload)) -> Self {
         self.queued.push(event);
+        self
+    }
+
+    /// The driver continues a run parked with `status` (a wake): a commit refused because a message's
+    /// arrival moved a due time meanwhile is made again (see [`Engine::due_moved`]).
+    pub(super) fn parked(mut self, status: &RunStatus) -> Self {
+        self.parked = Some(Box::new(status.clone()));
         self
     }
 }
@@ -273,7 +284,7 @@ impl<S: Reducer> Engine<S> {
 
     /// The driver of the run `start` picks up, with the caller's options.
     pub(super) fn driver(&self, start: Start<S>, opts: RunOptions) -> Driven<S> {
-        let Start { cp, state, chain, nodes, version, head, resumed, resumption, past_breakpoint, queued } =
+        let Start { cp, state, chain, nodes, version, head, resumed, resumption, past_breakpoint, queued, parked } =
             start;
         Driven {
             run_id: cp.run_id,
@@ -297,6 +308,7 @@ impl<S: Reducer> Engine<S> {
             resumed,
             claim: None,
             rewake: Arc::default(),
+            parked,
         }
     }
 
@@ -348,7 +360,13 @@ impl<S: Reducer> Engine<S> {
         // The step's latency ends at its commit, whose end is read once for both.
         let committed = Stopwatch::now();
         meters.commit(committed.since(committing), outcome.as_ref().ok());
-        let outcome = outcome?;
+        let mut outcome = outcome?;
+        if let (CommitOutcome::VersionConflict { .. }, Some(parked)) = (&outcome, run.parked.take())
+            && let Some(version) = self.due_moved(run, &parked).await?
+        {
+            outcome = self.inner.store.save_checkpoint(&cp, &events, &status, version).await?;
+        }
+        run.parked = None;
         if matches!(outcome, CommitOutcome::Committed { .. }) {
             run.head = head;
         } else {
@@ -857,7 +875,13 @@ impl<S: Reducer> Engine<S> {
         async move {
             let _registration = match run.claim {
                 Some(_) => None, // registered when claimed, released with the driver
-                None => Some(Registration::new(&self.inner.active, &run)?),
+                None => {
+                    let registration = Registration::new(&self.inner.active, &run)?;
+                    if run.resumed {
+                        self.still_current(&mut run).await?;
+                    }
+                    Some(registration)
+                }
             };
             emit_started(&run).await;
             loop {
@@ -910,8 +934,9 @@ impl<S: Reducer> Engine<S> {
                     Err(Stop::Cancelled) => {
                         let cancelled = payload!({ "step": run.step });
                         let event = (EventType::RunCancelled, cancelled);
-                        self.set_final_status(&mut run, &RunStatus::Cancelled, event).await;
-                        self.inner.env.children.parent_closed(&run.run_id).await;
+                        if self.set_final_status(&mut run, &RunStatus::Cancelled, event).await {
+                            self.inner.env.children.parent_closed(&run.run_id).await;
+                        }
                         return Err(Error::Cancelled { run: run.run_id.to_string(), step: run.step });
                     }
                     Err(Stop::Error(err)) => return Err(self.fail(&mut run, err).await),
@@ -920,24 +945,70 @@ impl<S: Reducer> Engine<S> {
         }
     }
 
+    /// A continuation read the run before it registered as its driver: another driver in this engine
+    /// may have moved the run meanwhile and left. Driving from the old read would run a committed step
+    /// again; the run as stored is the one to continue (callers that look again do). A due time a
+    /// message moved meanwhile is no move (see [`Engine::due_moved`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::VersionConflict`] when the stored run's version is not the one read.
+    async fn still_current(&self, run: &mut Driven<S>) -> Result<()> {
+        let found = self.inner.store.run_info(&run.run_id).await?.map_or(run.version, |i| i.version);
+        if found == run.version {
+            return Ok(());
+        }
+        if let Some(parked) = run.parked.as_deref()
+            && let Ok(Some(version)) = self.due_moved(run, parked).await
+        {
+            run.version = version;
+            return Ok(());
+        }
+        tracing::debug!(run = %run.run_id, expected = run.version, found, "run moved before its driver registered");
+        Err(Error::VersionConflict { run: run.run_id.to_string(), expected: run.version, found })
+    }
+
+    /// After a commit refused for the run's version, while the driver continues the run it found parked
+    /// as `parked`: the run's version when all that moved since is a message's arrival making an event
+    /// wait due now (or that due time put back), which the step supersedes; `None` otherwise (another
+    /// writer committed a step, wrote events, or changed the status: the refusal stands).
+    async fn due_moved(&self, run: &Driven<S>, parked: &RunStatus) -> Result<Option<u64>, Stop> {
+        let Some(info) = self.inner.store.run_info(&run.run_id).await? else { return Ok(None) };
+        let events_only = |s: &RunStatus| {
+            super::timers::map_waits(s, |i| i.wake_at_ms.filter(|_| i.kind != InterruptKind::Event))
+        };
+        let same = info.latest_step == run.step
+            && info.event_head == run.head
+            && events_only(&info.status) == events_only(parked);
+        if same {
+            tracing::debug!(run = %run.run_id, step = run.step, "a due time moved during the step; committing again");
+        }
+        Ok(same.then_some(info.version))
+    }
+
     /// Records a failure in the run row and returns the error.
     async fn fail(&self, run: &mut Driven<S>, err: Error) -> Error {
         tracing::warn!(run = %run.run_id, step = run.step, error = %err, "run failed");
         let failed = payload!({ "step": run.step, "error": err.to_string() });
-        self.set_final_status(run, &RunStatus::Failed(err.to_string()), (EventType::RunFailed, failed)).await;
-        self.inner.env.children.parent_closed(&run.run_id).await;
+        // A driver whose status write is refused (another driver moved the run) or lost (the store is
+        // down) has not ended the run: its children go on, for the run's driver to wait for.
+        if self.set_final_status(run, &RunStatus::Failed(err.to_string()), (EventType::RunFailed, failed)).await {
+            self.inner.env.children.parent_closed(&run.run_id).await;
+        }
         err
     }
 
     /// Best effort: the checkpoint is what matters; a status that fails to persist is logged. What a
-    /// resumption brought (inputs given to interrupted items) is kept with it.
-    async fn set_final_status(&self, run: &mut Driven<S>, status: &RunStatus, event: (EventType, Payload)) {
+    /// resumption brought (inputs given to interrupted items) is kept with it. True when the status
+    /// was committed.
+    async fn set_final_status(&self, run: &mut Driven<S>, status: &RunStatus, event: (EventType, Payload)) -> bool {
         let pending = run.resumption.as_ref().map(persist::PendingStep::encode);
         match self.write_status(run, status, event, pending.as_deref()).await {
-            Ok(CommitOutcome::Committed { .. }) => {}
+            Ok(CommitOutcome::Committed { .. }) => return true,
             Ok(other) => tracing::warn!(run = %run.run_id, ?other, "run status not updated"),
             Err(e) => tracing::warn!(run = %run.run_id, error = %e, "run status not updated"),
         }
+        false
     }
 
     /// Commits step 0 of a new run: its checkpoint, chain and version, and its event head.

@@ -196,7 +196,8 @@ impl<S: Reducer> Engine<S> {
         // The step had started: its breakpoints before were passed.
         let start = Start::stored(cp, state, chain, nodes, info)
             .resuming(Some(pending), true)
-            .announcing((EventType::Resumed, resumed));
+            .announcing((EventType::Resumed, resumed))
+            .parked(&info.status);
         let mut run = self.driver(start, opts);
         if hand_back {
             return self.hand_back(&mut run).await;
