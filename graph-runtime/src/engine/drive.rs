@@ -284,8 +284,19 @@ impl<S: Reducer> Engine<S> {
 
     /// The driver of the run `start` picks up, with the caller's options.
     pub(super) fn driver(&self, start: Start<S>, opts: RunOptions) -> Driven<S> {
-        let Start { cp, state, chain, nodes, version, head, resumed, resumption, past_breakpoint, queued, parked } =
-            start;
+        let Start {
+            cp,
+            state,
+            chain,
+            nodes,
+            version,
+            head,
+            resumed,
+            resumption,
+            past_breakpoint,
+            queued,
+            parked,
+        } = start;
         Driven {
             run_id: cp.run_id,
             step: cp.step,
@@ -992,7 +1003,10 @@ impl<S: Reducer> Engine<S> {
         let failed = payload!({ "step": run.step, "error": err.to_string() });
         // A driver whose status write is refused (another driver moved the run) or lost (the store is
         // down) has not ended the run: its children go on, for the run's driver to wait for.
-        if self.set_final_status(run, &RunStatus::Failed(err.to_string()), (EventType::RunFailed, failed)).await {
+        if self
+            .set_final_status(run, &RunStatus::Failed(err.to_string()), (EventType::RunFailed, failed))
+            .await
+        {
             self.inner.env.children.parent_closed(&run.run_id).await;
         }
         err
@@ -1001,7 +1015,12 @@ impl<S: Reducer> Engine<S> {
     /// Best effort: the checkpoint is what matters; a status that fails to persist is logged. What a
     /// resumption brought (inputs given to interrupted items) is kept with it. True when the status
     /// was committed.
-    async fn set_final_status(&self, run: &mut Driven<S>, status: &RunStatus, event: (EventType, Payload)) -> bool {
+    async fn set_final_status(
+        &self,
+        run: &mut Driven<S>,
+        status: &RunStatus,
+        event: (EventType, Payload),
+    ) -> bool {
         let pending = run.resumption.as_ref().map(persist::PendingStep::encode);
         match self.write_status(run, status, event, pending.as_deref()).await {
             Ok(CommitOutcome::Committed { .. }) => return true,

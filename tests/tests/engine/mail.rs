@@ -201,3 +201,56 @@ async fn the_stream_shows_the_wait_and_what_woke_the_run() {
     }
     assert_eq!(seen, ["started", "woken by event", "waits again", "finished"]);
 }
+
+#[tokio::test]
+async fn a_message_that_makes_the_run_due_while_its_step_runs_does_not_make_the_step_run_again() {
+    use graph_runtime::store::mailbox::MailboxOp;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, OnceLock};
+    let engine_of: Arc<OnceLock<Engine<Orders>>> = Arc::default();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let graph = Graph::<Orders>::builder("self_send")
+        .node("take", {
+            let (engine_of, runs) = (engine_of.clone(), runs.clone());
+            move |_s, ctx| {
+                let (engine_of, runs) = (engine_of.clone(), runs.clone());
+                Box::pin(async move {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    let Answer::Given(first) =
+                        ctx.wait_event_with_timeout::<String>("go", Duration::from_secs(3600))?
+                    else {
+                        return Err(NodeError::fatal("timed out"));
+                    };
+                    // The stored run still waits for `go`, due in an hour: this message makes it due now
+                    // (its status written again, a new version) while the step is not yet committed.
+                    let engine = engine_of.get().expect("set before the run");
+                    engine.send_event(ctx.run_id(), "go", &"again").await.map_err(NodeError::new)?;
+                    Ok((OrdersDelta::default().got(vec![first]), Route::Declared))
+                })
+            }
+        })
+        .entry("take")
+        .edge("take", END)
+        .build()
+        .unwrap();
+    let engine = Engine::builder(graph).clock(TestClock::at_ms(START)).build();
+    assert!(engine_of.set(engine.clone()).is_ok());
+    let parked = engine.run("s", Orders::default()).await.unwrap();
+    assert_eq!(parked.status.wake_at_ms(), Some(START + 3_600_000));
+    // A message put in the mailbox without moving the due time (a sender cut off between the two
+    // writes), then the run woken for it.
+    let send = MailboxOp::Send {
+        topic: "go".into(),
+        dedupe_key: Some("k".into()),
+        payload: "first".into(),
+        sent_at_ms: START,
+    };
+    engine.store().mailbox_op("s", send).await.unwrap();
+    let woken = engine.wake("s").await.unwrap();
+    assert!(woken.is_completed(), "{:?}", woken.status);
+    assert_eq!(woken.state.got, ["first"]);
+    assert_eq!(runs.load(Ordering::SeqCst), 2, "parked once, woken once");
+    let events = engine.events("s", 0, 1000).await.unwrap();
+    let commits = events.iter().filter(|e| e.event_type == EventType::StepCommitted).count();
+    assert_eq!(commits, 1, "step 1, once (step 0 is the run's start)");
+}
