@@ -930,18 +930,43 @@ impl Store for SledStore {
     }
 
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunInfo>, StoreError> {
-        let rows = self.inner.read(|| self.inner.runs.iter().collect::<sled::Result<Vec<_>>>())?;
+        use std::ops::Bound;
+        let want = filter.limit.unwrap_or(usize::MAX);
         let mut out = Vec::new();
-        for (k, v) in rows {
-            let info = self.inner.decode_run(&String::from_utf8_lossy(&k), &v)?;
-            if filter.matches(&info) {
-                out.push(info);
-                if filter.limit.is_some_and(|n| out.len() >= n) {
-                    break;
+        if want == 0 {
+            return Ok(out);
+        }
+        // Read in chunks from the filter's start (a page reads about its own rows, a status filter
+        // reads on until it has them), each chunk from the last key of the one before.
+        let chunk = filter.rows_to_read().unwrap_or(usize::MAX).clamp(16, 1024);
+        let mut from = Bound::Included(sled::IVec::from(filter.start().as_bytes()));
+        loop {
+            let rows = self.inner.read(|| {
+                self.inner
+                    .runs
+                    .range((from.clone(), Bound::Unbounded))
+                    .take(chunk)
+                    .collect::<sled::Result<Vec<_>>>()
+            })?;
+            let full = rows.len() == chunk;
+            for (k, v) in rows {
+                let run_id = String::from_utf8_lossy(&k);
+                if filter.past(&run_id) {
+                    return Ok(out);
                 }
+                let info = self.inner.decode_run(&run_id, &v)?;
+                if filter.matches(&info) {
+                    out.push(info);
+                    if out.len() >= want {
+                        return Ok(out);
+                    }
+                }
+                from = Bound::Excluded(k);
+            }
+            if !full {
+                return Ok(out);
             }
         }
-        Ok(out)
     }
 
     async fn prune(&self, run_id: &str, keep: usize) -> Result<usize, StoreError> {

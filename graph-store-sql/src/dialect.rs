@@ -66,9 +66,9 @@ pub struct Statements {
     pub steps: &'static str,
     /// (run, floor): deletes the checkpoints below `floor`.
     pub prune: &'static str,
-    /// (limit) → row_bytes, run_id, in run order.
+    /// (least run id, limit) → row_bytes, run_id, in run order from the least id.
     pub runs: &'static str,
-    /// (status, limit) → row_bytes, run_id, in run order.
+    /// (status, least run id, limit) → row_bytes, run_id, in run order from the least id.
     pub runs_by_status: &'static str,
     /// (key) → record; the row locked.
     pub lock_effect: &'static str,

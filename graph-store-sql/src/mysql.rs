@@ -677,12 +677,12 @@ mod sql {
     pub(super) const STEPS: &str = "SELECT step FROM graph_checkpoints WHERE run_id = ? ORDER BY step";
     pub(super) const PRUNE: &str = "DELETE FROM graph_checkpoints WHERE run_id = ? AND step < ?";
     pub(super) const RUNS: &str =
-        "SELECT row_bytes, CAST(run_id AS CHAR) FROM graph_runs ORDER BY run_id LIMIT ?";
+        "SELECT row_bytes, CAST(run_id AS CHAR) FROM graph_runs WHERE run_id >= ? ORDER BY run_id LIMIT ?";
     pub(super) const CHECK_TABLES: &str = "CHECK TABLE graph_runs, graph_checkpoints, graph_keys, graph_events, \
         graph_pending, graph_effects, graph_outbox, graph_leases, graph_lease_claims, graph_mailboxes, \
         graph_schedules";
-    pub(super) const RUNS_BY_STATUS: &str =
-        "SELECT row_bytes, CAST(run_id AS CHAR) FROM graph_runs WHERE status = ? ORDER BY run_id LIMIT ?";
+    pub(super) const RUNS_BY_STATUS: &str = "SELECT row_bytes, CAST(run_id AS CHAR) FROM graph_runs WHERE status = ? AND run_id >= ? \
+         ORDER BY run_id LIMIT ?";
     pub(super) const LOCK_EFFECT: &str = "SELECT record FROM graph_effects WHERE effect_key = ? FOR UPDATE";
     pub(super) const EFFECT: &str = "SELECT record FROM graph_effects WHERE effect_key = ?";
     pub(super) const UPDATE_EFFECT: &str = "UPDATE graph_effects SET record = ? WHERE effect_key = ?";

@@ -423,15 +423,15 @@ mod sql {
          WHERE run_id = $1 AND step >= $2 AND step <= $3 ORDER BY step";
     pub(super) const STEPS: &str = "SELECT step FROM graph_checkpoints WHERE run_id = $1 ORDER BY step";
     pub(super) const PRUNE: &str = "DELETE FROM graph_checkpoints WHERE run_id = $1 AND step < $2";
-    pub(super) const RUNS: &str = "SELECT row_bytes, run_id FROM graph_runs ORDER BY run_id LIMIT $1";
+    pub(super) const RUNS: &str =
+        "SELECT row_bytes, run_id FROM graph_runs WHERE run_id >= $1 ORDER BY run_id LIMIT $2";
     pub(super) const AMCHECK: &str = "SELECT 1 FROM pg_extension WHERE extname = 'amcheck'";
     /// Every B-tree index of the store's tables that the search path finds.
     pub(super) const CHECK_INDEXES: &str = "SELECT bt_index_check(c.oid, true) FROM pg_index i \
         JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_class t ON t.oid = i.indrelid \
         JOIN pg_am a ON a.oid = c.relam \
         WHERE a.amname = 'btree' AND t.relname LIKE 'graph\\_%' AND pg_table_is_visible(t.oid) ORDER BY c.relname";
-    pub(super) const RUNS_BY_STATUS: &str =
-        "SELECT row_bytes, run_id FROM graph_runs WHERE status = $1 ORDER BY run_id LIMIT $2";
+    pub(super) const RUNS_BY_STATUS: &str = "SELECT row_bytes, run_id FROM graph_runs WHERE status = $1 AND run_id >= $2 ORDER BY run_id LIMIT $3";
     pub(super) const LOCK_EFFECT: &str = "SELECT record FROM graph_effects WHERE effect_key = $1 FOR UPDATE";
     pub(super) const EFFECT: &str = "SELECT record FROM graph_effects WHERE effect_key = $1";
     pub(super) const UPDATE_EFFECT: &str = "UPDATE graph_effects SET record = $1 WHERE effect_key = $2";

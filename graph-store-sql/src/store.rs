@@ -811,19 +811,27 @@ where
 
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunInfo>, StoreError> {
         let what = "listing runs";
-        let limit = filter.limit.map_or(i64::MAX, |n| db_int(n as u64));
+        let limit = filter.rows_to_read().map_or(i64::MAX, |n| db_int(n as u64));
+        let start = filter.start();
         let rows = match filter.status {
             Some(kind) => {
-                self.rows(what, || sqlx::query(D::SQL.runs_by_status).bind(kind.as_str()).bind(limit)).await?
+                let q = || sqlx::query(D::SQL.runs_by_status).bind(kind.as_str()).bind(start).bind(limit);
+                self.rows(what, q).await?
             }
-            None => self.rows(what, || sqlx::query(D::SQL.runs).bind(limit)).await?,
+            None => self.rows(what, || sqlx::query(D::SQL.runs).bind(start).bind(limit)).await?,
         };
-        rows.iter()
-            .map(|r| {
-                let run_id: String = r.try_get(1).map_err(read_error::<D>(what))?;
-                decode_run_of(&run_id, None, &Self::bytes(r, what)?)
-            })
-            .collect()
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let run_id: String = r.try_get(1).map_err(read_error::<D>(what))?;
+            if filter.past(&run_id) || filter.limit.is_some_and(|n| out.len() >= n) {
+                break;
+            }
+            let info = decode_run_of(&run_id, None, &Self::bytes(r, what)?)?;
+            if filter.matches(&info) {
+                out.push(info);
+            }
+        }
+        Ok(out)
     }
 
     async fn prune(&self, run_id: &str, keep: usize) -> Result<usize, StoreError> {

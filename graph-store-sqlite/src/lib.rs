@@ -1064,24 +1064,28 @@ impl Store for SqliteStore {
     }
 
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunInfo>, StoreError> {
-        let limit = filter.limit.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+        let limit = filter.rows_to_read().map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
         let status = filter.status.map(graph_store::StatusKind::as_str);
+        let start = filter.start().to_owned();
         let rows: Vec<(String, Vec<u8>)> = self
             .read(move |c| match status {
                 Some(s) => c
                     .prepare_cached(
-                        "SELECT run_id, row FROM runs WHERE status = ?1 ORDER BY run_id LIMIT ?2",
+                        "SELECT run_id, row FROM runs WHERE status = ?1 AND run_id >= ?2 ORDER BY run_id LIMIT ?3",
                     )?
-                    .query_map(params![s, limit], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .query_map(params![s, start, limit], |r| Ok((r.get(0)?, r.get(1)?)))?
                     .collect(),
                 None => c
-                    .prepare_cached("SELECT run_id, row FROM runs ORDER BY run_id LIMIT ?1")?
-                    .query_map(params![limit], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .prepare_cached("SELECT run_id, row FROM runs WHERE run_id >= ?1 ORDER BY run_id LIMIT ?2")?
+                    .query_map(params![start, limit], |r| Ok((r.get(0)?, r.get(1)?)))?
                     .collect(),
             })
             .await?;
         let mut out = Vec::with_capacity(rows.len());
         for (run_id, b) in rows {
+            if filter.past(&run_id) || filter.limit.is_some_and(|n| out.len() >= n) {
+                break;
+            }
             let info = decode_run_of(&run_id, Some(&self.inner.path), &b)?;
             if filter.matches(&info) {
                 out.push(info);

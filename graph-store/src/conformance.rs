@@ -222,6 +222,64 @@ pub async fn thousand_commits<B: Backend>(b: &B) {
     }
 }
 
+/// `list_runs` pages in run-id order (bytes): a cursor (`after`) starts past the id it names (stored
+/// or not), a prefix takes exactly the ids that start with it (ids that sort right around it, `a-`
+/// against `a-0`, `a.` and `a`, stay out), a status and a limit combine with both, and paging a
+/// listing with a cursor returns every run once.
+pub async fn list_runs_pages<B: Backend>(b: &B) {
+    let store = b.open().await;
+    let ids = ["a", "a-", "a-0", "a-1", "a-10", "a-2", "a.", "aa", "b-0", "b-1", "é-0"];
+    for id in ids {
+        commit_steps(&store, id, 0..1).await;
+    }
+    for id in ["a-1", "b-0"] {
+        let done = store.set_status(id, &RunStatus::Completed, &[], None, 1).await.unwrap();
+        assert_eq!(done, CommitOutcome::Committed { version: 2 }, "{id}");
+    }
+    let listed = |f: RunFilter| {
+        let store = store.clone();
+        async move { store.list_runs(&f).await.unwrap().into_iter().map(|r| r.run_id).collect::<Vec<String>>() }
+    };
+    assert_eq!(listed(RunFilter::all()).await, ids, "every run, in byte order");
+    assert_eq!(listed(RunFilter::all().prefix("a-")).await, ["a-", "a-0", "a-1", "a-10", "a-2"]);
+    assert_eq!(listed(RunFilter::all().prefix("a-1")).await, ["a-1", "a-10"]);
+    assert_eq!(listed(RunFilter::all().prefix("é")).await, ["é-0"]);
+    assert!(listed(RunFilter::all().prefix("c")).await.is_empty());
+    assert_eq!(listed(RunFilter::all().after("a-1").limit(3)).await, ["a-10", "a-2", "a."]);
+    // A cursor that names no stored run: the listing starts at the next id.
+    assert_eq!(listed(RunFilter::all().after("a-05").limit(2)).await, ["a-1", "a-10"]);
+    assert_eq!(listed(RunFilter::all().prefix("a-").after("a-1")).await, ["a-10", "a-2"]);
+    // A cursor before the prefix's ids is no bound; one past them leaves nothing.
+    assert_eq!(listed(RunFilter::all().prefix("b-").after("a")).await, ["b-0", "b-1"]);
+    assert!(listed(RunFilter::all().prefix("a-").after("a-2")).await.is_empty());
+    assert_eq!(listed(RunFilter::all().status(StatusKind::Completed)).await, ["a-1", "b-0"]);
+    assert_eq!(listed(RunFilter::all().status(StatusKind::Completed).after("a-1")).await, ["b-0"]);
+    assert_eq!(
+        listed(RunFilter::all().status(StatusKind::Running).prefix("a-").limit(2)).await,
+        ["a-", "a-0"]
+    );
+    assert!(listed(RunFilter::all().limit(0)).await.is_empty());
+    // Pages of two, each from the last id of the one before: every run once, in order.
+    let mut paged = Vec::new();
+    let mut filter = RunFilter::all().limit(2);
+    loop {
+        let page = listed(filter.clone()).await;
+        assert!(page.len() <= 2, "{page:?}");
+        let Some(last) = page.last().cloned() else { break };
+        paged.extend(page);
+        filter = filter.after(last);
+    }
+    assert_eq!(paged, ids);
+    // A status filter with a limit reads on past the rows a page would take until it has its runs.
+    for n in 0..40 {
+        commit_steps(&store, &format!("z-{n:02}"), 0..1).await;
+    }
+    store.set_status("z-39", &RunStatus::Completed, &[], None, 1).await.unwrap();
+    let done = RunFilter::all().status(StatusKind::Completed).after("b-0").limit(1);
+    assert_eq!(listed(done).await, ["z-39"]);
+    assert_eq!(listed(RunFilter::all().prefix("z-").after("z-30")).await.len(), 9);
+}
+
 /// A failure injected after each write of a commit leaves nothing of it visible, also after a restart.
 pub async fn injected_failures_leave_nothing<B: Backend>(b: &B) {
     let mut store = b.open().await;

@@ -543,7 +543,13 @@ impl Store for MemoryStore {
 
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunInfo>, StoreError> {
         let g = self.lock();
-        let it = g.runs.values().filter(|r| filter.matches(r)).cloned();
+        let it = g
+            .runs
+            .range::<str, _>((std::ops::Bound::Included(filter.start()), std::ops::Bound::Unbounded))
+            .take_while(|(id, _)| !filter.past(id))
+            .map(|(_, r)| r)
+            .filter(|r| filter.matches(r))
+            .cloned();
         Ok(match filter.limit {
             Some(n) => it.take(n).collect(),
             None => it.collect(),

@@ -340,7 +340,11 @@ impl RunInfo {
     }
 }
 
-/// Which runs [`crate::Store::list_runs`] returns.
+/// Which runs [`crate::Store::list_runs`] returns, in run-id order (bytes): a page of them with a cursor
+/// ([`RunFilter::after`], the last id of the page before) and a [`RunFilter::limit`].
+///
+/// `RunFilter::all().prefix("batch-").limit(50)` is the first page of the runs whose ids start with
+/// `batch-`; `.after(last)` with the last id of a page is the page after it.
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct RunFilter {
@@ -348,6 +352,10 @@ pub struct RunFilter {
     pub status: Option<StatusKind>,
     /// At most this many, in run-id order.
     pub limit: Option<usize>,
+    /// Only runs whose id sorts after this one: the cursor of a page (the last id of the one before).
+    pub after: Option<String>,
+    /// Only runs whose id starts with this.
+    pub prefix: Option<String>,
 }
 
 impl RunFilter {
@@ -368,9 +376,48 @@ impl RunFilter {
         self
     }
 
-    /// Whether `info` passes the filter's status (the limit is the caller's to apply).
+    /// Runs whose id sorts after `run_id` (byte order): the next page after the one `run_id` ended.
+    pub fn after(mut self, run_id: impl Into<String>) -> Self {
+        self.after = Some(run_id.into());
+        self
+    }
+
+    /// Runs whose id starts with `prefix`.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = Some(prefix.into());
+        self
+    }
+
+    /// Whether `info` passes the filter's status, cursor and prefix (the limit is the caller's to apply).
     pub fn matches(&self, info: &RunInfo) -> bool {
         self.status.is_none_or(|k| k == info.status.kind())
+            && self.after.as_deref().is_none_or(|a| info.run_id.as_str() > a)
+            && self.prefix.as_deref().is_none_or(|p| info.run_id.starts_with(p))
+    }
+
+    /// The least run id a listing in run-id order starts from (inclusive): the prefix or the cursor,
+    /// whichever sorts later; `""` for every run. A backend reads from here, skips the cursor itself
+    /// ([`RunFilter::matches`]), and stops at the first id [`RunFilter::past`] says is beyond.
+    pub fn start(&self) -> &str {
+        match (self.after.as_deref(), self.prefix.as_deref()) {
+            (Some(a), Some(p)) => a.max(p),
+            (Some(a), None) => a,
+            (None, Some(p)) => p,
+            (None, None) => "",
+        }
+    }
+
+    /// Whether a listing in run-id order from [`RunFilter::start`] is past every run the filter takes
+    /// once it reaches `run_id`: the ids starting with a prefix are the ones right after it, in byte
+    /// order.
+    pub fn past(&self, run_id: &str) -> bool {
+        self.prefix.as_deref().is_some_and(|p| !run_id.starts_with(p))
+    }
+
+    /// How many rows from [`RunFilter::start`] a backend that filters the status itself reads for the
+    /// limit: one more (the cursor's own row may be among them); every row without a limit.
+    pub fn rows_to_read(&self) -> Option<usize> {
+        self.limit.map(|n| n.saturating_add(1))
     }
 }
 

@@ -270,7 +270,11 @@ impl Store for RowStore {
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunInfo>, StoreError> {
         let t = self.tables();
         let mut out = Vec::new();
-        for (run_id, bytes) in &t.runs {
+        // In run-id order from the filter's start, up to the end of its prefix.
+        for (run_id, bytes) in t.runs.range(filter.start().to_owned()..) {
+            if filter.past(run_id) {
+                break;
+            }
             let info = decode_run_of(run_id, None, bytes)?;
             if filter.matches(&info) {
                 out.push(info);

@@ -54,6 +54,7 @@ suite![
     commits_move_the_runs_graph,
     mailboxes_deliver_each_message_once,
     schedules_are_written_under_a_version_check,
+    list_runs_pages,
 ];
 
 /// `n` operations of every kind, on a few runs and steps so that they collide, drawn from a fixed

@@ -20,6 +20,7 @@ graph_tests::for_backends! {
         mailboxes_deliver_each_message_once,
         schedules_are_written_under_a_version_check,
         commits_move_the_runs_graph,
+        list_runs_pages,
     ];
     memory => Memory::new(),
     sled => Sled::new(),
@@ -67,6 +68,7 @@ graph_tests::for_backends! {
         mailboxes_deliver_each_message_once,
         schedules_are_written_under_a_version_check,
         commits_move_the_runs_graph,
+        list_runs_pages,
     ];
     sqlite => graph_tests::backends::Sqlite::new(),
     // The smallest page SQLite allows: records and events span overflow pages.
