@@ -31,6 +31,8 @@ GRAPH_BENCH_SLED_CACHE=1073741824 "$TARGET/release/graph-bench" --dir "$WORK" --
     >> "$RESULTS/graph-runtime.jsonl"
 "$TARGET/release/graph-bench" --dir "$WORK" --workloads wake_lateness,event_latency,event_latency_postgres \
     >> "$RESULTS/graph-runtime.jsonl"
+# The inspector: graphctl serve's runs list over 100,000 stored runs.
+"$TARGET/release/graph-bench" --dir "$WORK" --workloads inspector >> "$RESULTS/graph-runtime.jsonl"
 echo "LangGraph workloads..." >&2
 bench/.venv/bin/python bench/langgraph/bench.py --repeat "$REPEAT" --tmp "$WORK" > "$RESULTS/langgraph.jsonl"
 python3 bench/report.py "$RESULTS/graph-runtime.jsonl" "$RESULTS/langgraph.jsonl" \

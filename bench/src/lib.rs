@@ -1,6 +1,8 @@
 //! The benchmark workloads, shared by the criterion benches (`benches/engine.rs`) and the runner behind
 //! `docs/BENCHMARKS.md` (`src/main.rs`). Each mirrors a workload of `bench/langgraph/bench.py`.
 
+/// The `inspector` workload: `graphctl serve`'s runs list over 100,000 runs.
+pub mod inspector;
 /// The `postgres` and `mysql` workloads of the runner (features `postgres`, `mysql`).
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub mod servers;

@@ -14,7 +14,8 @@
 //! `durable` and `concurrent` workloads on the SQLite store (not in the default list); with features
 //! `postgres` / `mysql`, the `postgres` and `mysql` workloads (not in the default list either: see
 //! `graph_bench::servers`), and `workers_postgres` / `workers_mysql` (1, 2 and 4 workers draining
-//! submitted runs: `graph_bench::workers`). `GRAPH_BENCH_MODE=memory` limits `loop` to one
+//! submitted runs: `graph_bench::workers`); `inspector` (`graphctl serve`'s runs list and run pages over
+//! 100,000 stored runs: `graph_bench::inspector`). `GRAPH_BENCH_MODE=memory` limits `loop` to one
 //! store, for profiling. `loop`, `fanout` and `resume` repeat `3 × K` times (they take milliseconds);
 //! `memory` runs in a child process of its own when other workloads run too.
 
@@ -73,6 +74,7 @@ const OTHER_WORKLOADS: &[&str] = &[
     "wake_lateness",
     "event_latency",
     "event_latency_postgres",
+    "inspector",
 ];
 
 /// The command line, for `--help` and with an error.
@@ -152,6 +154,13 @@ fn main() {
             "fanout" => rt.block_on(fanout_workload(&a, scale(1_000))),
             "subgraph" => rt.block_on(subgraph_workload(&a, if a.quick { 10 } else { 100 }, 100)),
             "replay_check" => rt.block_on(replay_check_workload(&a, scale(10_000), 5)),
+            "inspector" => {
+                let dir = fresh_dir(&a);
+                let runs = scale(100_000);
+                for record in rt.block_on(graph_bench::inspector::inspector_workload(dir.path(), runs, 200)) {
+                    emit(record);
+                }
+            }
             "durable" => rt.block_on(durable_workload(&a, scale(1_000))),
             "effects" => rt.block_on(effects_workload(&a, scale(1_000))),
             "concurrent" => rt.block_on(concurrent_workload(&a, if a.quick { 10 } else { 100 })),

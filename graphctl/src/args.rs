@@ -26,7 +26,8 @@ pub(crate) struct Args {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// List the runs, most recently committed first.
+    /// List the runs, most recently committed first; with `--prefix` or `--after`, a page in run-id
+    /// order (as `graphctl serve` lists them), whose JSON names the cursor of the next page.
     Runs {
         /// Only runs with this status.
         #[arg(long, value_enum)]
@@ -34,6 +35,12 @@ pub(crate) enum Command {
         /// At most this many.
         #[arg(long)]
         limit: Option<usize>,
+        /// Only runs whose id starts with this (a page in run-id order).
+        #[arg(long)]
+        prefix: Option<String>,
+        /// Only runs whose id sorts after this one: the `next` of the page before (a page in run-id order).
+        #[arg(long)]
+        after: Option<String>,
     },
     /// A run: status (questions, pause reason, error), steps, commit times, graph, events.
     Show {

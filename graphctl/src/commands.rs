@@ -68,7 +68,10 @@ impl Session<'_> {
     /// Runs `command` and returns what it would print (`graphctl serve` answers with its JSON).
     pub(crate) async fn output(&self, command: Command) -> Result<Output, Failure> {
         let out = match command {
-            Command::Runs { status, limit } => self.runs(status, limit).await?,
+            Command::Runs { status, limit, prefix, after } => {
+                let page = Page { prefix, after, by_id: false };
+                self.runs(status, limit, page).await?
+            }
             Command::Show { run } => self.show(&run).await?,
             Command::History { run } => self.history(&run).await?,
             Command::State { run, step, compact } => self.state(&run, step, compact).await?,
@@ -173,24 +176,51 @@ impl Session<'_> {
     // Reading runs
     // -----------------------------------------------------------------------------------------------
 
-    async fn runs(&self, status: Option<StatusArg>, limit: Option<usize>) -> Outcome {
-        let filter = match status {
+    /// The runs of `status`: every one, most recently committed first, then `limit` of them; or, with
+    /// a prefix, a cursor or `page.by_id`, a page of `limit` in run-id order read from the store's
+    /// index alone (a store of 100,000 runs lists a page as fast as one of ten).
+    pub(crate) async fn runs(&self, status: Option<StatusArg>, limit: Option<usize>, page: Page) -> Outcome {
+        let mut filter = match status {
             Some(s) => RunFilter::all().status(status_of(s)),
             None => RunFilter::all(),
         };
+        let paged = page.by_id || page.prefix.is_some() || page.after.is_some();
+        if let Some(p) = page.prefix {
+            filter = filter.prefix(p);
+        }
+        if let Some(a) = page.after {
+            filter = filter.after(a);
+        }
+        if paged && let Some(n) = limit {
+            filter = filter.limit(n);
+        }
         let mut rows = Vec::new();
         for info in self.store.list_runs(&filter).await? {
             // A run whose latest checkpoint is damaged is still listed (`show` or `verify` says more).
-            let updated = self.store.latest(&info.run_id).await.ok().flatten().map(|c| c.timestamp_ms);
-            let graph = self.first_event(&info.run_id).await.as_ref().and_then(graph_name);
-            rows.push((info, updated, graph));
+            let latest = self.store.latest(&info.run_id).await.ok().flatten();
+            let first = self.first_event(&info.run_id).await;
+            let graph = first.as_ref().and_then(graph_name);
+            let row = Row {
+                updated: latest.as_ref().map(|c| c.timestamp_ms),
+                label: latest.and_then(|c| c.label),
+                started: first.map(|e| e.timestamp_ms),
+                graph,
+            };
+            rows.push((info, row));
         }
-        // Most recently committed first; RunInfo has no time, its latest checkpoint has.
-        rows.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.run_id.cmp(&b.0.run_id)));
-        rows.truncate(limit.unwrap_or(usize::MAX));
+        // A page with as many runs as asked for has a next one (perhaps empty), after its last id.
+        let next = match (paged, limit, rows.last()) {
+            (true, Some(n), Some((last, _))) if rows.len() >= n => Some(last.run_id.clone()),
+            _ => None,
+        };
+        if !paged {
+            // Most recently committed first; RunInfo has no time, its latest checkpoint has.
+            rows.sort_by(|a, b| b.1.updated.cmp(&a.1.updated).then_with(|| a.0.run_id.cmp(&b.0.run_id)));
+            rows.truncate(limit.unwrap_or(usize::MAX));
+        }
         let mut table = Table::new(&["RUN", "STATUS", "STEP", "UPDATED", "GRAPH", "VERSION"]);
         let mut list = Vec::new();
-        for (info, updated, graph) in &rows {
+        for (info, Row { updated, label, started, graph }) in &rows {
             let registered = self.graphs.get(&info.graph_fingerprint).is_some();
             table.row(vec![
                 info.run_id.clone(),
@@ -205,6 +235,8 @@ impl Session<'_> {
             row["latest_step"] = json!(info.latest_step);
             row["updated_ms"] = json!(updated);
             row["graph"] = json!(graph);
+            row["label"] = json!(label);
+            row["started_ms"] = json!(started);
             row["fingerprint"] = json!(info.graph_fingerprint);
             row["version"] = json!(graph_runtime::graph_version(&info.graph_fingerprint));
             row["registered"] = json!(registered);
@@ -214,9 +246,17 @@ impl Session<'_> {
             let what = status.map(|s| format!("{} ", status_of(s).as_str())).unwrap_or_default();
             format!("no {what}runs in the store at {}\n", self.shown_store())
         } else {
-            table.render()
+            let mut text = table.render();
+            if let Some(next) = &next {
+                text.push_str(&format!("more: the same command with --after {next}\n"));
+            }
+            text
         };
-        Ok(Output::ok(text, json!({ "runs": list })))
+        let mut out = json!({ "runs": list });
+        if paged {
+            out["next"] = json!(next);
+        }
+        Ok(Output::ok(text, out))
     }
 
     async fn show(&self, run: &str) -> Outcome {
@@ -1071,6 +1111,22 @@ impl Session<'_> {
             _ => self.spec.to_owned(),
         }
     }
+}
+
+/// How `graphctl runs` pages: by a prefix, after a cursor, or in run-id order from the first run.
+#[derive(Debug, Default)]
+pub(crate) struct Page {
+    pub(crate) prefix: Option<String>,
+    pub(crate) after: Option<String>,
+    pub(crate) by_id: bool,
+}
+
+/// What a runs listing shows of a run beyond its row: from its latest checkpoint and its first event.
+struct Row {
+    updated: Option<u64>,
+    label: Option<String>,
+    started: Option<u64>,
+    graph: Option<String>,
 }
 
 /// The graph name a run's first event records (`RUN_STARTED`'s `graph`, or the recorded shape's name).

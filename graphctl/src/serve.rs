@@ -19,7 +19,7 @@ use axum::routing::{MethodRouter, get, post};
 use serde_json::{Value, json};
 
 use super::args::{Command, StatusArg};
-use super::commands::Session;
+use super::commands::{Page, Session};
 use super::exit::{Exit, Failure};
 use super::registry::Registry;
 use graph_runtime::store::Store;
@@ -83,10 +83,17 @@ const ENDPOINTS: &[Endpoint] = &[
     Endpoint {
         method: "get",
         path: "/api/runs",
-        summary: "The runs, most recently committed first (as `graphctl runs --json`).",
+        summary: "A page of the runs in run-id order (as `graphctl runs --json --after`): each with its status, graph and version, label, start and last commit; `next` is the cursor of the page after (null at the end).",
         query: &[
             ("status", "status", false, "only runs of this status"),
-            ("limit", "integer", false, "at most this many"),
+            ("limit", "integer", false, "at most this many (default 50, at most 1,000)"),
+            ("prefix", "string", false, "only runs whose id starts with this"),
+            (
+                "after",
+                "string",
+                false,
+                "only runs whose id sorts after this one: the `next` of the page before",
+            ),
         ],
         body: &[],
         action: false,
@@ -454,7 +461,7 @@ async fn openapi() -> Response {
 }
 
 async fn runs(State(app): State<Arc<App>>, q: Params) -> Response {
-    tri!(only(&q, &["status", "limit"]));
+    tri!(only(&q, &["status", "limit", "prefix", "after"]));
     let status = match q.get("status") {
         None => None,
         Some(s) => match <StatusArg as clap::ValueEnum>::from_str(s, true) {
@@ -470,8 +477,12 @@ async fn runs(State(app): State<Arc<App>>, q: Params) -> Response {
             }
         },
     };
-    let limit = tri!(count(&q, "limit", "a whole number")).map(|n| usize::try_from(n).unwrap_or(usize::MAX));
-    run(&app, Command::Runs { status, limit }).await
+    let limit = tri!(count(&q, "limit", "a whole number"))
+        .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+        .unwrap_or(50)
+        .min(1_000);
+    let page = Page { prefix: q.get("prefix").cloned(), after: q.get("after").cloned(), by_id: true };
+    answer(app.scrubbed(app.session().runs(status, Some(limit), page).await))
 }
 
 async fn show(State(app): State<Arc<App>>, Path(run_id): Path<String>, q: Params) -> Response {

@@ -82,7 +82,27 @@ async fn every_endpoint(store: Arc<dyn Store>, dir: &Path) {
     assert_eq!(s, StatusCode::OK);
     let ids: Vec<&str> =
         runs["runs"].as_array().unwrap().iter().map(|r| r["run_id"].as_str().unwrap()).collect();
-    assert_eq!(ids, ["expense-1", "order-1"]);
+    assert_eq!(ids, ["expense-1", "order-1"], "in run-id order");
+    assert_eq!(runs["next"], Value::Null, "one page holds them");
+    let expense = &runs["runs"][0];
+    assert_eq!((expense["graph"].as_str(), expense["version"].as_u64()), (Some("approval"), Some(1)));
+    assert!(expense["started_ms"].as_u64().unwrap() <= expense["updated_ms"].as_u64().unwrap(), "{expense}");
+    // Pages of one, each from the `next` of the one before; a prefix; a page past the end.
+    let (_, first) = get("/api/runs?limit=1".into()).await;
+    assert_eq!(
+        (first["runs"][0]["run_id"].as_str(), first["next"].as_str()),
+        (Some("expense-1"), Some("expense-1"))
+    );
+    let (_, second) = get("/api/runs?limit=1&after=expense-1".into()).await;
+    assert_eq!(
+        (second["runs"][0]["run_id"].as_str(), second["next"].as_str()),
+        (Some("order-1"), Some("order-1"))
+    );
+    let (_, end) = get("/api/runs?limit=1&after=order-1".into()).await;
+    assert_eq!((end["runs"].as_array().unwrap().len(), &end["next"]), (0, &Value::Null));
+    let (_, orders) = get("/api/runs?prefix=ord".into()).await;
+    assert_eq!(orders["runs"].as_array().unwrap().len(), 1, "{orders}");
+    assert_eq!(orders["runs"][0]["run_id"], "order-1");
     let (_, waiting) = get("/api/runs?status=interrupted&limit=5".into()).await;
     assert_eq!(waiting["runs"][0]["interrupts"][0]["node"], "approve");
     let (s, show) = get("/api/runs/expense-1".into()).await;
@@ -376,6 +396,44 @@ fn the_api_on_a_sqlite_store() {
     block_on(async {
         let store: Arc<dyn Store> =
             Arc::new(graph_runtime::store::SqliteStore::open(dir.path().join("runs.sqlite")).unwrap());
+        fill(store.clone(), &dir.path().join("ledger.txt")).await;
+        every_endpoint(store.clone(), dir.path()).await;
+        bad_input(store.clone()).await;
+        openapi_names_every_route(store).await;
+    });
+}
+
+/// Needs the local PostgreSQL (or GRAPH_TEST_POSTGRES_URL); a database of its own, dropped at the end.
+#[cfg(feature = "postgres")]
+#[test]
+fn the_api_on_a_postgres_store() {
+    use graph_runtime::store::PostgresStore;
+    use graph_runtime::store::server::sqlx::{self, Connection};
+    let server = std::env::var("GRAPH_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let name = format!("graphctl_serve_{}", std::process::id());
+    let base = server.split('?').next().unwrap_or(&server);
+    let url = format!("{}/{name}", &base[..base.rfind('/').expect("a URL with a database")]);
+    let admin = |sql: String| {
+        block_on(async {
+            let mut c = sqlx::PgConnection::connect(&server)
+                .await
+                .unwrap_or_else(|e| panic!("cannot reach PostgreSQL at {server}: {e}"));
+            sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut c).await.unwrap();
+        })
+    };
+    admin(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+    admin(format!("CREATE DATABASE {name}"));
+    struct Drop<F: Fn()>(F);
+    impl<F: Fn()> std::ops::Drop for Drop<F> {
+        fn drop(&mut self) {
+            (self.0)();
+        }
+    }
+    let _cleanup = Drop(|| admin(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")));
+    let dir = tempfile::tempdir().unwrap();
+    block_on(async {
+        let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&url).await.unwrap());
         fill(store.clone(), &dir.path().join("ledger.txt")).await;
         every_endpoint(store.clone(), dir.path()).await;
         bad_input(store.clone()).await;

@@ -48,14 +48,20 @@ function errorBox(e) {
 // ---------------------------------------------------------------------------------------------
 // The runs list
 
-let listLimit = 100;
+const PAGE = 50;
 
+/** The runs list: a page of runs in run-id order from the hash's cursor (`after`), filtered by status
+ * and id prefix on the server; `earlier` keeps the cursors of the pages before, for "previous". */
 async function showRuns() {
   const params = new URLSearchParams(location.hash.split("?")[1] || "");
   const status = params.get("status") || "";
-  const search = params.get("q") || "";
-  const query = new URLSearchParams({ limit: String(listLimit) });
+  const prefix = params.get("prefix") || "";
+  const after = params.get("after") || "";
+  const earlier = params.getAll("earlier");
+  const query = new URLSearchParams({ limit: String(PAGE) });
   if (status) query.set("status", status);
+  if (prefix) query.set("prefix", prefix);
+  if (after) query.set("after", after);
   main.replaceChildren(el("p", { text: "Loading runs…" }));
   let data;
   try {
@@ -70,30 +76,38 @@ async function showRuns() {
       if (s === status) o.selected = true;
       return o;
     }));
-  const box = el("input", { id: "search", placeholder: "run id contains…", value: search });
-  const apply = () => {
+  const box = el("input", { id: "search", placeholder: "run id starts with…", value: prefix });
+  const go = (cursor, before) => {
     const p = new URLSearchParams();
     if (filter.value) p.set("status", filter.value);
-    if (box.value) p.set("q", box.value);
+    if (box.value) p.set("prefix", box.value);
+    if (cursor) p.set("after", cursor);
+    for (const c of before) p.append("earlier", c);
     location.hash = "#/?" + p;
   };
-  filter.addEventListener("change", apply);
-  box.addEventListener("change", apply);
-  const runs = data.runs.filter((r) => !search || r.run_id.includes(search));
-  const rows = runs.map((r) => [
+  filter.addEventListener("change", () => go("", []));
+  box.addEventListener("change", () => go("", []));
+  const rows = data.runs.map((r) => [
     el("a", { href: "#/run/" + encodeURIComponent(r.run_id), class: "run-link", text: r.run_id }),
     statusCell(r.status),
     document.createTextNode(r.graph || "?"),
     document.createTextNode(String(r.version)),
+    document.createTextNode(r.label || ""),
     document.createTextNode(String(r.latest_step)),
+    document.createTextNode(r.started_ms ? new Date(r.started_ms).toISOString() : ""),
     document.createTextNode(r.updated_ms ? new Date(r.updated_ms).toISOString() : "unreadable"),
   ]);
-  const more = el("button", { id: "more", text: "more", onclick: () => { listLimit += 100; showRuns(); } });
+  // The page before starts after the cursor that was current before this one.
+  const previous = el("button", { id: "previous", text: "← previous",
+    onclick: () => go(earlier[earlier.length - 1] || "", earlier.slice(0, -1)) });
+  const next = el("button", { id: "next", text: "next →", onclick: () => go(data.next, [...earlier, after]) });
+  const first = earlier.length === 0 && !after;
+  const shown = first && !data.next ? data.runs.length + " runs" : data.runs.length + " on this page";
   main.replaceChildren(
     el("h1", { text: "Runs" }),
-    el("div", { class: "controls" }, filter, box, el("span", { id: "count", text: runs.length + " shown" })),
-    table(["run", "status", "graph", "version", "step", "updated"], rows),
-    data.runs.length >= listLimit ? more : el("span"));
+    el("div", { class: "controls" }, filter, box, el("span", { id: "count", text: shown })),
+    table(["run", "status", "graph", "version", "label", "step", "started", "updated"], rows),
+    el("div", { class: "controls" }, first ? el("span") : previous, data.next ? next : el("span")));
 }
 
 // ---------------------------------------------------------------------------------------------
