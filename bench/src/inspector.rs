@@ -14,6 +14,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::{Count, loop_graph};
 
+/// Makes the path of each request of a kind.
+type Paths = Box<dyn FnMut() -> String>;
+
 /// The id of run `i`.
 fn run_id(i: u64) -> String {
     format!("run-{i:06}")
@@ -47,7 +50,7 @@ pub async fn inspector_workload(dir: &Path, runs: u64, requests: usize) -> Vec<V
         x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
         (x >> 33) % below
     };
-    let kinds: Vec<(&str, Box<dyn FnMut() -> String>)> = vec![
+    let kinds: Vec<(&str, Paths)> = vec![
         ("first page", Box::new(|| "/api/runs?limit=50".to_owned())),
         ("page at a cursor", Box::new(move || format!("/api/runs?limit=50&after={}", run_id(pick(runs))))),
         (
