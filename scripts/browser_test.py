@@ -24,6 +24,14 @@ wait = WebDriverWait(driver, 20)
 failures = []
 
 
+def links(d):
+    """The run ids the list shows (none while it loads)."""
+    try:
+        return [a.text for a in d.find_elements(By.CSS_SELECTOR, "a.run-link")]
+    except Exception:  # the list was redrawn under the read
+        return []
+
+
 def check(what, ok):
     print(("ok   " if ok else "FAIL ") + what)
     if not ok:
@@ -35,9 +43,24 @@ try:
     driver.get(base + "/")
     wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "a.run-link")))
     ids = [a.text for a in driver.find_elements(By.CSS_SELECTOR, "a.run-link")]
-    check("the runs list shows every run: %s" % ids, sorted(ids) == ["expense-1", "order-1", "xss-1"])
+    named = ["expense-1", "expense-2", "order-1", "xss-1"]
+    check("the first page: 50 runs in id order: %s…" % ids[:5],
+          ids == named + ["zz-%02d" % i for i in range(46)])
     check("the list shows statuses", "interrupted" in driver.find_element(By.TAG_NAME, "table").text)
     driver.save_screenshot(shots + "/runs.png")
+    driver.find_element(By.ID, "next").click()
+    wait.until(lambda d: links(d)[:1] == ["zz-46"])
+    ids = links(driver)
+    check("the next page: the rest (%d)" % len(ids), ids == ["zz-%02d" % i for i in range(46, 60)])
+    check("the last page offers no next", not driver.find_elements(By.ID, "next"))
+    driver.find_element(By.ID, "previous").click()
+    wait.until(lambda d: links(d)[:1] == ["expense-1"])
+    check("previous goes back to the first page", not driver.find_elements(By.ID, "previous"))
+    search = driver.find_element(By.ID, "search")
+    search.send_keys("ord")
+    search.send_keys("\n")
+    wait.until(lambda d: links(d) == ["order-1"])
+    check("a search by id prefix lists its runs", True)
 
     # A completed run: graph, steps, state, diff.
     driver.find_element(By.LINK_TEXT, "order-1").click()
@@ -52,6 +75,11 @@ try:
     check("the diff between the first and last steps is shown", "receipt" in driver.find_element(By.ID, "diff").text)
     wait.until(lambda d: "verified" in d.find_element(By.ID, "verify").text)
     check("the log verifies", "verified" in driver.find_element(By.ID, "verify").text)
+    took = [r.find_elements(By.TAG_NAME, "td")[2].text for r in rows[1:]]
+    check("the timeline gives the time each step took: %s" % took, all(t.endswith(("ms", " s", "min", " h")) for t in took))
+    check("the timeline ends with the run's outcome", "completed" in rows[-1].find_elements(By.TAG_NAME, "td")[4].text)
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#outbox table tbody tr"))
+    check("the outbox lists the receipt and the shipment", "receipts" in driver.find_element(By.ID, "outbox").text and "shipments" in driver.find_element(By.ID, "outbox").text)
 
     # A waiting run: answer its question, see it complete.
     driver.get(base + "/#/run/expense-1")
@@ -74,6 +102,21 @@ try:
     wait.until(lambda d: "completed" in d.find_element(By.ID, "run-status").text)
     check("the run completed", "completed" in driver.find_element(By.ID, "run-status").text)
     driver.save_screenshot(shots + "/run-completed.png")
+
+    # Live: a run answered elsewhere (here through the API, as another operator would) updates the open
+    # page by the server's events, with no reload.
+    driver.get(base + "/#/run/expense-2")
+    wait.until(ec.presence_of_element_located((By.ID, "answer-input")))
+    driver.execute_script("window.__same_page = 1")
+    answered = driver.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        fetch('/api/runs/expense-2/answer', {method: 'POST', headers: {'content-type': 'application/json',
+            'authorization': 'Bearer ' + arguments[0]}, body: JSON.stringify({input: true})})
+          .then(r => done(r.status), e => done(String(e)));""", token)
+    check("the answer through the API is taken (%s)" % answered, answered == 200)
+    wait.until(lambda d: "completed" in d.find_element(By.ID, "run-status").text)
+    check("the open page shows the run completed, without a reload",
+          driver.execute_script("return window.__same_page") == 1)
 
     # Hostile strings are text.
     driver.get(base + "/#/run/xss-1")

@@ -116,6 +116,11 @@ pub(crate) enum Command {
         /// The run id.
         run: String,
     },
+    /// The outbox rows a run's stored checkpoints carry, each delivered or not yet.
+    Outbox {
+        /// The run id.
+        run: String,
+    },
     /// Delete all but the latest checkpoints of a run (or of every run).
     #[command(group(ArgGroup::new("which").required(true).args(["run", "all"])))]
     Prune {

@@ -94,6 +94,7 @@ impl Session<'_> {
                 }
             }
             Command::Effects { run } => self.effects(&run).await?,
+            Command::Outbox { run } => self.outbox(&run).await?,
             Command::Prune { run, keep, .. } => {
                 let keep = usize::try_from(keep).unwrap_or(usize::MAX);
                 match run {
@@ -327,7 +328,8 @@ impl Session<'_> {
         let mut j = render::status_json(&info.status);
         j["run_id"] = json!(info.run_id);
         j["latest_step"] = json!(info.latest_step);
-        j["version"] = json!(info.version);
+        // The run row's version (each commit and status change moves it); `version` is the graph's.
+        j["row_version"] = json!(info.version);
         j["graph"] = json!(graph);
         j["fingerprint"] = json!(info.graph_fingerprint);
         j["version"] = json!(graph_runtime::graph_version(&info.graph_fingerprint));
@@ -542,6 +544,41 @@ impl Session<'_> {
         let text =
             if records.is_empty() { format!("run {run} journaled no effect\n") } else { table.render() };
         Ok(Output::ok(text, json!({ "run_id": run, "effects": records })))
+    }
+
+    /// The rows the run's commits put in the outbox, from its stored checkpoints (a pruned checkpoint's
+    /// rows are no longer listed), each `delivered` once the store's outbox no longer holds it.
+    async fn outbox(&self, run: &str) -> Outcome {
+        self.run_info(run).await?;
+        let waiting: std::collections::HashSet<String> = self
+            .store
+            .outbox(OUTBOX_SCAN)
+            .await?
+            .into_iter()
+            .filter(|r| r.run_id == run)
+            .map(|r| r.key)
+            .collect();
+        let mut table = Table::new(&["STEP", "TOPIC", "KEY", "DELIVERED", "PAYLOAD"]);
+        let mut rows = Vec::new();
+        for meta in self.store.history(run).await? {
+            let Some(cp) = self.store.load_checkpoint(run, meta.step).await? else { continue };
+            for row in cp.outbox {
+                let delivered = !waiting.contains(&row.key);
+                table.row(vec![
+                    row.step.to_string(),
+                    row.topic.clone(),
+                    row.key.clone(),
+                    if delivered { "yes".into() } else { "no".into() },
+                    row.payload.to_string(),
+                ]);
+                rows.push(json!({
+                    "step": row.step, "topic": row.topic, "key": row.key, "payload": row.payload,
+                    "delivered": delivered,
+                }));
+            }
+        }
+        let text = if rows.is_empty() { format!("run {run} emitted nothing\n") } else { table.render() };
+        Ok(Output::ok(text, json!({ "run_id": run, "outbox": rows })))
     }
 
     // -----------------------------------------------------------------------------------------------
@@ -1018,7 +1055,7 @@ impl Session<'_> {
     // -----------------------------------------------------------------------------------------------
 
     /// The run's row, or `NotFound` with the closest run id.
-    async fn run_info(&self, run: &str) -> Result<RunInfo, Failure> {
+    pub(crate) async fn run_info(&self, run: &str) -> Result<RunInfo, Failure> {
         if let Some(info) = self.store.run_info(run).await? {
             return Ok(info);
         }
@@ -1112,6 +1149,9 @@ impl Session<'_> {
         }
     }
 }
+
+/// How many of the store's undelivered outbox rows `graphctl outbox` reads to tell a run's rows delivered.
+const OUTBOX_SCAN: usize = 100_000;
 
 /// How `graphctl runs` pages: by a prefix, after a cursor, or in run-id order from the first run.
 #[derive(Debug, Default)]

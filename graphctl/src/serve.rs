@@ -185,6 +185,24 @@ const ENDPOINTS: &[Endpoint] = &[
     },
     Endpoint {
         method: "get",
+        path: "/api/runs/{run}/outbox",
+        summary: "The outbox rows the run's stored checkpoints carry, each delivered or not (`graphctl outbox`).",
+        query: &[],
+        body: &[],
+        action: false,
+        route: || get(outbox),
+    },
+    Endpoint {
+        method: "get",
+        path: "/api/runs/{run}/live",
+        summary: "Server-sent events: a `run` event (`run_id`, `status`, `latest_step`, `version`) at once and each time the run's row moves, read from the store every 250 ms; the stream ends once the run has ended, or after 30 s (a browser's EventSource connects again).",
+        query: &[],
+        body: &[],
+        action: false,
+        route: || get(live),
+    },
+    Endpoint {
+        method: "get",
         path: "/api/runs/{run}/mailbox",
         summary: "The external events sent to the run (`graphctl mailbox`).",
         query: &[],
@@ -583,6 +601,65 @@ async fn effects(State(app): State<Arc<App>>, Path(run_id): Path<String>, q: Par
     run(&app, Command::Effects { run: run_id }).await
 }
 
+async fn outbox(State(app): State<Arc<App>>, Path(run_id): Path<String>, q: Params) -> Response {
+    tri!(only(&q, &[]));
+    run(&app, Command::Outbox { run: run_id }).await
+}
+
+/// How often `/live` reads the run's row, and how long one stream lasts.
+const LIVE_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+const LIVE_FOR: std::time::Duration = std::time::Duration::from_secs(30);
+
+async fn live(State(app): State<Arc<App>>, Path(run_id): Path<String>, q: Params) -> Response {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    tri!(only(&q, &[]));
+    if let Err(f) = app.session().run_info(&run_id).await {
+        return answer(app.scrubbed(Err(f)));
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel::<Event>(4);
+    let store = app.store.clone();
+    tokio::spawn(async move {
+        let until = tokio::time::Instant::now() + LIVE_FOR;
+        let mut seen = None;
+        // Ends when the page goes (the receiver is dropped), the run ends or goes, or the time is up.
+        while let Ok(Some(info)) = store.run_info(&run_id).await {
+            if seen != Some(info.version) {
+                seen = Some(info.version);
+                let data = json!({
+                    "run_id": info.run_id, "status": info.status.as_str(),
+                    "latest_step": info.latest_step, "version": info.version,
+                });
+                if tx.send(Event::default().event("run").data(data.to_string())).await.is_err() {
+                    return;
+                }
+            }
+            use graph_runtime::store::RunStatus;
+            let ended =
+                matches!(info.status, RunStatus::Completed | RunStatus::Cancelled | RunStatus::Failed(_));
+            if ended || tokio::time::Instant::now() >= until {
+                return;
+            }
+            tokio::time::sleep(LIVE_POLL).await;
+        }
+    });
+    let headers = [(header::CACHE_CONTROL, "no-store")];
+    (headers, Sse::new(Events(rx)).keep_alive(KeepAlive::default())).into_response()
+}
+
+/// The events a `/live` task sends, as the stream an SSE answer reads.
+struct Events(tokio::sync::mpsc::Receiver<axum::response::sse::Event>);
+
+impl futures_core::Stream for Events {
+    type Item = Result<axum::response::sse::Event, std::convert::Infallible>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        self.0.poll_recv(cx).map(|e| e.map(Ok))
+    }
+}
+
 async fn mailbox(State(app): State<Arc<App>>, Path(run_id): Path<String>, q: Params) -> Response {
     tri!(only(&q, &[]));
     run(&app, Command::Mailbox { run: run_id }).await
@@ -750,11 +827,14 @@ pub(crate) fn openapi_document() -> Value {
             }));
         }
         let mut responses = serde_json::Map::new();
-        let done = match e.path.ends_with(".svg") {
-            true => {
+        let done = match (e.path.ends_with(".svg"), e.path.ends_with("/live")) {
+            (true, _) => {
                 json!({ "description": "the drawing", "content": { "image/svg+xml": { "schema": { "type": "string" } } } })
             }
-            false => {
+            (_, true) => {
+                json!({ "description": "the events", "content": { "text/event-stream": { "schema": { "type": "string" } } } })
+            }
+            _ => {
                 json!({ "description": "done", "content": { "application/json": { "schema": { "type": "object" } } } })
             }
         };

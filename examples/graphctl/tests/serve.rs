@@ -62,9 +62,20 @@ async fn call(
         let bytes = axum::body::to_bytes(response.into_body(), 1 << 24).await.unwrap();
         return (status, Value::String(String::from_utf8(bytes.to_vec()).unwrap()));
     }
+    if path.ends_with("/live") && status == StatusCode::OK {
+        // A stream: whole once it ends (an ended run's ends at once).
+        assert_eq!(response.headers()["content-type"], "text/event-stream", "{method} {path}");
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 24).await.unwrap();
+        return (status, Value::String(String::from_utf8(bytes.to_vec()).unwrap()));
+    }
     assert_eq!(response.headers()["content-type"], "application/json", "{method} {path}");
     let bytes = axum::body::to_bytes(response.into_body(), 1 << 24).await.unwrap();
     (status, serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{method} {path}: not JSON ({e})")))
+}
+
+/// The next chunk of a streamed answer (`None` at its end).
+async fn next_chunk(body: &mut axum::body::BodyDataStream) -> Option<Result<axum::body::Bytes, axum::Error>> {
+    std::future::poll_fn(|cx| futures_core::Stream::poll_next(std::pin::Pin::new(&mut *body), cx)).await
 }
 
 /// The typed error body: its kind.
@@ -133,6 +144,38 @@ async fn every_endpoint(store: Arc<dyn Store>, dir: &Path) {
     assert_eq!(s, StatusCode::OK);
     let (s, _) = get("/api/runs/expense-1/mailbox".into()).await;
     assert_eq!(s, StatusCode::OK);
+    // The checkout's receipt and shipment, written with their commits; no relay delivered them here.
+    let (s, outbox) = get("/api/runs/order-1/outbox".into()).await;
+    let rows = outbox["outbox"].as_array().unwrap();
+    let topics: Vec<&str> = rows.iter().map(|r| r["topic"].as_str().unwrap()).collect();
+    assert_eq!((s, topics), (StatusCode::OK, vec!["receipts", "shipments"]), "{outbox}");
+    assert!(rows.iter().all(|r| r["delivered"] == false), "{outbox}");
+    // Live: a completed run's stream says where it stands once and ends; a waiting run's starts the same.
+    let live = |path: &'static str| {
+        let app = app.clone();
+        async move {
+            let response = app.oneshot(Request::get(path).body(Body::empty()).unwrap()).await.unwrap();
+            assert_eq!(response.headers()["content-type"], "text/event-stream", "{path}");
+            let mut body = response.into_body().into_data_stream();
+            let first = tokio::time::timeout(std::time::Duration::from_secs(10), next_chunk(&mut body)).await;
+            let first = String::from_utf8(first.unwrap().unwrap().unwrap().to_vec()).unwrap();
+            (first, body)
+        }
+    };
+    let (first, mut rest) = live("/api/runs/order-1/live").await;
+    let data: Value = serde_json::from_str(first.split("data: ").nth(1).unwrap().trim()).unwrap();
+    assert!(first.starts_with("event: run\n"), "{first}");
+    assert_eq!(
+        (data["status"].as_str(), data["latest_step"].as_u64()),
+        (Some("completed"), Some(3)),
+        "{data}"
+    );
+    let end = tokio::time::timeout(std::time::Duration::from_secs(10), next_chunk(&mut rest)).await.unwrap();
+    assert!(end.is_none(), "the stream of an ended run ends: {end:?}");
+    let (first, _) = live("/api/runs/expense-1/live").await;
+    assert!(first.contains("\"status\":\"interrupted\""), "{first}");
+    let (s, body) = get("/api/runs/nope/live".into()).await;
+    assert_eq!((s, kind(&body)), (StatusCode::NOT_FOUND, "not_found"), "{body}");
     let (s, _) = get("/api/schedules".into()).await;
     assert_eq!(s, StatusCode::OK);
     // Actions, with the token.
@@ -452,8 +495,9 @@ fn the_openapi_description_is_json_with_the_token_scheme() {
 }
 
 /// Not a test: fills the store the browser test (`scripts/browser-test.sh`) serves, in
-/// `$INSPECTOR_STORE_DIR`: `expense-1` waiting for its approver, `order-1` completed, and `xss-1`, an
-/// approval whose purpose (in its state and its question) is hostile markup.
+/// `$INSPECTOR_STORE_DIR`: `expense-1` and `expense-2` waiting for their approvers, `order-1`
+/// completed, `xss-1`, an approval whose purpose (in its state and its question) is hostile markup, and
+/// 60 more approvals (`zz-00`…), so the runs list has a second page.
 #[test]
 #[ignore = "run by scripts/browser-test.sh"]
 fn browser_store() {
@@ -468,5 +512,9 @@ fn browser_store() {
             ..approval::sample_request()
         };
         expenses.run("xss-1", hostile).await.unwrap();
+        expenses.run("expense-2", approval::sample_request()).await.unwrap();
+        for i in 0..60 {
+            expenses.run(&format!("zz-{i:02}"), approval::sample_request()).await.unwrap();
+        }
     });
 }

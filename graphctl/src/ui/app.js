@@ -140,37 +140,89 @@ async function showRun(id) {
   page.append(el("section", { class: "graph" }, el("h2", { text: "Graph" }),
     el("img", { id: "graph", alt: "the run's graph", src: "/api" + base + "/graph.svg" })));
   page.append(el("section", { id: "timeline" }, el("h2", { text: "Steps" }),
-    table(["step", "committed", "ran", "next", "state hash"], history.history.map((h) => [
+    table(["step", "committed", "took", "ran", "outcome", "next", "state hash"], history.history.map((h, i) => [
       document.createTextNode(String(h.step)),
       document.createTextNode(new Date(h.timestamp_ms).toISOString()),
+      document.createTextNode(i === 0 ? "" : took(h.timestamp_ms - history.history[i - 1].timestamp_ms)),
       document.createTextNode((h.ran || []).join(", ")),
+      outcome(h, i === history.history.length - 1, show),
       document.createTextNode((h.next || []).join(", ")),
       el("code", { text: h.state_hash.slice(0, 12) })]))));
   page.append(stateSection(base, steps), diffSection(base, steps));
   page.append(actionsSection(id, base, show, steps));
   page.append(el("section", { id: "verify" }, el("h2", { text: "Event log" }), el("p", { text: "…" })));
   page.append(el("section", { id: "effects" }, el("h2", { text: "Effects" }), el("p", { text: "…" })));
+  page.append(el("section", { id: "outbox" }, el("h2", { text: "Outbox" }), el("p", { text: "…" })));
   main.replaceChildren(page);
+  api(base + "/outbox").then(
+    (j) => document.querySelector("#outbox p").replaceChildren(j.outbox.length
+      ? table(["step", "topic", "key", "delivered", "payload"], j.outbox.map((o) => [
+        document.createTextNode(String(o.step)), document.createTextNode(o.topic), document.createTextNode(o.key),
+        document.createTextNode(o.delivered ? "yes" : "not yet"), el("code", { text: JSON.stringify(o.payload) })]))
+      : document.createTextNode("none")),
+    (e) => document.querySelector("#outbox p").replaceChildren(errorBox(e)));
   api(base + "/verify").then(
     (v) => document.querySelector("#verify p").replaceChildren(el("span", { class: "ok", text: "verified: " + v.events + " events, " + v.checkpoints_matched + " checkpoints matched" })),
     (e) => document.querySelector("#verify p").replaceChildren(errorBox(e)));
   api(base + "/effects").then(
     (j) => document.querySelector("#effects p").replaceChildren(j.effects.length
-      ? table(["key", "step", "node", "name", "state"], j.effects.map((f) => [document.createTextNode(f.key),
+      ? el("div", {}, table(["key", "step", "node", "name", "state"], j.effects.map((f) => [document.createTextNode(f.key),
         document.createTextNode(String(f.step)), document.createTextNode(f.node), document.createTextNode(f.name),
-        el("code", { text: JSON.stringify(f.state) })]))
+        el("code", { text: JSON.stringify(f.state) })])),
+        ...j.effects.filter((f) => f.state === "Started").map((f) => resolveForm(id, base, f)))
       : document.createTextNode("none")),
     (e) => document.querySelector("#effects p").replaceChildren(errorBox(e)));
-  // Live: the page follows the run while it moves.
-  clearInterval(live);
-  if (show.status === "running" || show.status === "waiting") {
-    const seen = show.latest_step + ":" + show.status;
-    live = setInterval(async () => {
-      if (!location.hash.startsWith("#/run/")) return clearInterval(live);
-      const now = await api(base).catch(() => null);
-      if (now && now.latest_step + ":" + now.status !== seen) route();
-    }, 1000);
+  // Live: the server's events say when the run's row moves; the page is drawn again then.
+  if (live) live.close();
+  live = null;
+  if (!["completed", "cancelled", "failed"].includes(show.status)) {
+    const shown = location.hash;
+    live = new EventSource("/api" + base + "/live");
+    live.addEventListener("run", (m) => {
+      const now = JSON.parse(m.data);
+      if (location.hash !== shown) {
+        live.close();
+      } else if (now.version !== show.row_version || now.status !== show.status || now.latest_step !== show.latest_step) {
+        live.close();
+        route();
+      }
+    });
   }
+}
+
+/** A duration in ms, as people read it. */
+function took(ms) {
+  if (ms < 1000) return ms + " ms";
+  if (ms < 120000) return (ms / 1000).toFixed(1) + " s";
+  if (ms < 7200000) return Math.round(ms / 60000) + " min";
+  return (ms / 3600000).toFixed(1) + " h";
+}
+
+/** What became of a step: committed, or, for the run's latest, where the run stands after it. */
+function outcome(h, latest, show) {
+  if (!latest || show.status === "running") return document.createTextNode(h.ran ? "committed" : "started");
+  const waits = (show.interrupts || []).map((w) => w.node + " (" + w.kind.toLowerCase() + ")").join(", ");
+  const text = {
+    completed: "completed", cancelled: "cancelled", paused: "paused",
+    failed: "failed: " + (show.error || ""), interrupted: "asks: " + waits, waiting: "waits: " + waits,
+  }[show.status] || show.status;
+  return el("span", { class: "status-" + show.status, text });
+}
+
+/** Says what happened to an effect a crash left unknown: it happened (with its response), call it again,
+ * or it failed for good. */
+function resolveForm(id, base, f) {
+  const how = el("select", { class: "resolve-how" }, ...["completed", "retry", "fail"].map((v) => el("option", { value: v, text: v })));
+  const value = el("input", { class: "resolve-value", placeholder: "response JSON, or the error" });
+  return el("div", { class: "resolve" }, el("span", { text: "effect " + f.name + " (" + f.key.slice(0, 12) + "…): " }), how, value,
+    action("resolve", () => {
+      const body = { key: f.key };
+      if (how.value === "completed") body.completed = JSON.parse(value.value || "null");
+      else if (how.value === "retry") body.retry = true;
+      else body.fail = value.value || "failed";
+      const says = { completed: "it happened, with response " + JSON.stringify(body.completed), retry: "it did not happen: call it again", fail: "it failed for good: " + body.fail }[how.value];
+      return { text: "Record for effect " + f.name + " of run " + id + " that " + says + "?", body };
+    }, (p) => act(base + "/resolve-effect", p.body)));
 }
 
 function stepSelect(id, steps, chosen) {
