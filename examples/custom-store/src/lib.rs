@@ -272,15 +272,12 @@ impl Store for RowStore {
         let mut out = Vec::new();
         // In run-id order from the filter's start, up to the end of its prefix.
         for (run_id, bytes) in t.runs.range(filter.start().to_owned()..) {
-            if filter.past(run_id) {
+            if filter.past(run_id) || filter.limit.is_some_and(|n| out.len() >= n) {
                 break;
             }
             let info = decode_run_of(run_id, None, bytes)?;
             if filter.matches(&info) {
                 out.push(info);
-            }
-            if filter.limit.is_some_and(|n| out.len() >= n) {
-                break;
             }
         }
         Ok(out)
