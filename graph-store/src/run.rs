@@ -78,6 +78,19 @@ impl RunStatus {
     pub fn wake_at_ms(&self) -> Option<u64> {
         self.waits().iter().filter_map(|i| i.wake_at_ms).min()
     }
+
+    /// This status with each wait's due time replaced by `due(wait)` (another status as it is): a
+    /// message's arrival moving an event wait's time to now, or putting it back.
+    pub fn with_due_times(&self, due: impl Fn(&Interrupt) -> Option<u64>) -> RunStatus {
+        let map = |list: &[Interrupt]| -> Vec<Interrupt> {
+            list.iter().map(|i| Interrupt { wake_at_ms: due(i), ..i.clone() }).collect()
+        };
+        match self {
+            RunStatus::Waiting(list) => RunStatus::Waiting(map(list)),
+            RunStatus::Interrupted(list) => RunStatus::Interrupted(map(list)),
+            other => other.clone(),
+        }
+    }
 }
 
 /// A [`RunStatus`]'s variant: what stores persist in a query column (the SQL stores' `status`), what

@@ -985,9 +985,8 @@ impl<S: Reducer> Engine<S> {
     /// writer committed a step, wrote events, or changed the status: the refusal stands).
     async fn due_moved(&self, run: &Driven<S>, parked: &RunStatus) -> Result<Option<u64>, Stop> {
         let Some(info) = self.inner.store.run_info(&run.run_id).await? else { return Ok(None) };
-        let events_only = |s: &RunStatus| {
-            super::timers::map_waits(s, |i| i.wake_at_ms.filter(|_| i.kind != InterruptKind::Event))
-        };
+        let events_only =
+            |s: &RunStatus| s.with_due_times(|i| i.wake_at_ms.filter(|_| i.kind != InterruptKind::Event));
         let same = info.latest_step == run.step
             && info.event_head == run.head
             && events_only(&info.status) == events_only(parked);

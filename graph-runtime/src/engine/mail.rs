@@ -7,7 +7,6 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::core::Engine;
-use super::timers::map_waits;
 use crate::error::{Error, Result};
 use crate::state::Reducer;
 use crate::store::mailbox::{Mailbox, MailboxOp, MailboxReply};
@@ -131,7 +130,7 @@ pub async fn send_event(
         if !info.status.waits().iter().any(waits_here) {
             return Ok((sent, false));
         }
-        let due = map_waits(&info.status, |i| match waits_here(i) {
+        let due = info.status.with_due_times(|i| match waits_here(i) {
             true => Some(i.wake_at_ms.map_or(now_ms, |at| at.min(now_ms))),
             false => i.wake_at_ms,
         });

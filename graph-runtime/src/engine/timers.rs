@@ -164,7 +164,7 @@ impl<S: Reducer> Engine<S> {
         let store = &*self.inner.store;
         let Some(info) = store.run_info(run_id).await? else { return Ok(()) };
         let pending = self.load_pending(run_id, info.latest_step).await?;
-        let restored = map_waits(&info.status, |i| match i.kind {
+        let restored = info.status.with_due_times(|i| match i.kind {
             InterruptKind::Event => timeout_of(i, pending.as_ref()),
             _ => i.wake_at_ms,
         });
@@ -348,16 +348,4 @@ pub(super) fn claimer_of(i: &Interrupt) -> String {
 fn timeout_of(i: &Interrupt, pending: Option<&PendingStep>) -> Option<u64> {
     let item = pending?.items.iter().find(|p| p.path == i.path)?;
     item.wakes.iter().find(|(index, _)| *index == i.index).map(|(_, at)| *at)
-}
-
-/// `status` with each wait's due time replaced by `due(wait)`.
-pub(super) fn map_waits(status: &RunStatus, due: impl Fn(&Interrupt) -> Option<u64>) -> RunStatus {
-    let map = |list: &[Interrupt]| -> Vec<Interrupt> {
-        list.iter().map(|i| Interrupt { wake_at_ms: due(i), ..i.clone() }).collect()
-    };
-    match status {
-        RunStatus::Waiting(list) => RunStatus::Waiting(map(list)),
-        RunStatus::Interrupted(list) => RunStatus::Interrupted(map(list)),
-        other => other.clone(),
-    }
 }
