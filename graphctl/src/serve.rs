@@ -750,7 +750,7 @@ async fn fork(
 ) -> Response {
     tri!(authorized(&app, &headers));
     let map = tri!(object(&body, &["step", "new_run"]));
-    let Some(step) = map.get("step").and_then(Value::as_u64).filter(|n| *n <= i64::MAX as u64) else {
+    let Some(step) = map.get("step").and_then(whole).filter(|n| *n <= i64::MAX as u64) else {
         return ApiError::bad("`step` is a step number").into_response();
     };
     let Some(Value::String(new_run)) = map.get("new_run") else {
@@ -758,6 +758,18 @@ async fn fork(
     };
     act(&app, Command::Fork { run: run_id, step, new_run: new_run.clone() }).await
 }
+
+/// A JSON number that is a whole number from 0 (`3` or `3.0`: JSON does not tell them apart).
+fn whole(v: &Value) -> Option<u64> {
+    v.as_u64().or_else(|| {
+        v.as_f64().filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f < u64::MAX as f64).map(|f| f as u64)
+    })
+}
+
+/// Actions whose body takes exactly one of these fields (`retry` counts when `true`), as their
+/// description says.
+const EXACTLY_ONE: &[(&str, &[&str])] =
+    &[("/api/runs/{run}/resolve-effect", &["completed", "retry", "fail"])];
 
 async fn resolve_effect(
     State(app): State<Arc<App>>,
@@ -832,7 +844,10 @@ pub(crate) fn openapi_document() -> Value {
                 json!({ "description": "the drawing", "content": { "image/svg+xml": { "schema": { "type": "string" } } } })
             }
             (_, true) => {
-                json!({ "description": "the events", "content": { "text/event-stream": { "schema": { "type": "string" } } } })
+                // Each event as schemathesis and SSE readers parse it: its name and its data (JSON text).
+                let event = json!({ "type": "object", "properties": {
+                    "event": { "const": "run" }, "data": { "type": "string" } }, "required": ["data"] });
+                json!({ "description": "the events", "content": { "text/event-stream": { "schema": event } } })
             }
             _ => {
                 json!({ "description": "done", "content": { "application/json": { "schema": { "type": "object" } } } })
@@ -867,8 +882,17 @@ pub(crate) fn openapi_document() -> Value {
                         required.push(*name);
                     }
                 }
-                op["requestBody"] = json!({ "required": true, "content": { "application/json": { "schema": {
-                    "type": "object", "properties": props, "required": required, "additionalProperties": false } } } });
+                let mut schema = json!({
+                    "type": "object", "properties": props, "required": required, "additionalProperties": false });
+                if let Some((_, fields)) = EXACTLY_ONE.iter().find(|(path, _)| *path == e.path) {
+                    let given = |f: &str| match f {
+                        "retry" => json!({ "required": [f], "properties": { f: { "const": true } } }),
+                        _ => json!({ "required": [f] }),
+                    };
+                    schema["oneOf"] = fields.iter().map(|f| given(f)).collect();
+                }
+                op["requestBody"] =
+                    json!({ "required": true, "content": { "application/json": { "schema": schema } } });
             }
         }
         let entry = paths.entry(e.path.to_owned()).or_insert_with(|| json!({}));
