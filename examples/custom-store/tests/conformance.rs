@@ -55,6 +55,7 @@ suite![
     mailboxes_deliver_each_message_once,
     schedules_are_written_under_a_version_check,
     list_runs_pages,
+    hostile_run_ids_round_trip_or_are_refused,
 ];
 
 /// `n` operations of every kind, on a few runs and steps so that they collide, drawn from a fixed

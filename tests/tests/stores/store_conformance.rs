@@ -21,6 +21,7 @@ graph_tests::for_backends! {
         schedules_are_written_under_a_version_check,
         commits_move_the_runs_graph,
         list_runs_pages,
+        hostile_run_ids_round_trip_or_are_refused,
     ];
     memory => Memory::new(),
     sled => Sled::new(),
@@ -69,6 +70,7 @@ graph_tests::for_backends! {
         schedules_are_written_under_a_version_check,
         commits_move_the_runs_graph,
         list_runs_pages,
+        hostile_run_ids_round_trip_or_are_refused,
     ];
     sqlite => graph_tests::backends::Sqlite::new(),
     // The smallest page SQLite allows: records and events span overflow pages.
