@@ -1059,7 +1059,17 @@ impl Session<'_> {
         if let Some(info) = self.store.run_info(run).await? {
             return Ok(info);
         }
-        let runs = self.store.list_runs(&RunFilter::all()).await.unwrap_or_default();
+        // Near ids: those sharing the first half of this one (a typo further on), else the first ones
+        // of the store; a bounded read, whatever the store holds.
+        let mut half = run.len() / 2;
+        while !run.is_char_boundary(half) {
+            half -= 1;
+        }
+        let near = RunFilter::all().prefix(&run[..half]).limit(SUGGEST_FROM);
+        let mut runs = self.store.list_runs(&near).await.unwrap_or_default();
+        if runs.is_empty() {
+            runs = self.store.list_runs(&RunFilter::all().limit(SUGGEST_FROM)).await.unwrap_or_default();
+        }
         let hint = graph_core::suggest::did_you_mean(run, runs.iter().map(|i| i.run_id.as_str()));
         Err(Failure::new(
             Exit::NotFound,
@@ -1149,6 +1159,9 @@ impl Session<'_> {
         }
     }
 }
+
+/// How many run ids a "did you mean" for an unknown run reads at most.
+const SUGGEST_FROM: usize = 1_000;
 
 /// How many of the store's undelivered outbox rows `graphctl outbox` reads to tell a run's rows delivered.
 const OUTBOX_SCAN: usize = 100_000;
