@@ -75,6 +75,9 @@ try:
     check("the diff between the first and last steps is shown", "receipt" in driver.find_element(By.ID, "diff").text)
     wait.until(lambda d: "verified" in d.find_element(By.ID, "verify").text)
     check("the log verifies", "verified" in driver.find_element(By.ID, "verify").text)
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#events table tbody tr"))
+    events = driver.find_element(By.ID, "events").text
+    check("the event log is listed", all(t in events for t in ["RUN_STARTED", "STEP_COMMITTED", "EFFECT_RECORDED", "RUN_COMPLETED"]))
     took = [r.find_elements(By.TAG_NAME, "td")[2].text for r in rows[1:]]
     check("the timeline gives the time each step took: %s" % took, all(t.endswith(("ms", " s", "min", " h")) for t in took))
     check("the timeline ends with the run's outcome", "completed" in rows[-1].find_elements(By.TAG_NAME, "td")[4].text)

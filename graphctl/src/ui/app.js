@@ -150,10 +150,22 @@ async function showRun(id) {
       el("code", { text: h.state_hash.slice(0, 12) })]))));
   page.append(stateSection(base, steps), diffSection(base, steps));
   page.append(actionsSection(id, base, show, steps));
-  page.append(el("section", { id: "verify" }, el("h2", { text: "Event log" }), el("p", { text: "…" })));
+  page.append(el("section", { id: "verify" }, el("h2", { text: "Event log" }), el("p", { text: "…" }),
+    el("div", { id: "events" })));
   page.append(el("section", { id: "effects" }, el("h2", { text: "Effects" }), el("p", { text: "…" })));
   page.append(el("section", { id: "outbox" }, el("h2", { text: "Outbox" }), el("p", { text: "…" })));
   main.replaceChildren(page);
+  api(base + "/events?limit=200").then(
+    (j) => document.getElementById("events").replaceChildren(
+      table(["seq", "event", "time", "step", "payload"], j.events.map((e) => {
+        const text = JSON.stringify(e.payload);
+        return [document.createTextNode(String(e.seq)), document.createTextNode(e.event_type),
+          document.createTextNode(new Date(e.timestamp_ms).toISOString()),
+          document.createTextNode(e.payload && e.payload.step !== undefined ? String(e.payload.step) : ""),
+          el("code", { class: "payload", title: text.length > 160 ? text : "", text: text.length > 160 ? text.slice(0, 160) + "…" : text })];
+      })),
+      j.next === null || j.next === undefined ? el("span") : el("p", { text: "the first 200 events; the rest: /api" + base + "/events?from=" + j.next })),
+    (e) => document.getElementById("events").replaceChildren(errorBox(e)));
   api(base + "/outbox").then(
     (j) => document.querySelector("#outbox p").replaceChildren(j.outbox.length
       ? table(["step", "topic", "key", "delivered", "payload"], j.outbox.map((o) => [
