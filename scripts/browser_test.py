@@ -80,7 +80,9 @@ try:
     check("the event log is listed", all(t in events for t in ["RUN_STARTED", "STEP_COMMITTED", "EFFECT_RECORDED", "RUN_COMPLETED"]))
     took = [r.find_elements(By.TAG_NAME, "td")[2].text for r in rows[1:]]
     check("the timeline gives the time each step took: %s" % took, all(t.endswith(("ms", " s", "min", " h")) for t in took))
-    check("the timeline ends with the run's outcome", "completed" in rows[-1].find_elements(By.TAG_NAME, "td")[4].text)
+    outcomes = [r.find_elements(By.TAG_NAME, "td")[4].text for r in rows]
+    check("the timeline gives each step's outcome and what it recorded: %s" % outcomes,
+          outcomes[0] == "started" and "effect card.charge" in outcomes[2] and outcomes[-1].endswith("completed"))
     wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#outbox table tbody tr"))
     check("the outbox lists the receipt and the shipment", "receipts" in driver.find_element(By.ID, "outbox").text and "shipments" in driver.find_element(By.ID, "outbox").text)
 

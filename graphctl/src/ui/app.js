@@ -117,9 +117,9 @@ let live = null;
 
 async function showRun(id) {
   const base = "/runs/" + encodeURIComponent(id);
-  let show, history;
+  let show, history, log;
   try {
-    [show, history] = await Promise.all([api(base), api(base + "/history")]);
+    [show, history, log] = await Promise.all([api(base), api(base + "/history"), api(base + "/events?limit=1000")]);
   } catch (e) {
     main.replaceChildren(el("p", {}, el("a", { href: "#/", text: "← runs" })), errorBox(e));
     return;
@@ -145,7 +145,7 @@ async function showRun(id) {
       document.createTextNode(new Date(h.timestamp_ms).toISOString()),
       document.createTextNode(i === 0 ? "" : took(h.timestamp_ms - history.history[i - 1].timestamp_ms)),
       document.createTextNode((h.ran || []).join(", ")),
-      outcome(h, i === history.history.length - 1, show),
+      outcome(h, i === history.history.length - 1, show, log.events),
       document.createTextNode((h.next || []).join(", ")),
       el("code", { text: h.state_hash.slice(0, 12) })]))));
   page.append(stateSection(base, steps), diffSection(base, steps));
@@ -155,16 +155,17 @@ async function showRun(id) {
   page.append(el("section", { id: "effects" }, el("h2", { text: "Effects" }), el("p", { text: "…" })));
   page.append(el("section", { id: "outbox" }, el("h2", { text: "Outbox" }), el("p", { text: "…" })));
   main.replaceChildren(page);
-  api(base + "/events?limit=200").then(
+  Promise.resolve(log).then(
     (j) => document.getElementById("events").replaceChildren(
-      table(["seq", "event", "time", "step", "payload"], j.events.map((e) => {
+      table(["seq", "event", "time", "step", "payload"], j.events.slice(0, 200).map((e) => {
         const text = JSON.stringify(e.payload);
         return [document.createTextNode(String(e.seq)), document.createTextNode(e.event_type),
           document.createTextNode(new Date(e.timestamp_ms).toISOString()),
           document.createTextNode(e.payload && e.payload.step !== undefined ? String(e.payload.step) : ""),
           el("code", { class: "payload", title: text.length > 160 ? text : "", text: text.length > 160 ? text.slice(0, 160) + "…" : text })];
       })),
-      j.next === null || j.next === undefined ? el("span") : el("p", { text: "the first 200 events; the rest: /api" + base + "/events?from=" + j.next })),
+      j.events.length <= 200 && (j.next === null || j.next === undefined) ? el("span")
+        : el("p", { text: "the first 200 events; the rest: /api" + base + "/events?from=200" })),
     (e) => document.getElementById("events").replaceChildren(errorBox(e)));
   api(base + "/outbox").then(
     (j) => document.querySelector("#outbox p").replaceChildren(j.outbox.length
@@ -210,15 +211,29 @@ function took(ms) {
   return (ms / 3600000).toFixed(1) + " h";
 }
 
-/** What became of a step: committed, or, for the run's latest, where the run stands after it. */
-function outcome(h, latest, show) {
-  if (!latest || show.status === "running") return document.createTextNode(h.ran ? "committed" : "started");
+/** What the execution that committed a checkpoint recorded on the way (its events carry the step that
+ * ran, one before the checkpoint's): effects journaled, questions asked and answered, a hand-back. */
+const NOTES = {
+  EFFECT_RECORDED: (p) => "effect " + p.name,
+  INTERRUPTED: () => "asked",
+  RESUMED: (p) => "resumed" + (p.by ? " by " + p.by : ""),
+  HANDED_BACK: () => "handed back",
+  RUN_PAUSED: () => "paused",
+};
+
+/** What became of a step: committed (with what its execution recorded), or, for the run's latest,
+ * where the run stands after it. */
+function outcome(h, latest, show, events) {
+  const notes = h.ran ? events.filter((e) => NOTES[e.event_type] && e.payload && e.payload.step === h.step - 1)
+    .map((e) => NOTES[e.event_type](e.payload)) : [];
+  const done = (h.ran ? "committed" : "started") + (notes.length ? " · " + notes.join(", ") : "");
+  if (!latest || show.status === "running") return document.createTextNode(done);
   const waits = (show.interrupts || []).map((w) => w.node + " (" + w.kind.toLowerCase() + ")").join(", ");
   const text = {
     completed: "completed", cancelled: "cancelled", paused: "paused",
     failed: "failed: " + (show.error || ""), interrupted: "asks: " + waits, waiting: "waits: " + waits,
   }[show.status] || show.status;
-  return el("span", { class: "status-" + show.status, text });
+  return el("span", { class: "status-" + show.status, text: (notes.length ? notes.join(", ") + " · " : "") + text });
 }
 
 /** Says what happened to an effect a crash left unknown: it happened (with its response), call it again,
