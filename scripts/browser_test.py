@@ -8,6 +8,7 @@ import sys
 import time
 
 from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
@@ -20,7 +21,9 @@ for flag in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-s
 options.binary_location = "/usr/bin/chromium"
 # Debian's chromium and its driver: nothing is downloaded.
 driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
-wait = WebDriverWait(driver, 20)
+# The page redraws itself (a live update, an action's result): an element read while it is replaced is
+# read again, not a failure.
+wait = WebDriverWait(driver, 20, ignored_exceptions=[NoSuchElementException, StaleElementReferenceException])
 failures = []
 
 
@@ -30,6 +33,12 @@ def links(d):
         return [a.text for a in d.find_elements(By.CSS_SELECTOR, "a.run-link")]
     except Exception:  # the list was redrawn under the read
         return []
+
+
+def completed(d):
+    """The run's status line once it says completed (read whole: the page may redraw it meanwhile)."""
+    text = d.find_element(By.ID, "run-status").text
+    return text if "completed" in text else False
 
 
 def check(what, ok):
@@ -104,8 +113,8 @@ try:
     plan = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#actions .plan"))).text
     check("the action says what it will do: %r" % plan, "Answer question" in plan and "true" in plan)
     driver.find_element(By.CSS_SELECTOR, "#actions .confirm-go").click()
-    wait.until(lambda d: "completed" in d.find_element(By.ID, "run-status").text)
-    check("the run completed", "completed" in driver.find_element(By.ID, "run-status").text)
+    status = wait.until(lambda d: completed(d))
+    check("the run completed: %r" % status, "completed" in status)
     driver.save_screenshot(shots + "/run-completed.png")
 
     # Live: a run answered elsewhere (here through the API, as another operator would) updates the open
@@ -119,7 +128,7 @@ try:
             'authorization': 'Bearer ' + arguments[0]}, body: JSON.stringify({input: true})})
           .then(r => done(r.status), e => done(String(e)));""", token)
     check("the answer through the API is taken (%s)" % answered, answered == 200)
-    wait.until(lambda d: "completed" in d.find_element(By.ID, "run-status").text)
+    wait.until(lambda d: completed(d))
     check("the open page shows the run completed, without a reload",
           driver.execute_script("return window.__same_page") == 1)
 
