@@ -122,11 +122,6 @@ pub fn spawned_run_id(parent_run: &str, node: &str, step: u64, path: &str, key: 
     format!("{}~{key}", crate::subgraph::child_run_id(parent_run, node, step, path))
 }
 
-/// A child run with this status has ended: it will not change unless someone resumes it.
-fn ended(status: &RunStatus) -> bool {
-    matches!(status, RunStatus::Completed | RunStatus::Failed(_) | RunStatus::Cancelled)
-}
-
 /// The topic a child's end is announced on in its parent's mailbox.
 fn topic_of(child: &str) -> String {
     format!("child:{child}")
@@ -138,7 +133,7 @@ impl<C: Reducer> Control for Engine<C> {
         Box::pin(async move {
             // A child that ended (completed, failed, cancelled) is left as it is.
             if let Ok(Some(info)) = engine.store().run_info(&run).await
-                && ended(&info.status)
+                && info.status.has_ended()
             {
                 return;
             }
@@ -228,7 +223,7 @@ impl Ctx {
                 let stored = engine.store().run_info(&child).await.ok().flatten().map(|i| i.status);
                 let ended = match stored {
                     Some(RunStatus::Running) => match engine.resume(&child).await {
-                        Ok(out) => ended(&out.status),
+                        Ok(out) => out.status.has_ended(),
                         // Driven by this engine already, or elsewhere: that driver carries it on.
                         Err(Error::AlreadyRunning { .. } | Error::VersionConflict { .. }) => false,
                         Err(e) => {
@@ -236,7 +231,7 @@ impl Ctx {
                             true
                         }
                     },
-                    Some(status) => ended(&status),
+                    Some(status) => status.has_ended(),
                     None => false,
                 };
                 let Some(env) = env.filter(|_| ended) else { return };
@@ -321,7 +316,7 @@ async fn child_ended<C: Reducer>(engine: &Engine<C>, run: &str) -> Result<bool, 
         .await
         .map_err(|e| NodeError::new(format!("reading child run `{run}`: {e}")))?
         .ok_or_else(|| NodeError::fatal(format!("child run `{run}` is not in the store")))?;
-    Ok(ended(&info.status))
+    Ok(info.status.has_ended())
 }
 
 async fn result_of<C: Reducer>(engine: &Engine<C>, run: &str) -> Result<Result<C, ChildError>, NodeError> {

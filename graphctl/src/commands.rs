@@ -549,7 +549,7 @@ impl Session<'_> {
     /// The rows the run's commits put in the outbox, from its stored checkpoints (a pruned checkpoint's
     /// rows are no longer listed), each `delivered` once the store's outbox no longer holds it.
     async fn outbox(&self, run: &str) -> Outcome {
-        self.run_info(run).await?;
+        let info = self.run_info(run).await?;
         let waiting: std::collections::HashSet<String> = self
             .store
             .outbox(OUTBOX_SCAN)
@@ -560,8 +560,7 @@ impl Session<'_> {
             .collect();
         let mut table = Table::new(&["STEP", "TOPIC", "KEY", "DELIVERED", "PAYLOAD"]);
         let mut rows = Vec::new();
-        for meta in self.store.history(run).await? {
-            let Some(cp) = self.store.load_checkpoint(run, meta.step).await? else { continue };
+        for cp in self.store.checkpoints(run, 0, info.latest_step).await? {
             for row in cp.outbox {
                 let delivered = !waiting.contains(&row.key);
                 table.row(vec![

@@ -633,10 +633,7 @@ async fn live(State(app): State<Arc<App>>, Path(run_id): Path<String>, q: Params
                     return;
                 }
             }
-            use graph_runtime::store::RunStatus;
-            let ended =
-                matches!(info.status, RunStatus::Completed | RunStatus::Cancelled | RunStatus::Failed(_));
-            if ended || tokio::time::Instant::now() >= until {
+            if info.status.has_ended() || tokio::time::Instant::now() >= until {
                 return;
             }
             tokio::time::sleep(LIVE_POLL).await;

@@ -68,7 +68,7 @@ pub(super) struct Driven<S: Reducer> {
     claim: Option<Claim<S>>,
     /// Set when the driver stops if a continuation found the run busy meanwhile (see `Active`).
     rewake: Arc<AtomicBool>,
-    /// The parked status a wake read, until the step it continues commits (see [`Engine::due_moved`]).
+    /// The parked status a wake read, until the step it continues commits (see [`due_moved`]).
     parked: Option<Box<RunStatus>>,
 }
 
@@ -174,7 +174,7 @@ impl<S> Start<S> {
     }
 
     /// The driver continues a run parked with `status` (a wake): a commit refused because a message's
-    /// arrival moved a due time meanwhile is made again (see [`Engine::due_moved`]).
+    /// arrival moved a due time meanwhile is made again (see [`due_moved`]).
     pub(super) fn parked(mut self, status: &RunStatus) -> Self {
         self.parked = Some(Box::new(status.clone()));
         self
@@ -372,12 +372,14 @@ impl<S: Reducer> Engine<S> {
         let committed = Stopwatch::now();
         meters.commit(committed.since(committing), outcome.as_ref().ok());
         let mut outcome = outcome?;
+        // The parked status serves the step's first commit alone: taken whatever its outcome.
         if let (CommitOutcome::VersionConflict { .. }, Some(parked)) = (&outcome, run.parked.take())
-            && let Some(version) = self.due_moved(run, &parked).await?
+            && let Some(info) = self.inner.store.run_info(&run.run_id).await?
+            && due_moved(run, &parked, &info)
         {
-            outcome = self.inner.store.save_checkpoint(&cp, &events, &status, version).await?;
+            tracing::debug!(run = %run.run_id, step = run.step, "a due time moved during the step; committing again");
+            outcome = self.inner.store.save_checkpoint(&cp, &events, &status, info.version).await?;
         }
-        run.parked = None;
         if matches!(outcome, CommitOutcome::Committed { .. }) {
             run.head = head;
         } else {
@@ -959,41 +961,23 @@ impl<S: Reducer> Engine<S> {
     /// A continuation read the run before it registered as its driver: another driver in this engine
     /// may have moved the run meanwhile and left. Driving from the old read would run a committed step
     /// again; the run as stored is the one to continue (callers that look again do). A due time a
-    /// message moved meanwhile is no move (see [`Engine::due_moved`]).
+    /// message moved meanwhile is no move (see [`due_moved`]).
     ///
     /// # Errors
     ///
     /// [`Error::VersionConflict`] when the stored run's version is not the one read.
     async fn still_current(&self, run: &mut Driven<S>) -> Result<()> {
-        let found = self.inner.store.run_info(&run.run_id).await?.map_or(run.version, |i| i.version);
-        if found == run.version {
+        let Some(info) = self.inner.store.run_info(&run.run_id).await? else { return Ok(()) };
+        if info.version == run.version {
             return Ok(());
         }
-        if let Some(parked) = run.parked.as_deref()
-            && let Ok(Some(version)) = self.due_moved(run, parked).await
-        {
-            run.version = version;
+        if run.parked.as_deref().is_some_and(|parked| due_moved(run, parked, &info)) {
+            run.version = info.version;
             return Ok(());
         }
+        let found = info.version;
         tracing::debug!(run = %run.run_id, expected = run.version, found, "run moved before its driver registered");
         Err(Error::VersionConflict { run: run.run_id.to_string(), expected: run.version, found })
-    }
-
-    /// After a commit refused for the run's version, while the driver continues the run it found parked
-    /// as `parked`: the run's version when all that moved since is a message's arrival making an event
-    /// wait due now (or that due time put back), which the step supersedes; `None` otherwise (another
-    /// writer committed a step, wrote events, or changed the status: the refusal stands).
-    async fn due_moved(&self, run: &Driven<S>, parked: &RunStatus) -> Result<Option<u64>, Stop> {
-        let Some(info) = self.inner.store.run_info(&run.run_id).await? else { return Ok(None) };
-        let events_only =
-            |s: &RunStatus| s.with_due_times(|i| i.wake_at_ms.filter(|_| i.kind != InterruptKind::Event));
-        let same = info.latest_step == run.step
-            && info.event_head == run.head
-            && events_only(&info.status) == events_only(parked);
-        if same {
-            tracing::debug!(run = %run.run_id, step = run.step, "a due time moved during the step; committing again");
-        }
-        Ok(same.then_some(info.version))
     }
 
     /// Records a failure in the run row and returns the error.
@@ -1311,6 +1295,18 @@ pub(super) fn nested_interrupt_id(path: &str, index: u32, nested: &str) -> Strin
 }
 
 /// The error of a store outcome that found the run row at another version than `expected`.
+/// Whether all that moved in the run since its driver read it parked as `parked` (the row now `info`)
+/// is a message's arrival making an event wait due now (or that due time put back), which the step
+/// supersedes: the same latest step and event head, the status the same but for event waits' due times.
+/// Otherwise another writer committed a step, wrote events or changed the status, and a refusal stands.
+fn due_moved<S: Reducer>(run: &Driven<S>, parked: &RunStatus, info: &RunInfo) -> bool {
+    let events_only =
+        |s: &RunStatus| s.with_due_times(|i| i.wake_at_ms.filter(|_| i.kind != InterruptKind::Event));
+    info.latest_step == run.step
+        && info.event_head == run.head
+        && events_only(&info.status) == events_only(parked)
+}
+
 pub(super) fn version_conflict(run: &str, expected: u64, outcome: &CommitOutcome) -> Error {
     let found = match outcome {
         CommitOutcome::Fenced => return Error::Fenced { run: run.to_owned(), step: 0 },
