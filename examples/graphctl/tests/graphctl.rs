@@ -11,6 +11,8 @@ use graph_runtime::ChainKey;
 use graph_runtime::prelude::*;
 use serde_json::{Value, json};
 
+mod common;
+
 /// What one graphctl invocation did.
 #[derive(Debug)]
 struct Ran {
@@ -765,24 +767,9 @@ fn graphctl_reads_a_sqlite_store_on_a_read_only_file_system() {
 #[test]
 fn graphctl_opens_postgres_urls() {
     use graph_runtime::store::PostgresStore;
-    use graph_runtime::store::server::sqlx::{self, Connection};
-    let server = std::env::var("GRAPH_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let name = format!("graphctl_test_{}", std::process::id());
-    let url = with_database(&server, &name);
-    let admin = |sql: String| {
-        let server = server.clone();
-        block_on(async move {
-            let mut c = sqlx::PgConnection::connect(&server)
-                .await
-                .unwrap_or_else(|e| panic!("cannot reach PostgreSQL at {server}: {e}"));
-            sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut c).await.unwrap();
-        })
-    };
-    admin(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
-    admin(format!("CREATE DATABASE {name}"));
-    let _cleanup = Cleanup(|| admin(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")));
-    let store = block_on(PostgresStore::connect(&url)).unwrap();
+    let db = common::PostgresDatabase::create("graphctl_test");
+    let url = &db.url;
+    let store = block_on(PostgresStore::connect(url)).unwrap();
     graphctl_reads_runs_written_to(
         &[&url.replacen("postgres://", "postgresql://", 1)],
         std::sync::Arc::new(store),

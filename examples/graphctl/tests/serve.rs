@@ -15,6 +15,8 @@ use graph_runtime::prelude::*;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
 
+mod common;
+
 const TOKEN: &str = "s3cret-token-for-tests";
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
@@ -451,32 +453,10 @@ fn the_api_on_a_sqlite_store() {
 #[test]
 fn the_api_on_a_postgres_store() {
     use graph_runtime::store::PostgresStore;
-    use graph_runtime::store::server::sqlx::{self, Connection};
-    let server = std::env::var("GRAPH_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let name = format!("graphctl_serve_{}", std::process::id());
-    let base = server.split('?').next().unwrap_or(&server);
-    let url = format!("{}/{name}", &base[..base.rfind('/').expect("a URL with a database")]);
-    let admin = |sql: String| {
-        block_on(async {
-            let mut c = sqlx::PgConnection::connect(&server)
-                .await
-                .unwrap_or_else(|e| panic!("cannot reach PostgreSQL at {server}: {e}"));
-            sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut c).await.unwrap();
-        })
-    };
-    admin(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
-    admin(format!("CREATE DATABASE {name}"));
-    struct Drop<F: Fn()>(F);
-    impl<F: Fn()> std::ops::Drop for Drop<F> {
-        fn drop(&mut self) {
-            (self.0)();
-        }
-    }
-    let _cleanup = Drop(|| admin(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")));
+    let db = common::PostgresDatabase::create("graphctl_serve");
     let dir = tempfile::tempdir().unwrap();
     block_on(async {
-        let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&url).await.unwrap());
+        let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&db.url).await.unwrap());
         fill(store.clone(), &dir.path().join("ledger.txt")).await;
         every_endpoint(store.clone(), dir.path()).await;
         bad_input(store.clone()).await;
