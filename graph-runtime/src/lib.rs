@@ -56,6 +56,15 @@ pub mod subgraph;
 pub mod telemetry;
 pub mod worker;
 
+/// What the fuzz targets in `fuzz/` call (feature `fuzzing`): not part of the API.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::persist::fuzz::*;
+    #[cfg(feature = "sled")]
+    pub use graph_store_sled::fuzzing as sled;
+}
+
 #[doc(hidden)]
 pub use macro_support as __private;
 

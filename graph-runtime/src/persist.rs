@@ -411,6 +411,20 @@ impl PendingStep {
     }
 }
 
+/// What the fuzz targets in `fuzz/` call (feature `fuzzing`; not part of the API).
+#[cfg(feature = "fuzzing")]
+pub(crate) mod fuzz {
+    use super::PendingStep;
+
+    /// A pending step's stored bytes, arbitrary: decoded or refused; when decoded, encoding it again and
+    /// decoding that gives the same step. Returns whether it decoded.
+    pub fn pending_step(bytes: &[u8]) -> bool {
+        let Ok(p) = PendingStep::decode(bytes) else { return false };
+        assert_eq!(PendingStep::decode(&p.encode()).expect("its own encoding decodes"), p);
+        true
+    }
+}
+
 fn check_version(cp: &Checkpoint) -> Result<(), Error> {
     if cp.schema_version == SCHEMA_VERSION {
         Ok(())

@@ -41,6 +41,13 @@ mod commit;
 mod commit_log;
 mod redo;
 
+/// What the fuzz targets in `fuzz/` call (feature `fuzzing`): not part of the API.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::commit_log::fuzz::*;
+}
+
 use std::fs::{File, OpenOptions};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
@@ -499,6 +506,39 @@ impl Inner {
         w.log.retire_through(previous).map_err(|e| self.fail_stop(e))?;
         w.since_checkpoint = 0;
         Ok(())
+    }
+
+    /// [`Store::backup_to`]: a new store at `dest`, then every record of every tree copied into its
+    /// index, with no commit in between (the writer lock is held throughout), then made durable. The
+    /// copy has a commit log of its own, empty: its records are all in its index.
+    fn backup_to(&self, dest: &Path) -> Result<(), StoreError> {
+        self.check()?;
+        if dest.exists() {
+            return Err(StoreError::backend(
+                format!("cannot back up to {}", dest.display()),
+                "it exists already: a backup goes to a new path",
+            ));
+        }
+        let _no_commits = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let copied = SledStore::open(dest).and_then(|copy| {
+            for t in TreeId::ALL {
+                let to = copy.inner.tree(t);
+                let mut entries = self.tree(t).iter();
+                while let Some((k, v)) = self.read(|| entries.next().transpose())? {
+                    guard(dest, || to.insert(k, v))?
+                        .map_err(|e| StoreError::backend(format!("writing {}", dest.display()), e))?;
+                }
+            }
+            copy.inner.flush_index()?;
+            let parent = dest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            File::open(parent)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| StoreError::backend(format!("cannot sync the folder {}", parent.display()), e))
+        });
+        if copied.is_err() {
+            let _ = std::fs::remove_dir_all(dest);
+        }
+        copied
     }
 
     /// Makes every write sled acknowledged so far durable.
@@ -1029,6 +1069,13 @@ impl Store for SledStore {
             Reply::Mailbox(r) => Ok(r),
             other => unreachable!("a mailbox change replies a mailbox reply, not {other:?}"),
         }
+    }
+
+    async fn backup_to(&self, dest: &Path) -> Result<(), StoreError> {
+        let (inner, dest) = (self.inner.clone(), dest.to_path_buf());
+        tokio::task::spawn_blocking(move || inner.backup_to(&dest))
+            .await
+            .map_err(|e| StoreError::backend("the backup did not finish", e))?
     }
 
     async fn schedule_op(&self, name: &str, op: ScheduleOp) -> Result<ScheduleReply, StoreError> {

@@ -29,6 +29,20 @@ pub(super) enum TreeId {
 }
 
 impl TreeId {
+    /// Every tree, in order.
+    pub(super) const ALL: [TreeId; 10] = [
+        TreeId::Runs,
+        TreeId::Checkpoints,
+        TreeId::Keys,
+        TreeId::Effects,
+        TreeId::EffectKeys,
+        TreeId::Outbox,
+        TreeId::Events,
+        TreeId::Pending,
+        TreeId::Mailboxes,
+        TreeId::Schedules,
+    ];
+
     fn from_u8(n: u8) -> Option<TreeId> {
         Some(match n {
             0 => TreeId::Runs,

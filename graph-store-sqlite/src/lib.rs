@@ -935,6 +935,29 @@ fn cannot_open(path: &Path, e: rusqlite::Error) -> StoreError {
 /// The name `runs.status` holds for a status (its variant).
 #[async_trait]
 impl Store for SqliteStore {
+    async fn backup_to(&self, dest: &Path) -> Result<(), StoreError> {
+        let cannot = |e: &dyn std::fmt::Display| {
+            StoreError::backend(format!("cannot back up to {}", dest.display()), e.to_string())
+        };
+        if dest.exists() {
+            return Err(cannot(&"it exists already: a backup goes to a new path"));
+        }
+        let target = dest.to_str().ok_or_else(|| cannot(&"the path is not UTF-8"))?.to_owned();
+        // One read transaction: the copy is the database as of its start, while the writer goes on.
+        let written = self.read(move |c| c.execute("VACUUM INTO ?1", [target])).await;
+        let synced = written.and_then(|_| {
+            let parent = dest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            std::fs::File::open(dest)
+                .and_then(|f| f.sync_all())
+                .and_then(|()| std::fs::File::open(parent)?.sync_all())
+                .map_err(|e| cannot(&e))
+        });
+        if synced.is_err() {
+            let _ = std::fs::remove_file(dest);
+        }
+        synced
+    }
+
     async fn save_checkpoint(
         &self,
         cp: &Checkpoint,

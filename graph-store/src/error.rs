@@ -88,6 +88,15 @@ pub enum StoreError {
         #[source]
         source: Option<BoxError>,
     },
+    /// The store does not do what was asked (`Store::backup_to` on a store without a backup of its
+    /// own); `detail` says what to use instead.
+    #[error("this store does not support {operation}: {detail}")]
+    Unsupported {
+        /// What was asked.
+        operation: &'static str,
+        /// Why not, and what to do instead.
+        detail: String,
+    },
     /// The backend failed (I/O, connection, ...).
     #[error("{message}{}", cause_chain(source.as_deref()))]
     Backend {

@@ -339,4 +339,8 @@ impl<L: LeaseStore> Store for LeasedStore<L> {
     async fn check_integrity(&self) -> Result<Integrity, StoreError> {
         self.inner.check_integrity().await
     }
+
+    async fn backup_to(&self, dest: &std::path::Path) -> Result<(), StoreError> {
+        self.inner.backup_to(dest).await
+    }
 }

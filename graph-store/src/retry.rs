@@ -254,6 +254,10 @@ impl Store for RetryStore {
     async fn check_integrity(&self) -> Result<Integrity, StoreError> {
         self.retry("check_integrity", |_| self.inner.check_integrity()).await
     }
+
+    async fn backup_to(&self, dest: &std::path::Path) -> Result<(), StoreError> {
+        self.inner.backup_to(dest).await
+    }
 }
 
 #[cfg(test)]

@@ -238,6 +238,30 @@ pub trait Store: Send + Sync + 'static {
             why: "this store has no whole-store check; it checks each record as it reads it",
         })
     }
+
+    /// Writes a consistent copy of the whole store to `dest`, a path that must not exist yet, while
+    /// other tasks go on using the store: the copy holds the store as of one instant between two
+    /// commits, and is itself a store of the same kind, complete and durable when this returns (open it
+    /// as the original is opened). Restoring is opening the copy, or backing the copy up again to where
+    /// the original was.
+    ///
+    /// The sled store copies its records into a new store (commits wait meanwhile); the SQLite store
+    /// writes `VACUUM INTO` from a read transaction (commits go on). The default, for the memory store
+    /// and the server stores, whose databases have their own tools (`pg_dump`, `mariadb-dump`;
+    /// docs/stores.md): [`StoreError::Unsupported`].
+    ///
+    /// # Errors
+    ///
+    /// `Unsupported`; `Backend` when `dest` exists or cannot be written (nothing is left at `dest`
+    /// then); `Corrupted` when a record read for the copy is damaged.
+    async fn backup_to(&self, dest: &std::path::Path) -> Result<(), StoreError> {
+        let _ = dest;
+        Err(StoreError::Unsupported {
+            operation: "backup",
+            detail: "this store has no backup of its own: back its database up with the database's tools"
+                .into(),
+        })
+    }
 }
 
 /// What [`Store::check_integrity`] found (damage is an error, `StoreError::Corrupted`).

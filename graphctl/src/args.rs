@@ -148,6 +148,25 @@ pub(crate) enum Command {
     },
     /// The store's schedules: spec, next firing, policy, whether paused, and their graph.
     Schedules,
+    /// A consistent copy of the whole store (sled folder or SQLite file) at a new path, taken while
+    /// other processes may go on committing to a SQLite store (a sled store is held by the one process
+    /// that has it open: back it up from there with `Store::backup_to`). The copy is itself a store.
+    Backup {
+        /// Where the copy goes: a path that does not exist yet (a folder for sled, a file for SQLite).
+        #[arg(long, value_name = "PATH")]
+        to: PathBuf,
+    },
+    /// Checks a backup (every run's event log and checkpoints, as `verify --all`) and copies it to
+    /// `--store`, a path that must not exist yet (move a damaged store aside first). Runs resume from
+    /// their last backed-up step.
+    Restore {
+        /// The backup: a store `backup` wrote (a sled folder or a SQLite file).
+        #[arg(long, value_name = "PATH")]
+        from: String,
+        /// The key of a keyed log (HMAC-SHA256): the file's bytes, exactly.
+        #[arg(long, value_name = "FILE")]
+        key_file: Option<PathBuf>,
+    },
     /// A run's mailbox: the external events sent to it and where each stands.
     Mailbox {
         /// The run id.
@@ -283,6 +302,7 @@ impl Command {
                     | Command::Fork { .. }
                     | Command::ResolveEffect { .. }
                     | Command::HandBack { .. }
+                    | Command::Backup { .. }
             ),
         }
     }

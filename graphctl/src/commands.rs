@@ -107,6 +107,11 @@ impl Session<'_> {
             }
             Command::Mailbox { run } => self.mailbox(&run).await?,
             Command::Schedules => self.schedules().await?,
+            Command::Backup { to } => self.backup(&to).await?,
+            Command::Restore { from, key_file } => {
+                let key = key_file.as_deref().map(read_key).transpose()?;
+                self.restore(&from, key).await?
+            }
             Command::Migrate { run, status, to, dry_run, .. } => {
                 self.migrate(run.as_deref(), status, to, dry_run).await?
             }
@@ -993,6 +998,62 @@ impl Session<'_> {
         };
         let text = format!("run {run}: event {} of topic `{topic}` ({what})\n", sent.seq);
         let j = json!({ "run_id": run, "topic": topic, "seq": sent.seq, "duplicate": sent.duplicate, "due": due });
+        Ok(Output::ok(text, j))
+    }
+
+    async fn backup(&self, to: &std::path::Path) -> Outcome {
+        let started = std::time::Instant::now();
+        self.store.backup_to(to).await?;
+        let took_ms = started.elapsed().as_millis();
+        let copy = crate::open::open_store(&to.display().to_string(), false).await?;
+        let runs = copy.list_runs(&RunFilter::all()).await?.len();
+        let text = format!("backed up {runs} runs to {} in {took_ms} ms\n", to.display());
+        Ok(Output::ok(text, json!({ "to": to.display().to_string(), "runs": runs, "took_ms": took_ms })))
+    }
+
+    /// `restore`: this session's store is the backup; `--store` names where it goes.
+    async fn restore(&self, from: &str, key: Option<ChainKey>) -> Outcome {
+        let target = match self.spec.split_once("://") {
+            None => std::path::PathBuf::from(self.spec),
+            Some(("sqlite", path)) => std::path::PathBuf::from(path),
+            Some(_) => {
+                return Err(Failure::new(
+                    Exit::Usage,
+                    "restore writes a sled folder or a SQLite file: a server's database is restored with \
+                     the database's own tools (docs/stores.md)",
+                ));
+            }
+        };
+        if target.exists() {
+            return Err(Failure::new(
+                Exit::Usage,
+                format!(
+                    "{} exists: restore writes a new store (move the damaged one aside first)",
+                    target.display()
+                ),
+            ));
+        }
+        let runs = self.store.list_runs(&RunFilter::all()).await?;
+        let (mut events, mut matched) = (0, 0);
+        for info in &runs {
+            match verify_run(&*self.store, &info.run_id, key.as_ref()).await {
+                Ok(r) => (events, matched) = (events + r.events, matched + r.checkpoints_matched),
+                Err(e) => {
+                    let f = broken(e, key.is_none());
+                    return Err(Failure::new(
+                        f.exit,
+                        format!("the backup {from} does not verify, nothing was restored: {}", f.message),
+                    ));
+                }
+            }
+        }
+        self.store.backup_to(&target).await?;
+        let text = format!(
+            "restored {} runs from {from} to {} ({events} events and {matched} checkpoints verified)\n",
+            runs.len(),
+            target.display()
+        );
+        let j = json!({ "from": from, "to": target.display().to_string(), "runs": runs.len(), "events": events, "checkpoints_matched": matched });
         Ok(Output::ok(text, j))
     }
 

@@ -60,6 +60,7 @@ fn store_exit(e: &StoreError) -> Exit {
     match e {
         StoreError::Locked { .. } => Exit::Locked,
         StoreError::Unavailable { .. } => Exit::Unavailable,
+        StoreError::Unsupported { .. } => Exit::Usage,
         StoreError::Corrupted { .. } | StoreError::CorruptedEvent { .. } => Exit::Corrupted,
         _ => Exit::Failure,
     }

@@ -44,6 +44,21 @@ mod render;
 mod serve;
 mod svg;
 
+/// What the fuzz targets in `fuzz/` call (feature `fuzzing`): not part of the API.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing {
+    use clap::Parser as _;
+
+    /// Parses a command line (`argv[0]` is the program's name) as `main_from` does: a typed usage error
+    /// or a command, never a panic.
+    pub fn parse_args(argv: &[std::ffi::OsString]) {
+        if let Ok(args) = crate::args::Args::try_parse_from(argv) {
+            let _ = args.command.writes();
+        }
+    }
+}
+
 pub use serve::BODY_LIMIT;
 
 use std::ffi::OsString;
@@ -210,7 +225,12 @@ impl Cli {
         };
         let graphs = self.graphs;
         let result = runtime.block_on(async {
-            let store: Arc<dyn Store> = open::open_store(&args.store, args.command.writes()).await?;
+            // `restore` reads the backup; `--store` names where it goes, which must not exist yet.
+            let source = match &args.command {
+                args::Command::Restore { from, .. } => from,
+                _ => &args.store,
+            };
+            let store: Arc<dyn Store> = open::open_store(source, args.command.writes()).await?;
             if let args::Command::Serve { listen, token_file } = &args.command {
                 let token = match token_file {
                     Some(path) => Some(commands::read_token(path)?),

@@ -148,6 +148,10 @@ impl<St: Store, H: Hooks> Store for Hooked<St, H> {
     async fn check_integrity(&self) -> Result<Integrity, StoreError> {
         self.saw(self.inner.check_integrity().await)
     }
+
+    async fn backup_to(&self, dest: &std::path::Path) -> Result<(), StoreError> {
+        self.saw(self.inner.backup_to(dest).await)
+    }
 }
 
 /// Shared hooks: a test keeps one handle to look at what they saw, the store the other.

@@ -321,6 +321,47 @@ fn verify_checks_one_run_or_all_of_them() {
 const KEY: &[u8; 32] = b"a graphctl test key, 32 bytes!!!";
 
 /// A sled store in `dir` with one completed checkout run, `keyed`, whose event log is keyed with [`KEY`].
+#[test]
+fn backup_copies_a_store_and_restore_checks_it_and_writes_a_new_one() {
+    let f = runs();
+    let backup = f.dir.path().join("backup");
+    let ran = graphctl(&f.store(), &["backup", "--to", backup.to_str().unwrap()]).ok();
+    assert!(ran.stdout.starts_with("backed up 4 runs to "), "{ran:?}");
+    graphctl(&f.store(), &["backup", "--to", backup.to_str().unwrap()]).fails(1, "exists already");
+    // The backup is a store: every command reads it.
+    assert_eq!(json(&backup, &["verify", "--all"])["runs"].as_array().map(Vec::len), Some(4));
+    let restored = f.dir.path().join("restored");
+    let done = json(&restored, &["restore", "--from", backup.to_str().unwrap()]);
+    assert_eq!(
+        (done["runs"].as_u64(), done["checkpoints_matched"].as_u64().is_some_and(|n| n > 4)),
+        (Some(4), true)
+    );
+    let show = json(&restored, &["show", "expense-1"]);
+    assert_eq!(show["status"], "interrupted", "{show}");
+    // Restore writes a new store only.
+    graphctl(&restored, &["restore", "--from", backup.to_str().unwrap()]).fails(2, "exists");
+    // A backup that does not verify is not restored, and nothing is written: a SQLite store's backup
+    // (a file), one byte of a checkpoint changed in it.
+    let file = f.dir.path().join("store.sqlite");
+    fill(
+        std::sync::Arc::new(graph_runtime::store::SqliteStore::open(&file).unwrap()),
+        &f.dir.path().join("l2"),
+    );
+    let copy = f.dir.path().join("backup.sqlite");
+    graphctl(&file, &["backup", "--to", copy.to_str().unwrap()]).ok();
+    rusqlite::Connection::open(&copy)
+        .unwrap()
+        .execute_batch(
+            "UPDATE checkpoints SET record = substr(record, 1, length(record) - 1) || x'00'
+             WHERE run_id = 'order-1' AND step = 1",
+        )
+        .unwrap();
+    let damaged = f.dir.path().join("from-damaged.sqlite");
+    graphctl(&damaged, &["restore", "--from", copy.to_str().unwrap()])
+        .fails(5, "does not verify, nothing was restored");
+    assert!(!damaged.exists());
+}
+
 fn keyed_store(dir: &Path, ledger: &Path) {
     block_on(async {
         let store = SledStore::open(dir).unwrap();

@@ -292,15 +292,48 @@ fn fork_root<S: Reducer>(
 ///
 /// As [`Engine::verify`].
 pub async fn verify_run(store: &dyn Store, run_id: &str, key: Option<&ChainKey>) -> Result<ChainReport> {
-    let info = store.run_info(run_id).await?.ok_or_else(|| Error::RunNotFound { run: run_id.to_owned() })?;
+    // The run row, the events and the checkpoints are separate reads, and the run may go on committing
+    // while it is verified: the log is verified up to the head the row recorded when it was read
+    // (`verify_as_of`), and anything that still disagrees is damage only if the row did not move
+    // meanwhile; else it is read again.
+    let mut tries = 0;
+    loop {
+        let info =
+            store.run_info(run_id).await?.ok_or_else(|| Error::RunNotFound { run: run_id.to_owned() })?;
+        match verify_as_of(store, &info, key).await {
+            Err(e @ (Error::ExecutionCorrupted { .. } | Error::Store(StoreError::Corrupted { .. })))
+                if tries < 3 =>
+            {
+                let now = store.run_info(run_id).await?;
+                if now.is_none_or(|now| now.version == info.version) {
+                    return Err(e);
+                }
+                tries += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// [`verify_run`] against the run row `info` as read.
+async fn verify_as_of(store: &dyn Store, info: &RunInfo, key: Option<&ChainKey>) -> Result<ChainReport> {
+    let run_id = info.run_id.as_str();
     let mut prev: Option<ChainHead> = None;
     let mut count = 0u64;
     // The state hash each commit event records, by step (the last commit of a step wins: a step is
     // committed once).
     let mut recorded: BTreeMap<u64, (u64, String)> = BTreeMap::new();
+    // The log up to the head the row records: events are only ever appended, so what lies up to it
+    // does not change while the run goes on.
+    let end = info.event_head.as_ref().map(|h| h.seq + 1);
     loop {
         let from = prev.as_ref().map_or(0, |p| p.seq + 1);
-        let page = store.events(run_id, from, PAGE).await.map_err(corrupted_event)?;
+        let want =
+            end.map_or(PAGE, |end| usize::try_from(end.saturating_sub(from)).unwrap_or(PAGE).min(PAGE));
+        if want == 0 {
+            break;
+        }
+        let page = store.events(run_id, from, want).await.map_err(corrupted_event)?;
         let n = page.len();
         if let Some(last) = events::verify_segment(run_id, prev.as_ref(), &page, key)? {
             prev = Some(last);
@@ -311,11 +344,20 @@ pub async fn verify_run(store: &dyn Store, run_id: &str, key: Option<&ChainKey>)
             }
         }
         count += n as u64;
-        if n < PAGE {
+        if n < want {
             break;
         }
     }
     events::check_head(run_id, None, prev.as_ref(), info.event_head.as_ref())?;
+    // Events past that head: a commit since the row was read, or events added to the log by hand.
+    if let Some(end) = end
+        && !store.events(run_id, end, 1).await.map_err(corrupted_event)?.is_empty()
+    {
+        let now = store.run_info(run_id).await?;
+        if now.is_none_or(|now| now.version == info.version) {
+            return Err(Error::ExecutionCorrupted { run: run_id.to_owned(), seq: end });
+        }
+    }
     let history = store.history(run_id).await?;
     let mut matched = 0;
     for meta in &history {

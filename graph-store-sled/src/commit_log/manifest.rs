@@ -19,7 +19,7 @@
 //! is never read, and the next write replaces it.
 
 use std::io::ErrorKind;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::LogError;
 use super::io::{Io, Site};
@@ -57,6 +57,15 @@ impl Manifest {
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(LogError::io(format!("cannot read {}", path.display()), e)),
         };
+        Manifest::decode(path, &bytes).map(Some)
+    }
+
+    /// Reads a manifest's bytes (`path` names the file in errors).
+    ///
+    /// # Errors
+    ///
+    /// As [`Manifest::load`].
+    pub(crate) fn decode(path: PathBuf, bytes: &[u8]) -> Result<Manifest, LogError> {
         let corrupted = |offset: u64, detail: &str| LogError::Corrupted {
             file: path.clone(),
             offset,
@@ -68,10 +77,10 @@ impl Manifest {
         if &bytes[0..4] != MAGIC {
             return Err(corrupted(0, "the manifest's magic is not GRMF"));
         }
-        if checksum(&bytes) != u32_at(&bytes, 12) {
+        if checksum(bytes) != u32_at(bytes, 12) {
             return Err(corrupted(12, "the manifest's checksum does not match"));
         }
-        let version = u32_at(&bytes, 4);
+        let version = u32_at(bytes, 4);
         if version != MANIFEST_VERSION {
             return Err(LogError::UnsupportedVersion {
                 file: path,
@@ -79,14 +88,14 @@ impl Manifest {
                 supported: MANIFEST_VERSION,
             });
         }
-        let n = u32_at(&bytes, 8) as usize;
+        let n = u32_at(bytes, 8) as usize;
         if n == 0 || n > MAX_FIELDS || bytes.len() != PREAMBLE + 8 * n {
             return Err(corrupted(8, "the manifest's field count does not match its length"));
         }
         let mut fields =
             bytes[PREAMBLE..].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")));
         let checkpoint_seq = fields.next().expect("n >= 1");
-        Ok(Some(Manifest { checkpoint_seq, extra: fields.collect() }))
+        Ok(Manifest { checkpoint_seq, extra: fields.collect() })
     }
 
     /// Replaces `dir/manifest` atomically and durably.
@@ -116,7 +125,7 @@ impl Manifest {
             .map_err(|e| LogError::io(format!("cannot write {}", path.display()), e))
     }
 
-    fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let n = 1 + self.extra.len();
         let mut b = Vec::with_capacity(PREAMBLE + 8 * n);
         b.extend_from_slice(MAGIC);

@@ -103,6 +103,8 @@
 //! policy belong to the store.
 
 mod format;
+#[cfg(feature = "fuzzing")]
+pub(crate) mod fuzz;
 mod io;
 mod manifest;
 mod spares;

@@ -389,3 +389,28 @@ async fn status_changes_are_in_the_log() {
         ]
     );
 }
+
+/// `verify_run` (what `graphctl verify` runs) while the run goes on committing: its reads of the run
+/// row, the events and the checkpoints see different commits, which is never reported as damage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verifying_a_run_while_it_commits_never_reports_damage() {
+    let store = MemoryStore::new();
+    let engine = Engine::builder(counter(10_000)).store(store.clone()).build();
+    let running = tokio::spawn(async move { engine.run("r", Trace::default()).await.unwrap() });
+    let (mut verified, mut last_events) = (0, 0);
+    while !running.is_finished() {
+        if let Some(report) = match graph_runtime::engine::verify_run(&store, "r", None).await {
+            Ok(r) => Some(r),
+            Err(Error::RunNotFound { .. }) => None,
+            Err(e) => panic!("a verify while the run commits reported {e}"),
+        } {
+            assert!(report.events >= last_events, "the log went back");
+            last_events = report.events;
+            verified += 1;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(running.await.unwrap().is_completed());
+    let end = graph_runtime::engine::verify_run(&store, "r", None).await.unwrap();
+    assert!(end.events > last_events && verified > 10, "{verified} verifies, {} events", end.events);
+}

@@ -2,6 +2,7 @@
 //! the SQLite store, and (features `postgres`, `mysql`) the server stores and the workers that share
 //! their runs. One binary, one module per topic.
 
+mod backup;
 mod pool_time;
 mod sql_servers;
 mod sqlite_store;
