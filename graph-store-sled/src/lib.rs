@@ -65,7 +65,7 @@ use graph_store::record::{decode, decode_run, of_run};
 use graph_store::schedule::{Schedule, ScheduleOp, ScheduleReply};
 use graph_store::{
     Checkpoint, CheckpointMeta, CommitOutcome, Durability, EffectOutcome, EffectRecord, EffectState,
-    FailPoint, OutboxRow, RunFilter, RunInfo, RunStatus, Store, StoreError,
+    FailPoint, Integrity, OutboxRow, RunFilter, RunInfo, RunStatus, Store, StoreError,
 };
 use redo::{Op, TreeId};
 
@@ -157,6 +157,9 @@ struct Inner {
     /// sled's log file, for the `fdatasync` its own flush leaves out (see [`Inner::flush_index`]).
     sled_log: File,
     options: SledOptions,
+    /// Damage the open found in bytes it did not need (commit groups the index held durably), for
+    /// [`Store::check_integrity`].
+    findings: Vec<String>,
     /// The commit log and what goes with it; the commit thread holds it while it writes a group.
     writer: Mutex<Writer>,
     /// Requests waiting for the commit thread.
@@ -209,7 +212,9 @@ impl SledStore {
             .map_err(|e| StoreError::backend(format!("cannot create {}", path.display()), e))?;
         let lock = lock(&path)?;
         let wal_dir = path.join("wal");
-        let manifest = Manifest::load(&wal_dir).map_err(log_error)?.unwrap_or_default();
+        let manifest = Manifest::load(&wal_dir).map_err(log_error)?;
+        let applied_through = manifest.as_ref().map(|m| m.checkpoint_seq);
+        let manifest = manifest.unwrap_or_default();
         let db = Quiet::new(open_sled(&sled_folder(&path), options.cache_bytes)?);
         let tree = |name: &str| {
             guard(&path, || db.open_tree(name))?
@@ -221,8 +226,27 @@ impl SledStore {
         let (effects, effect_keys, outbox) = (tree("effects")?, tree("effect_keys")?, tree("outbox")?);
         let (events, pending, mailboxes) = (tree("events")?, tree("pending")?, tree("mailboxes")?);
         let schedules = tree("schedules")?;
-        let log_options = LogOptions { segment_size: options.log_segment_size, ..LogOptions::default() };
+        let log_options =
+            LogOptions { segment_size: options.log_segment_size, applied_through, ..LogOptions::default() };
         let (log, records) = CommitLog::open(&wal_dir, log_options).map_err(log_error)?;
+        // Records up to the last skipped group are not replayed: a skipped group's writes are in the index
+        // only, and replaying older records over them would bring back older values.
+        let skipped_through = log.skipped().iter().map(|s| s.seqs.end - 1).max();
+        let findings = log
+            .skipped()
+            .iter()
+            .map(|s| {
+                format!(
+                    "{} at byte {}: commit groups {}..{} do not read ({}); the index held them durably, so \
+                     nothing was lost (the segment is retired by a later checkpoint)",
+                    s.file.display(),
+                    s.offset,
+                    s.seqs.start,
+                    s.seqs.end,
+                    s.why
+                )
+            })
+            .collect();
         let sled_log = open_sled_log(&path)?;
         let inner = Inner {
             writer: Mutex::new(Writer::new(log, manifest.clone(), 0)),
@@ -241,12 +265,13 @@ impl SledStore {
             schedules,
             sled_log,
             options,
+            findings,
             queue: commit::Queue::new(1),
             failed: Mutex::new(None),
             fail: Default::default(),
             _lock: lock,
         };
-        if let Err(e) = inner.recover(&manifest, records) {
+        if let Err(e) = inner.recover(&manifest, records, skipped_through) {
             // A store that did not open must not checkpoint when it is dropped: its writer was never
             // positioned (`next_seq` 0: the checkpoint's `next_seq - 1` overflowed, or in a release
             // build wrote `checkpoint_seq = u64::MAX` into the manifest), and a store reported damaged
@@ -344,7 +369,12 @@ impl SledStore {
 impl Inner {
     /// Brings sled up to date with the log (see the module doc), then checkpoints, so the next open
     /// replays nothing of what came before.
-    fn recover(&self, manifest: &Manifest, records: Vec<Record>) -> Result<(), StoreError> {
+    fn recover(
+        &self,
+        manifest: &Manifest,
+        records: Vec<Record>,
+        skipped_through: Option<u64>,
+    ) -> Result<(), StoreError> {
         let mut applied = self.applied_seq()?;
         if applied < manifest.checkpoint_seq
             && records.first().is_none_or(|r| r.seq > applied.saturating_add(1))
@@ -379,7 +409,11 @@ impl Inner {
         // nothing. The exception: sled holds groups the log does not (the log's tail was damaged after
         // sled applied it). sled's log is sequential, so it then holds every record of the log whole, and
         // replaying them would overwrite newer values with older ones: nothing is replayed.
-        let from = if last_logged.is_some_and(|l| l < applied) { applied } else { 0 };
+        //
+        // Nor are records up to a damaged group that the open skipped (the index held it durably): its
+        // writes are in the index alone, and older records replayed over them would undo them.
+        let from =
+            if last_logged.is_some_and(|l| l < applied) { applied } else { skipped_through.unwrap_or(0) };
         for record in records.into_iter().filter(|r| r.seq > from) {
             self.apply_record(&record.payload, Some(record.seq))?;
             applied = applied.max(record.seq);
@@ -508,15 +542,20 @@ impl Inner {
         Ok(())
     }
 
-    /// [`Store::backup_to`]: a new store at `dest`, then every record of every tree copied into its
-    /// index, with no commit in between (the writer lock is held throughout), then made durable. The
-    /// copy has a commit log of its own, empty: its records are all in its index.
-    fn backup_to(&self, dest: &Path) -> Result<(), StoreError> {
+    /// [`Store::backup_to`] (`runs` `None`) and [`Store::salvage_to`]: a new store at `dest`, then
+    /// every record of every tree (of the runs in `runs`, and every schedule) copied into its index,
+    /// with no commit in between (the writer lock is held throughout), then made durable. The copy has
+    /// a commit log of its own, empty: its records are all in its index.
+    fn copy_to(
+        &self,
+        dest: &Path,
+        runs: Option<&std::collections::HashSet<&[u8]>>,
+    ) -> Result<(), StoreError> {
         self.check()?;
         if dest.exists() {
             return Err(StoreError::backend(
-                format!("cannot back up to {}", dest.display()),
-                "it exists already: a backup goes to a new path",
+                format!("cannot copy the store to {}", dest.display()),
+                "it exists already: a backup or a salvage goes to a new path",
             ));
         }
         let _no_commits = self.writer.lock().unwrap_or_else(|e| e.into_inner());
@@ -525,6 +564,11 @@ impl Inner {
                 let to = copy.inner.tree(t);
                 let mut entries = self.tree(t).iter();
                 while let Some((k, v)) = self.read(|| entries.next().transpose())? {
+                    if let Some(runs) = runs
+                        && run_of(t, &k, &v).is_some_and(|run| !runs.contains(run))
+                    {
+                        continue;
+                    }
                     guard(dest, || to.insert(k, v))?
                         .map_err(|e| StoreError::backend(format!("writing {}", dest.display()), e))?;
                 }
@@ -848,6 +892,22 @@ fn run_key(run_id: &str) -> Vec<u8> {
     k
 }
 
+/// The run a record of tree `t` belongs to (`None`: a schedule, which belongs to none): its key in the
+/// trees keyed by run id, the run key its key starts with in those keyed by run and step, and the one
+/// its value starts with in the two trees that point into those.
+fn run_of<'a>(t: TreeId, key: &'a [u8], value: &'a [u8]) -> Option<&'a [u8]> {
+    let prefixed = |b: &'a [u8]| {
+        let len = u32::from_be_bytes(b.get(..4)?.try_into().ok()?) as usize;
+        b.get(4..4 + len)
+    };
+    match t {
+        TreeId::Runs | TreeId::Pending | TreeId::Mailboxes => Some(key),
+        TreeId::Checkpoints | TreeId::Outbox | TreeId::Effects | TreeId::Events => prefixed(key),
+        TreeId::Keys | TreeId::EffectKeys => prefixed(value),
+        TreeId::Schedules => None,
+    }
+}
+
 fn cp_key(run_id: &str, step: u64) -> Vec<u8> {
     let mut k = run_key(run_id);
     k.extend_from_slice(&step.to_be_bytes());
@@ -1071,11 +1131,35 @@ impl Store for SledStore {
         }
     }
 
+    /// What the open found damaged in bytes it did not need, else `NotChecked` (each record is checked
+    /// as it is read).
+    async fn check_integrity(&self) -> Result<Integrity, StoreError> {
+        if self.inner.findings.is_empty() {
+            return Ok(Integrity::NotChecked {
+                why: "this store has no whole-store check; it checks each record as it reads it",
+            });
+        }
+        Ok(Integrity::Findings {
+            check: "the commit log's checksums, at open".into(),
+            findings: self.inner.findings.clone(),
+        })
+    }
+
     async fn backup_to(&self, dest: &Path) -> Result<(), StoreError> {
         let (inner, dest) = (self.inner.clone(), dest.to_path_buf());
-        tokio::task::spawn_blocking(move || inner.backup_to(&dest))
+        tokio::task::spawn_blocking(move || inner.copy_to(&dest, None))
             .await
             .map_err(|e| StoreError::backend("the backup did not finish", e))?
+    }
+
+    async fn salvage_to(&self, dest: &Path, runs: &[String]) -> Result<(), StoreError> {
+        let (inner, dest, runs) = (self.inner.clone(), dest.to_path_buf(), runs.to_vec());
+        tokio::task::spawn_blocking(move || {
+            let keep = runs.iter().map(|r| r.as_bytes()).collect();
+            inner.copy_to(&dest, Some(&keep))
+        })
+        .await
+        .map_err(|e| StoreError::backend("the salvage did not finish", e))?
     }
 
     async fn schedule_op(&self, name: &str, op: ScheduleOp) -> Result<ScheduleReply, StoreError> {

@@ -672,6 +672,65 @@ impl SqliteStore {
         .map_err(|e| StoreError::backend("a read of the SQLite store did not finish", e))?
     }
 
+    /// [`Store::backup_to`] (`runs` `None`) and [`Store::salvage_to`]: `VACUUM INTO` from one read
+    /// transaction (the copy is the database as of its start, while the writer goes on), then, for a
+    /// salvage, every row of another run deleted from the copy's tables; then synced.
+    async fn copy_to(&self, dest: &Path, runs: Option<&[String]>) -> Result<(), StoreError> {
+        let cannot = |e: &dyn std::fmt::Display| {
+            StoreError::backend(format!("cannot copy the store to {}", dest.display()), e.to_string())
+        };
+        if dest.exists() {
+            return Err(cannot(&"it exists already: a backup or a salvage goes to a new path"));
+        }
+        let target = dest.to_str().ok_or_else(|| cannot(&"the path is not UTF-8"))?.to_owned();
+        let written = self.read(move |c| c.execute("VACUUM INTO ?1", [target])).await;
+        let (dest_owned, keep) = (dest.to_path_buf(), runs.map(<[String]>::to_vec));
+        let finish = move || -> Result<(), StoreError> {
+            let dest = dest_owned.as_path();
+            let cannot = |e: &dyn std::fmt::Display| {
+                StoreError::backend(format!("cannot copy the store to {}", dest.display()), e.to_string())
+            };
+            if let Some(keep) = &keep {
+                let c = Connection::open(dest).map_err(|e| cannot(&e))?;
+                c.execute_batch("CREATE TEMP TABLE graph_keep (run_id TEXT PRIMARY KEY)")
+                    .map_err(|e| cannot(&e))?;
+                for run in keep {
+                    c.execute("INSERT OR IGNORE INTO graph_keep VALUES (?1)", [run])
+                        .map_err(|e| cannot(&e))?;
+                }
+                let tables: Vec<String> = c
+                    .prepare(
+                        "SELECT m.name FROM sqlite_master m, pragma_table_info(m.name) p \
+                         WHERE m.type = 'table' AND p.name = 'run_id'",
+                    )
+                    .and_then(|mut q| q.query_map([], |r| r.get(0))?.collect())
+                    .map_err(|e| cannot(&e))?;
+                for t in tables {
+                    let sql = format!(
+                        "DELETE FROM \"{t}\" WHERE run_id NOT IN (SELECT run_id FROM temp.graph_keep)"
+                    );
+                    c.execute(&sql, []).map_err(|e| cannot(&e))?;
+                }
+            }
+            let parent = dest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            std::fs::File::open(dest)
+                .and_then(|f| f.sync_all())
+                .and_then(|()| std::fs::File::open(parent)?.sync_all())
+                .map_err(|e| cannot(&e))
+        };
+        let done = match written {
+            Ok(_) => tokio::task::spawn_blocking(finish)
+                .await
+                .map_err(|e| StoreError::backend("the copy did not finish", e))
+                .and_then(|r| r),
+            Err(e) => Err(e),
+        };
+        if done.is_err() {
+            let _ = std::fs::remove_file(dest);
+        }
+        done
+    }
+
     async fn outcome(&self, op: Op) -> Result<CommitOutcome, StoreError> {
         match self.request(op).await? {
             Reply::Outcome(o) => Ok(o),
@@ -936,26 +995,11 @@ fn cannot_open(path: &Path, e: rusqlite::Error) -> StoreError {
 #[async_trait]
 impl Store for SqliteStore {
     async fn backup_to(&self, dest: &Path) -> Result<(), StoreError> {
-        let cannot = |e: &dyn std::fmt::Display| {
-            StoreError::backend(format!("cannot back up to {}", dest.display()), e.to_string())
-        };
-        if dest.exists() {
-            return Err(cannot(&"it exists already: a backup goes to a new path"));
-        }
-        let target = dest.to_str().ok_or_else(|| cannot(&"the path is not UTF-8"))?.to_owned();
-        // One read transaction: the copy is the database as of its start, while the writer goes on.
-        let written = self.read(move |c| c.execute("VACUUM INTO ?1", [target])).await;
-        let synced = written.and_then(|_| {
-            let parent = dest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-            std::fs::File::open(dest)
-                .and_then(|f| f.sync_all())
-                .and_then(|()| std::fs::File::open(parent)?.sync_all())
-                .map_err(|e| cannot(&e))
-        });
-        if synced.is_err() {
-            let _ = std::fs::remove_file(dest);
-        }
-        synced
+        self.copy_to(dest, None).await
+    }
+
+    async fn salvage_to(&self, dest: &Path, runs: &[String]) -> Result<(), StoreError> {
+        self.copy_to(dest, Some(runs)).await
     }
 
     async fn save_checkpoint(

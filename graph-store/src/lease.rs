@@ -343,4 +343,8 @@ impl<L: LeaseStore> Store for LeasedStore<L> {
     async fn backup_to(&self, dest: &std::path::Path) -> Result<(), StoreError> {
         self.inner.backup_to(dest).await
     }
+
+    async fn salvage_to(&self, dest: &std::path::Path, runs: &[String]) -> Result<(), StoreError> {
+        self.inner.salvage_to(dest, runs).await
+    }
 }

@@ -258,6 +258,10 @@ impl Store for RetryStore {
     async fn backup_to(&self, dest: &std::path::Path) -> Result<(), StoreError> {
         self.inner.backup_to(dest).await
     }
+
+    async fn salvage_to(&self, dest: &std::path::Path, runs: &[String]) -> Result<(), StoreError> {
+        self.inner.salvage_to(dest, runs).await
+    }
 }
 
 #[cfg(test)]

@@ -262,6 +262,24 @@ pub trait Store: Send + Sync + 'static {
                 .into(),
         })
     }
+
+    /// Writes a new store at `dest` (a path that must not exist yet) holding every record of the runs
+    /// in `runs`, byte for byte, and every schedule, as [`Store::backup_to`] does for all runs: what
+    /// `graphctl salvage` writes after it has verified which runs read back intact.
+    ///
+    /// The default, for the memory and server stores: [`StoreError::Unsupported`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::backup_to`].
+    async fn salvage_to(&self, dest: &std::path::Path, runs: &[String]) -> Result<(), StoreError> {
+        let _ = (dest, runs);
+        Err(StoreError::Unsupported {
+            operation: "salvage",
+            detail: "this store has no salvage of its own: restore its database with the database's tools"
+                .into(),
+        })
+    }
 }
 
 /// What [`Store::check_integrity`] found (damage is an error, `StoreError::Corrupted`).
@@ -273,6 +291,15 @@ pub enum Integrity {
     Sound {
         /// The check that ran.
         check: String,
+    },
+    /// The check found damage in bytes the store does not need (the sled store: commit-log groups its
+    /// index held durably): nothing stored is lost, and the store works; each finding names the file,
+    /// the byte and what it held. The damaged bytes go when the store next retires them.
+    Findings {
+        /// The check that ran.
+        check: String,
+        /// What it found, one line each.
+        findings: Vec<String>,
     },
     /// The store has no whole-store check, or cannot run it here.
     NotChecked {

@@ -156,6 +156,17 @@ pub(crate) enum Command {
         #[arg(long, value_name = "PATH")]
         to: PathBuf,
     },
+    /// Copies every run that reads back intact (its record, checkpoints and event log, verified as
+    /// `verify` does) from a damaged store into a new store at `--to`, and lists each run it could not,
+    /// with why: one damaged record costs its run, not the store. Exits 5 when any run was left out.
+    Salvage {
+        /// Where the new store goes: a path that does not exist yet.
+        #[arg(long, value_name = "PATH")]
+        to: PathBuf,
+        /// The key of a keyed log (HMAC-SHA256): the file's bytes, exactly.
+        #[arg(long, value_name = "FILE")]
+        key_file: Option<PathBuf>,
+    },
     /// Checks a backup (every run's event log and checkpoints, as `verify --all`) and copies it to
     /// `--store`, a path that must not exist yet (move a damaged store aside first). Runs resume from
     /// their last backed-up step.
@@ -302,7 +313,6 @@ impl Command {
                     | Command::Fork { .. }
                     | Command::ResolveEffect { .. }
                     | Command::HandBack { .. }
-                    | Command::Backup { .. }
             ),
         }
     }

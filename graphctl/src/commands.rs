@@ -108,6 +108,10 @@ impl Session<'_> {
             Command::Mailbox { run } => self.mailbox(&run).await?,
             Command::Schedules => self.schedules().await?,
             Command::Backup { to } => self.backup(&to).await?,
+            Command::Salvage { to, key_file } => {
+                let key = key_file.as_deref().map(read_key).transpose()?;
+                self.salvage(&to, key).await?
+            }
             Command::Restore { from, key_file } => {
                 let key = key_file.as_deref().map(read_key).transpose()?;
                 self.restore(&from, key).await?
@@ -628,6 +632,15 @@ impl Session<'_> {
             Ok(Integrity::NotChecked { why }) => {
                 (Exit::Ok, format!("store: not checked: {why}\n"), json!({ "checked": false, "why": why }))
             }
+            // Damage in bytes the store did not need: reported, and the runs are checked as usual.
+            Ok(Integrity::Findings { check, findings }) => {
+                let mut text =
+                    format!("store: {check}: ok, with {} finding(s) in bytes not needed:\n", findings.len());
+                for f in &findings {
+                    text.push_str(&format!("  warning: {f}\n"));
+                }
+                (Exit::Ok, text, json!({ "checked": true, "ok": true, "check": check, "findings": findings }))
+            }
             Ok(other) => {
                 let what = format!("{other:?}");
                 (Exit::Ok, format!("store: {what}\n"), json!({ "checked": false, "why": what }))
@@ -1009,6 +1022,30 @@ impl Session<'_> {
         let runs = copy.list_runs(&RunFilter::all()).await?.len();
         let text = format!("backed up {runs} runs to {} in {took_ms} ms\n", to.display());
         Ok(Output::ok(text, json!({ "to": to.display().to_string(), "runs": runs, "took_ms": took_ms })))
+    }
+
+    async fn salvage(&self, to: &std::path::Path, key: Option<ChainKey>) -> Outcome {
+        let report = graph_runtime::engine::salvage(&*self.store, to, key.as_ref()).await?;
+        let (intact, lost): (Vec<String>, Vec<(String, String)>) = (
+            report.salvaged,
+            report.lost.into_iter().map(|(run, e)| (run, broken(e, key.is_none()).message)).collect(),
+        );
+        let mut text = format!("salvaged {} runs to {}", intact.len(), to.display());
+        if lost.is_empty() {
+            text.push_str("; every run read back intact\n");
+        } else {
+            text.push_str(&format!("; {} could not be read back intact:\n", lost.len()));
+            for (run, why) in &lost {
+                text.push_str(&format!("  {run}: {why}\n"));
+            }
+        }
+        let j = json!({
+            "to": to.display().to_string(),
+            "salvaged": intact,
+            "lost": lost.iter().map(|(run, why)| json!({ "run_id": run, "error": why })).collect::<Vec<_>>(),
+        });
+        let exit = if lost.is_empty() { Exit::Ok } else { Exit::Corrupted };
+        Ok(Output { text, json: j, exit })
     }
 
     /// `restore`: this session's store is the backup; `--store` names where it goes.

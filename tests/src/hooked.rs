@@ -152,6 +152,10 @@ impl<St: Store, H: Hooks> Store for Hooked<St, H> {
     async fn backup_to(&self, dest: &std::path::Path) -> Result<(), StoreError> {
         self.saw(self.inner.backup_to(dest).await)
     }
+
+    async fn salvage_to(&self, dest: &std::path::Path, runs: &[String]) -> Result<(), StoreError> {
+        self.saw(self.inner.salvage_to(dest, runs).await)
+    }
 }
 
 /// Shared hooks: a test keeps one handle to look at what they saw, the store the other.

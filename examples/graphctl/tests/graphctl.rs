@@ -360,6 +360,16 @@ fn backup_copies_a_store_and_restore_checks_it_and_writes_a_new_one() {
     graphctl(&damaged, &["restore", "--from", copy.to_str().unwrap()])
         .fails(5, "does not verify, nothing was restored");
     assert!(!damaged.exists());
+    // Salvage takes the runs that verify and names the one that does not; exit 5.
+    let salvaged = f.dir.path().join("salvaged.sqlite");
+    let ran = graphctl(&copy, &["salvage", "--to", salvaged.to_str().unwrap()]);
+    assert_eq!(ran.code, 5, "{ran:?}");
+    assert!(ran.stdout.starts_with("salvaged 3 runs to ") && ran.stdout.contains("\n  order-1: "), "{ran:?}");
+    let all = json(&salvaged, &["verify", "--all"]);
+    let ids: Vec<&str> =
+        all["runs"].as_array().unwrap().iter().map(|r| r["run_id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), 3, "{all}");
+    assert!(!ids.contains(&"order-1"), "{all}");
 }
 
 fn keyed_store(dir: &Path, ledger: &Path) {

@@ -315,6 +315,71 @@ pub async fn verify_run(store: &dyn Store, run_id: &str, key: Option<&ChainKey>)
     }
 }
 
+/// What [`salvage`] copied and what it could not.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct SalvageReport {
+    /// The runs copied, in run-id order: each verified (`verify_run`) before it was.
+    pub salvaged: Vec<String>,
+    /// The runs left out, each with why (its run record does not decode, or `verify_run`'s error).
+    pub lost: Vec<(String, Error)>,
+}
+
+/// Copies every run of `store` that reads back intact into a new store at `dest` (a path that must
+/// not exist yet) and names each run it could not, with why: one damaged record costs its run, not
+/// the store. A run is intact when its row decodes and [`verify_run`] passes (its event log from
+/// genesis, every stored checkpoint against it). What is copied is each kept run's records byte for
+/// byte, and every schedule ([`Store::salvage_to`]: the sled and SQLite stores).
+///
+/// # Errors
+///
+/// `Unsupported` for stores without a salvage of their own; `dest` exists or cannot be written; a
+/// failure to read the store that names no run (nothing is written then).
+pub async fn salvage(
+    store: &dyn Store,
+    dest: &std::path::Path,
+    key: Option<&ChainKey>,
+) -> Result<SalvageReport> {
+    // Every run id, one page of one at a time: a row that does not decode names its run and is passed
+    // over, where a whole page would fail on it.
+    let (mut ids, mut lost) = (Vec::new(), Vec::new());
+    let mut after: Option<String> = None;
+    loop {
+        let mut filter = crate::store::RunFilter::all().limit(1);
+        if let Some(a) = &after {
+            filter = filter.after(a);
+        }
+        match store.list_runs(&filter).await {
+            Ok(page) => match page.into_iter().next() {
+                Some(info) => {
+                    after = Some(info.run_id.clone());
+                    ids.push(info.run_id);
+                }
+                None => break,
+            },
+            Err(e @ StoreError::Corrupted { run: Some(_), .. }) => {
+                let StoreError::Corrupted { run: Some(run), .. } = &e else { unreachable!() };
+                if after.as_ref() == Some(run) {
+                    return Err(e.into());
+                }
+                after = Some(run.clone());
+                lost.push((run.clone(), e.into()));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let mut salvaged = Vec::new();
+    for run in ids {
+        match verify_run(store, &run, key).await {
+            Ok(_) => salvaged.push(run),
+            Err(e) => lost.push((run, e)),
+        }
+    }
+    store.salvage_to(dest, &salvaged).await?;
+    lost.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(SalvageReport { salvaged, lost })
+}
+
 /// [`verify_run`] against the run row `info` as read.
 async fn verify_as_of(store: &dyn Store, info: &RunInfo, key: Option<&ChainKey>) -> Result<ChainReport> {
     let run_id = info.run_id.as_str();

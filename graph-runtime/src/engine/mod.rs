@@ -42,7 +42,7 @@ mod versions;
 
 pub use self::core::{Engine, EngineBuilder};
 pub use crate::run::{RunOptions, RunOutcome};
-pub use audit::{ChainReport, HistoryEntry, run_history, verify_run};
+pub use audit::{ChainReport, HistoryEntry, SalvageReport, run_history, salvage, verify_run};
 pub use mail::{Sent, send_event};
 pub use replay::ReplayOutcome;
 pub use schedules::fired_run_id;

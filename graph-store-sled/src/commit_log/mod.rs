@@ -239,6 +239,10 @@ pub(crate) struct LogOptions {
     pub(crate) max_spares: usize,
     /// Prepare spares on a thread (default) rather than in the rotation that needs one.
     pub(crate) background_spares: bool,
+    /// The last seq the index holds durably (the manifest's `checkpoint_seq`), when known: damage that
+    /// lies wholly in records up to it is not needed to recover, and is skipped and reported
+    /// ([`CommitLog::skipped`]) rather than refused. `None` (default): any damage is refused.
+    pub(crate) applied_through: Option<u64>,
     /// Fault rules for tests.
     #[cfg(test)]
     pub(crate) faults: Option<Arc<Faults>>,
@@ -250,6 +254,7 @@ impl Default for LogOptions {
             segment_size: DEFAULT_SEGMENT_SIZE,
             max_spares: 2,
             background_spares: true,
+            applied_through: None,
             #[cfg(test)]
             faults: None,
         }
@@ -263,6 +268,19 @@ impl LogOptions {
             faults: self.faults.clone(),
         }
     }
+}
+
+/// Damage [`CommitLog::open`] skipped: bytes holding only records the index already held durably.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Skipped {
+    /// The segment.
+    pub(crate) file: PathBuf,
+    /// Where the unreadable bytes start.
+    pub(crate) offset: u64,
+    /// The seqs they held, `from..to`.
+    pub(crate) seqs: std::ops::Range<u64>,
+    /// Why they did not read.
+    pub(crate) why: &'static str,
 }
 
 /// One record: a seq and its payload.
@@ -328,6 +346,8 @@ pub(crate) struct CommitLog {
     spares: Arc<Spares>,
     preparer: Option<JoinHandle<()>>,
     stats: LogStats,
+    /// What `open` skipped.
+    skipped: Vec<Skipped>,
     _lock: File,
 }
 
@@ -405,6 +425,7 @@ impl CommitLog {
         let next_id = listing.spares.iter().map(|(_, id, _)| id + 1).max().unwrap_or(0);
 
         let mut records = Vec::new();
+        let mut skipped = Vec::new();
         let mut segments = Vec::new();
         let mut current = None;
         let mut next_seq: Option<u64> = None;
@@ -474,7 +495,7 @@ impl CommitLog {
             let mut at = SEGMENT_HEADER;
             let mut seq = header.first_seq;
             let why = loop {
-                match parse_group(&bytes, at, seed) {
+                let why = match parse_group(&bytes, at, seed) {
                     Ok(g) if g.first_seq == seq => {
                         let Some(next) = seq.checked_add(u64::from(g.count)).filter(|&n| n < u64::MAX) else {
                             return Err(corrupted(at, "the group's seqs run past the largest seq".into()));
@@ -487,11 +508,28 @@ impl CommitLog {
                         );
                         seq = next;
                         at = g.next;
+                        continue;
                     }
                     // Reported by the search below, which finds this very group.
-                    Ok(_) => break "a group of another seq",
-                    Err(why) => break why,
-                }
+                    Ok(_) => "a group of another seq",
+                    Err(why) => why,
+                };
+                // Unreadable bytes followed by a valid group of a later seq, all of whose seqs the index
+                // holds durably: not needed to recover. Skipped, and reported.
+                let skip = options.applied_through.and_then(|applied| {
+                    find_valid_group(&bytes, at, seed)
+                        .filter(|(_, g)| g.first_seq > seq && g.first_seq <= applied.saturating_add(1))
+                });
+                let Some((found_at, g)) = skip else { break why };
+                tracing::warn!(
+                    file = %path.display(),
+                    offset = at,
+                    "commit log: bytes holding commit groups {seq}..{} are damaged ({why}); the index holds \
+                     them durably, so they are not needed and are skipped",
+                    g.first_seq
+                );
+                skipped.push(Skipped { file: path.clone(), offset: at as u64, seqs: seq..g.first_seq, why });
+                (at, seq) = (found_at, g.first_seq);
             };
             // Nothing valid may follow where reading stopped: if anything does, the bytes here are damage,
             // not the end of what was written.
@@ -548,9 +586,15 @@ impl CommitLog {
             spares,
             preparer,
             stats: LogStats::default(),
+            skipped,
             _lock: lock,
         };
         Ok((log, records))
+    }
+
+    /// The damage `open` skipped (see [`LogOptions::applied_through`]).
+    pub(crate) fn skipped(&self) -> &[Skipped] {
+        &self.skipped
     }
 
     /// The log's folder.

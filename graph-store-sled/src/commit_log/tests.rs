@@ -11,7 +11,7 @@ use super::io::Site;
 use super::*;
 
 fn options(segment_size: u64) -> LogOptions {
-    LogOptions { segment_size, max_spares: 2, background_spares: false, faults: None }
+    LogOptions { segment_size, max_spares: 2, background_spares: false, applied_through: None, faults: None }
 }
 
 fn with_faults(segment_size: u64, faults: &Arc<Faults>) -> LogOptions {

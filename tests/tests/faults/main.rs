@@ -6,6 +6,7 @@ mod crash;
 mod effects_crash;
 mod faults_damage;
 mod faults_device;
+mod salvage;
 mod sqlite_damage;
 mod sqlite_faults;
 mod timers_crash;

@@ -1,0 +1,240 @@
+//! Damage in bytes recovery does not need, and salvage. A sled store whose commit log holds groups its
+//! index already held durably (the manifest's checkpoint is past them) opens when one of those groups
+//! is damaged and a valid group follows it (before, the open refused the whole store): the damage is a
+//! warning and a typed finding (`Integrity::Findings` from `check_integrity`, naming the segment and
+//! the byte), and every run reads back, verifies and holds an uninterrupted run's history.
+
+use std::path::Path;
+
+use graph_runtime::engine::{salvage, verify_run};
+use graph_runtime::rand_chacha::ChaCha8Rng;
+use graph_runtime::rand_core::SeedableRng;
+use graph_runtime::store::{Integrity, SledStore, SqliteStore};
+use graph_runtime::{Engine, Store, StoreError};
+use graph_tests::damage::pick_damage;
+use graph_tests::faults::{reference, run_id, small_options, wal_groups, wal_segments};
+use graph_tests::{Trace, crash_graph, state_hash};
+
+const RUNS: usize = 4;
+const ITERATIONS: u64 = 20;
+
+/// A store in `dir` where four runs of `crash_graph` completed, closed cleanly.
+async fn completed_store(dir: &Path) {
+    completed(std::sync::Arc::new(SledStore::open_with(dir, small_options()).unwrap())).await;
+}
+
+/// Four runs of `crash_graph` completed in `store`, which is closed on return.
+async fn completed(store: std::sync::Arc<dyn Store>) {
+    let engine = Engine::builder(crash_graph(ITERATIONS)).shared_store(store).build();
+    let runs: Vec<_> = (0..RUNS)
+        .map(|i| {
+            let engine = engine.clone();
+            tokio::spawn(async move { engine.run(&run_id(i), Trace::default()).await })
+        })
+        .collect();
+    for r in runs {
+        assert!(r.await.unwrap().unwrap().is_completed());
+    }
+}
+
+/// Every run of the store holds the reference history and final state, and verifies.
+async fn every_run_intact(store: &SledStore) {
+    let engine = Engine::builder(crash_graph(ITERATIONS)).store(store.clone()).build();
+    for i in 0..RUNS {
+        let run = run_id(i);
+        let expected = reference(&run, ITERATIONS).await;
+        let keys: Vec<String> =
+            store.history(&run).await.unwrap().into_iter().map(|m| m.idempotency_key).collect();
+        assert_eq!(keys, expected.keys, "{run}");
+        let last = engine.state_at(&run, expected.last_step()).await.unwrap().unwrap();
+        assert_eq!(state_hash(&last), *expected.states.last().unwrap(), "{run}");
+        verify_run(store, &run, None).await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_commit_group_the_index_already_holds_is_reported_not_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store");
+    completed_store(&path).await;
+    // The clean close checkpointed: every group of the current segment is in the index durably. Damage
+    // one byte in the body of a group that other groups follow.
+    let segment = wal_segments(&path).pop().expect("a segment");
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let groups = wal_groups(&bytes);
+    assert!(groups.len() >= 3, "{} groups", groups.len());
+    let (start, end, first_seq, _) = groups[groups.len() / 2];
+    bytes[(start + 24 + end) / 2] ^= 0x40;
+    std::fs::write(&segment, &bytes).unwrap();
+
+    let store = SledStore::open_with(&path, small_options()).expect("the damage is in bytes not needed");
+    match store.check_integrity().await.unwrap() {
+        Integrity::Findings { findings, .. } => {
+            assert_eq!(findings.len(), 1, "{findings:?}");
+            let name = segment.file_name().unwrap().to_str().unwrap();
+            assert!(
+                findings[0].contains(name) && findings[0].contains(&format!("groups {first_seq}..")),
+                "{findings:?}"
+            );
+        }
+        other => panic!("no finding: {other:?}"),
+    }
+    every_run_intact(&store).await;
+}
+
+/// Everything `store` holds of `run`, as its reads return it: the row, each checkpoint, the events, the
+/// effects. Equal for two stores exactly when they hold the same records (each decodes from the bytes
+/// the other encodes, field for field).
+async fn records_of(store: &dyn Store, run: &str) -> String {
+    let info = store.run_info(run).await.unwrap();
+    let latest = info.as_ref().map_or(0, |i| i.latest_step);
+    let checkpoints = store.checkpoints(run, 0, latest).await.unwrap();
+    let events = store.events(run, 0, usize::MAX).await.unwrap();
+    let effects = store.effects(run).await.unwrap();
+    format!("{info:?}\n{checkpoints:?}\n{events:?}\n{effects:?}")
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Sled,
+    Sqlite,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn salvage_copies_the_intact_runs_byte_for_byte_and_names_the_others() {
+    for kind in [Kind::Sled, Kind::Sqlite] {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, dest) = match kind {
+            Kind::Sled => (dir.path().join("store"), dir.path().join("salvaged")),
+            Kind::Sqlite => (dir.path().join("store.sqlite"), dir.path().join("salvaged.sqlite")),
+        };
+        let store: std::sync::Arc<dyn Store> = match kind {
+            Kind::Sled => std::sync::Arc::new(SledStore::open(&path).unwrap()),
+            Kind::Sqlite => std::sync::Arc::new(SqliteStore::open(&path).unwrap()),
+        };
+        completed(store.clone()).await;
+        // r1: a checkpoint record with a changed byte; r2: a checkpoint gone from the index (in the
+        // open store: a sled store's next open would repair both from its commit log).
+        drop(store);
+        let original: std::sync::Arc<dyn Store> = match kind {
+            Kind::Sled => {
+                let sled = SledStore::open(&path).unwrap();
+                let mut bytes = sled.raw_checkpoint("r1", 5).unwrap().unwrap();
+                bytes[50] ^= 1;
+                sled.put_raw_checkpoint("r1", 5, &bytes).unwrap();
+                sled.remove_from_index("r2", 7).unwrap();
+                std::sync::Arc::new(sled)
+            }
+            Kind::Sqlite => {
+                let sqlite = SqliteStore::open(&path).unwrap();
+                let mut bytes = sqlite.raw_checkpoint("r1", 5).await.unwrap().unwrap();
+                bytes[50] ^= 1;
+                sqlite.put_raw_checkpoint("r1", 5, &bytes).await.unwrap();
+                sqlite.remove_raw_checkpoint("r2", 7).await.unwrap();
+                std::sync::Arc::new(sqlite)
+            }
+        };
+        let report = salvage(&*original, &dest, None).await.unwrap();
+        assert_eq!(report.salvaged, ["r0", "r3"], "{kind:?}");
+        let lost: Vec<&str> = report.lost.iter().map(|(run, _)| run.as_str()).collect();
+        assert_eq!(lost, ["r1", "r2"], "{kind:?}: {:?}", report.lost);
+        let copy: std::sync::Arc<dyn Store> = match kind {
+            Kind::Sled => std::sync::Arc::new(SledStore::open(&dest).unwrap()),
+            Kind::Sqlite => std::sync::Arc::new(SqliteStore::open(&dest).unwrap()),
+        };
+        for run in ["r0", "r3"] {
+            assert_eq!(records_of(&*copy, run).await, records_of(&*original, run).await, "{kind:?} {run}");
+            verify_run(&*copy, run, None).await.unwrap();
+        }
+        for run in ["r1", "r2"] {
+            assert!(copy.run_info(run).await.unwrap().is_none(), "{kind:?} {run}");
+            assert!(copy.events(run, 0, 10).await.unwrap().is_empty(), "{kind:?} {run}");
+        }
+        // A salvage goes to a new path only.
+        let again = salvage(&*original, &dest, None).await.unwrap_err();
+        assert!(again.to_string().contains("exists already"), "{again}");
+    }
+}
+
+/// Trials of the damage harness on sled's data file of a completed store (each a copy of one
+/// template): refused at open with a typed error, or salvaged with every copied run identical to the
+/// template's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn salvage_after_the_damage_harness_copies_only_runs_identical_to_the_undamaged_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let template = dir.path().join("template");
+    completed_store(&template).await;
+    let reference = SledStore::open_with(&template, small_options()).unwrap();
+    let mut expected = Vec::new();
+    for i in 0..RUNS {
+        expected.push(records_of(&reference, &run_id(i)).await);
+    }
+    drop(reference);
+    let seed = graph_tests::damage::seed();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let (mut refused, mut salvaged_all, mut salvaged_some) = (0, 0, 0);
+    for trial in 0..24 {
+        let copy = dir.path().join(format!("trial-{trial}"));
+        copy_dir(&template, &copy);
+        let file = copy.join("db").join("db");
+        let bytes = std::fs::read(&file).unwrap();
+        let damage = pick_damage(&bytes, trial, &mut rng);
+        damage.apply(&file, &mut rng);
+        let what = format!("seed {seed}, trial {trial}: {}", damage.short());
+        let store = match SledStore::open_with(&copy, small_options()) {
+            Ok(s) => s,
+            Err(e) => {
+                assert!(
+                    matches!(e, StoreError::Corrupted { .. } | StoreError::FailStopped { .. }),
+                    "{what}: {e:?}"
+                );
+                refused += 1;
+                continue;
+            }
+        };
+        let dest = dir.path().join(format!("salvaged-{trial}"));
+        let report = match salvage(&store, &dest, None).await {
+            Ok(r) => r,
+            // sled reports a read of a damaged page as an error it cannot tell from a failing device's
+            // (`Read corrupted data`), and the store stops (`FailStopped`): such a store is not salvaged.
+            Err(e) => {
+                let typed = matches!(
+                    e,
+                    graph_runtime::Error::Store(
+                        StoreError::Corrupted { .. } | StoreError::FailStopped { .. }
+                    )
+                );
+                assert!(typed, "{what}: {e:?}");
+                refused += 1;
+                continue;
+            }
+        };
+        drop(store);
+        let salvaged = SledStore::open(&dest).unwrap();
+        for run in &report.salvaged {
+            let i: usize = run[1..].parse().unwrap();
+            assert_eq!(records_of(&salvaged, run).await, expected[i], "{what}: {run} differs");
+        }
+        if report.lost.is_empty() && report.salvaged.len() == RUNS {
+            salvaged_all += 1
+        } else {
+            salvaged_some += 1
+        }
+    }
+    println!(
+        "seed {seed}: {refused} refused, {salvaged_all} salvaged whole, {salvaged_some} salvaged in part"
+    );
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target)
+        } else {
+            std::fs::copy(e.path(), target).map(drop).unwrap()
+        }
+    }
+}
