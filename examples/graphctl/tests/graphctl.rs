@@ -352,7 +352,7 @@ fn backup_copies_a_store_and_restore_checks_it_and_writes_a_new_one() {
     rusqlite::Connection::open(&copy)
         .unwrap()
         .execute_batch(
-            "UPDATE checkpoints SET record = substr(record, 1, length(record) - 1) || x'00'
+            "UPDATE checkpoints SET record = CAST(substr(record, 1, length(record) - 1) || x'00' AS BLOB)
              WHERE run_id = 'order-1' AND step = 1",
         )
         .unwrap();
