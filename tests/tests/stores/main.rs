@@ -4,6 +4,7 @@
 
 mod backup;
 mod pool_time;
+mod server_hardening;
 mod sql_servers;
 mod sqlite_store;
 mod store_conformance;
