@@ -188,6 +188,9 @@ async fn salvage_after_the_damage_harness_copies_only_runs_identical_to_the_unda
                     matches!(e, StoreError::Corrupted { .. } | StoreError::FailStopped { .. }),
                     "{what}: {e:?}"
                 );
+                if std::env::var_os("GRAPH_FAULT_VERBOSE").is_some() {
+                    println!("{what}: refused at open: {e}");
+                }
                 refused += 1;
                 continue;
             }
@@ -205,6 +208,9 @@ async fn salvage_after_the_damage_harness_copies_only_runs_identical_to_the_unda
                     )
                 );
                 assert!(typed, "{what}: {e:?}");
+                if std::env::var_os("GRAPH_FAULT_VERBOSE").is_some() {
+                    println!("{what}: refused at salvage: {e}");
+                }
                 refused += 1;
                 continue;
             }
