@@ -3,6 +3,18 @@
 //! is damaged and a valid group follows it (before, the open refused the whole store): the damage is a
 //! warning and a typed finding (`Integrity::Findings` from `check_integrity`, naming the segment and
 //! the byte), and every run reads back, verifies and holds an uninterrupted run's history.
+//!
+//! Salvage (`graph_runtime::engine::salvage`, what `graphctl salvage` runs): on a sled and a SQLite
+//! store where one run's checkpoint record is damaged and another's checkpoint is gone from the index,
+//! the new store holds exactly the other runs, every record of theirs as the original held it, and the
+//! report names the two runs left out. Then the repository's damage harness
+//! (`graph_tests::damage::pick_damage`: byte flips, a zeroed range or a truncation at a random place) on
+//! sled's data file, trial after trial: the store refuses to open or to be read with a typed error
+//! (`Corrupted`, or `FailStopped` where sled reports a damaged page as a read error it cannot tell from
+//! a failing device's), or salvage copies runs each identical to the undamaged store's and names the
+//! rest; never a panic, never a run copied that differs. The counts are printed (`GRAPH_FAULT_VERBOSE=1`
+//! prints each trial's outcome): most damage to sled's data file makes sled's own recovery refuse the
+//! files ("sled cannot read its files"), which leaves a backup as the way back.
 
 use std::path::Path;
 
