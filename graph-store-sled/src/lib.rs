@@ -376,6 +376,18 @@ impl Inner {
         skipped_through: Option<u64>,
     ) -> Result<(), StoreError> {
         let mut applied = self.applied_seq()?;
+        // A damaged group is skipped only because the index held it durably: if the index came back
+        // without it (behind it), it is lost, and that is damage the open must report.
+        if let Some(skipped) = skipped_through.filter(|&s| applied < s) {
+            return Err(StoreError::corrupted_file(
+                self.path.join("wal"),
+                format!(
+                    "commit group {skipped} is damaged in the log, and the index came back holding only \
+                     group {applied}: the groups between are in neither"
+                ),
+                REMEDY_INDEX,
+            ));
+        }
         if applied < manifest.checkpoint_seq
             && records.first().is_none_or(|r| r.seq > applied.saturating_add(1))
         {
