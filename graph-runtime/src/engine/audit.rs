@@ -341,7 +341,8 @@ pub async fn salvage(
     key: Option<&ChainKey>,
 ) -> Result<SalvageReport> {
     // Every run id, one page of one at a time: a row that does not decode names its run and is passed
-    // over, where a whole page would fail on it.
+    // over, where a whole page would fail on it. (The stores decode a page's rows in order and stop at
+    // its limit, so the run an error names is the one after the cursor.)
     let (mut ids, mut lost) = (Vec::new(), Vec::new());
     let mut after: Option<String> = None;
     loop {
@@ -357,15 +358,17 @@ pub async fn salvage(
                 }
                 None => break,
             },
-            Err(e @ StoreError::Corrupted { run: Some(_), .. }) => {
-                let StoreError::Corrupted { run: Some(run), .. } = &e else { unreachable!() };
-                if after.as_ref() == Some(run) {
-                    return Err(e.into());
-                }
+            Err(e) => {
+                let named = match &e {
+                    StoreError::Corrupted { run: Some(run), .. } if after.as_ref() != Some(run) => {
+                        Some(run.clone())
+                    }
+                    _ => None,
+                };
+                let Some(run) = named else { return Err(e.into()) };
                 after = Some(run.clone());
-                lost.push((run.clone(), e.into()));
+                lost.push((run, e.into()));
             }
-            Err(e) => return Err(e.into()),
         }
     }
     let mut salvaged = Vec::new();
