@@ -676,55 +676,18 @@ impl SqliteStore {
     /// transaction (the copy is the database as of its start, while the writer goes on), then, for a
     /// salvage, every row of another run deleted from the copy's tables; then synced.
     async fn copy_to(&self, dest: &Path, runs: Option<&[String]>) -> Result<(), StoreError> {
-        let cannot = |e: &dyn std::fmt::Display| {
-            StoreError::backend(format!("cannot copy the store to {}", dest.display()), e.to_string())
-        };
         if dest.exists() {
-            return Err(cannot(&"it exists already: a backup or a salvage goes to a new path"));
+            return Err(cannot_copy(dest, "it exists already: a backup or a salvage goes to a new path"));
         }
-        let target = dest.to_str().ok_or_else(|| cannot(&"the path is not UTF-8"))?.to_owned();
-        let written = self.read(move |c| c.execute("VACUUM INTO ?1", [target])).await;
-        let (dest_owned, keep) = (dest.to_path_buf(), runs.map(<[String]>::to_vec));
-        let finish = move || -> Result<(), StoreError> {
-            let dest = dest_owned.as_path();
-            let cannot = |e: &dyn std::fmt::Display| {
-                StoreError::backend(format!("cannot copy the store to {}", dest.display()), e.to_string())
-            };
-            if let Some(keep) = &keep {
-                let c = Connection::open(dest).map_err(|e| cannot(&e))?;
-                c.execute_batch("CREATE TEMP TABLE graph_keep (run_id TEXT PRIMARY KEY)")
-                    .map_err(|e| cannot(&e))?;
-                for run in keep {
-                    c.execute("INSERT OR IGNORE INTO graph_keep VALUES (?1)", [run])
-                        .map_err(|e| cannot(&e))?;
-                }
-                let tables: Vec<String> = c
-                    .prepare(
-                        "SELECT m.name FROM sqlite_master m, pragma_table_info(m.name) p \
-                         WHERE m.type = 'table' AND p.name = 'run_id'",
-                    )
-                    .and_then(|mut q| q.query_map([], |r| r.get(0))?.collect())
-                    .map_err(|e| cannot(&e))?;
-                for t in tables {
-                    let sql = format!(
-                        "DELETE FROM \"{t}\" WHERE run_id NOT IN (SELECT run_id FROM temp.graph_keep)"
-                    );
-                    c.execute(&sql, []).map_err(|e| cannot(&e))?;
-                }
-            }
-            let parent = dest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-            std::fs::File::open(dest)
-                .and_then(|f| f.sync_all())
-                .and_then(|()| std::fs::File::open(parent)?.sync_all())
-                .map_err(|e| cannot(&e))
-        };
-        let done = match written {
-            Ok(_) => tokio::task::spawn_blocking(finish)
-                .await
-                .map_err(|e| StoreError::backend("the copy did not finish", e))
-                .and_then(|r| r),
-            Err(e) => Err(e),
-        };
+        let target = dest.to_str().ok_or_else(|| cannot_copy(dest, "the path is not UTF-8"))?.to_owned();
+        let (path, copy, keep) = (self.inner.path.clone(), dest.to_path_buf(), runs.map(<[String]>::to_vec));
+        let done = self
+            .read_decoded(move |c| {
+                c.execute("VACUUM INTO ?1", [target])
+                    .map_err(|e| sql_error_on(c, &path, "reading the database", e))?;
+                finish_copy(&copy, keep.as_deref())
+            })
+            .await;
         if done.is_err() {
             let _ = std::fs::remove_file(dest);
         }
@@ -1287,4 +1250,38 @@ impl Store for SqliteStore {
             REMEDY_FILE,
         ))
     }
+}
+
+fn cannot_copy(dest: &Path, e: impl std::fmt::Display) -> StoreError {
+    StoreError::backend(format!("cannot copy the store to {}", dest.display()), e.to_string())
+}
+
+/// The end of [`SqliteStore::copy_to`], on the copy at `dest` that `VACUUM INTO` wrote: for a salvage
+/// (`keep`), every row of another run deleted from each table with a `run_id`; then the file and its
+/// folder synced.
+fn finish_copy(dest: &Path, keep: Option<&[String]>) -> Result<(), StoreError> {
+    let cannot = |e: rusqlite::Error| cannot_copy(dest, e);
+    if let Some(keep) = keep {
+        let c = Connection::open(dest).map_err(cannot)?;
+        c.execute_batch("CREATE TEMP TABLE graph_keep (run_id TEXT PRIMARY KEY)").map_err(cannot)?;
+        for run in keep {
+            c.execute("INSERT OR IGNORE INTO graph_keep VALUES (?1)", [run]).map_err(cannot)?;
+        }
+        let tables: Vec<String> = c
+            .prepare(
+                "SELECT m.name FROM sqlite_master m, pragma_table_info(m.name) p \
+                 WHERE m.type = 'table' AND p.name = 'run_id'",
+            )
+            .and_then(|mut q| q.query_map([], |r| r.get(0))?.collect())
+            .map_err(cannot)?;
+        for t in tables {
+            let sql = format!("DELETE FROM \"{t}\" WHERE run_id NOT IN (SELECT run_id FROM temp.graph_keep)");
+            c.execute(&sql, []).map_err(cannot)?;
+        }
+    }
+    let parent = dest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::File::open(dest)
+        .and_then(|f| f.sync_all())
+        .and_then(|()| std::fs::File::open(parent)?.sync_all())
+        .map_err(|e| cannot_copy(dest, e))
 }
