@@ -149,6 +149,81 @@ pub async fn reference(run: &str, iterations: u64) -> Reference {
     Reference { keys, states }
 }
 
+/// Starts runs `run_id(0)..run_id(n)` of `engine` at once, each on a task of its own.
+pub fn spawn_runs(
+    engine: &Engine<Trace>,
+    n: usize,
+) -> Vec<tokio::task::JoinHandle<graph_runtime::Result<graph_runtime::RunOutcome<Trace>>>> {
+    (0..n)
+        .map(|i| {
+            let engine = engine.clone();
+            tokio::spawn(async move { engine.run(&run_id(i), Trace::default()).await })
+        })
+        .collect()
+}
+
+/// `run` in `store` (through `engine`, of `crash_graph`) committed exactly `reference`'s history (the
+/// idempotency key of each step), ended in its final state, and its event log verifies.
+pub async fn assert_reference_history(
+    engine: &Engine<Trace>,
+    store: &dyn Store,
+    run: &str,
+    reference: &Reference,
+) {
+    let keys: Vec<String> =
+        store.history(run).await.expect("history").into_iter().map(|m| m.idempotency_key).collect();
+    assert_eq!(keys, reference.keys, "{run}: the history differs from an uninterrupted run's");
+    let last = engine.state_at(run, reference.last_step()).await.expect("state").expect("the last step");
+    assert_eq!(state_hash(&last), *reference.states.last().expect("a step"), "{run}: the final state");
+    graph_runtime::engine::verify_run(store, run, None).await.unwrap_or_else(|e| panic!("{run}: {e}"));
+}
+
+/// Each of `engines` (of `crash_graph`, over stores of one database) drives runs `run_id(0..runs)` to
+/// completion at once, starting or resuming them again whenever it loses a race. Losing a race must be
+/// a typed, retryable outcome (`VersionConflict`, `Superseded`, `AlreadyRunning`), never another error
+/// (a false `ExecutionCorrupted` about a sound store would be one); every engine must see each run end
+/// in the same state, and every run's log must verify. `what` names the case in failures.
+pub async fn drive_the_same_runs(engines: &[Engine<Trace>], runs: usize, what: &str) {
+    use graph_runtime::Error;
+    let mut drivers = Vec::new();
+    for (e, engine) in engines.iter().enumerate() {
+        for r in 0..runs {
+            let (engine, what) = (engine.clone(), what.to_owned());
+            drivers.push(tokio::spawn(async move {
+                let run = run_id(r);
+                loop {
+                    match engine.run_or_resume(&run, Trace::default()).await {
+                        Ok(out) if out.is_completed() => return out.state,
+                        Ok(_) => {}
+                        Err(
+                            Error::VersionConflict { .. }
+                            | Error::Superseded { .. }
+                            | Error::AlreadyRunning { .. },
+                        ) => {}
+                        Err(other) => panic!("{what}, engine {e}, run {run}: {other}"),
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                }
+            }));
+        }
+    }
+    let mut states = Vec::new();
+    for d in drivers {
+        states.push(d.await.expect("a driver"));
+    }
+    for r in 0..runs {
+        for e in 1..engines.len() {
+            assert_eq!(
+                states[r],
+                states[e * runs + r],
+                "{what}: every engine sees run {} end the same",
+                run_id(r)
+            );
+        }
+        engines[0].verify(&run_id(r)).await.unwrap_or_else(|err| panic!("{what}: {}: {err}", run_id(r)));
+    }
+}
+
 /// Bytes of a commit-log segment header.
 pub const WAL_SEGMENT_HEADER: usize = 32;
 /// Bytes of a commit-group header.

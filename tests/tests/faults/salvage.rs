@@ -24,8 +24,10 @@ use graph_runtime::rand_core::SeedableRng;
 use graph_runtime::store::{Integrity, SledStore, SqliteStore};
 use graph_runtime::{Engine, Store, StoreError};
 use graph_tests::damage::pick_damage;
-use graph_tests::faults::{reference, run_id, small_options, wal_groups, wal_segments};
-use graph_tests::{Trace, crash_graph, state_hash};
+use graph_tests::faults::{
+    assert_reference_history, reference, run_id, small_options, spawn_runs, wal_groups, wal_segments,
+};
+use graph_tests::{Trace, crash_graph};
 
 const RUNS: usize = 4;
 const ITERATIONS: u64 = 20;
@@ -38,12 +40,7 @@ async fn completed_store(dir: &Path) {
 /// Four runs of `crash_graph` completed in `store`, which is closed on return.
 async fn completed(store: std::sync::Arc<dyn Store>) {
     let engine = Engine::builder(crash_graph(ITERATIONS)).shared_store(store).build();
-    let runs: Vec<_> = (0..RUNS)
-        .map(|i| {
-            let engine = engine.clone();
-            tokio::spawn(async move { engine.run(&run_id(i), Trace::default()).await })
-        })
-        .collect();
+    let runs = spawn_runs(&engine, RUNS);
     for r in runs {
         assert!(r.await.unwrap().unwrap().is_completed());
     }
@@ -54,13 +51,7 @@ async fn every_run_intact(store: &SledStore) {
     let engine = Engine::builder(crash_graph(ITERATIONS)).store(store.clone()).build();
     for i in 0..RUNS {
         let run = run_id(i);
-        let expected = reference(&run, ITERATIONS).await;
-        let keys: Vec<String> =
-            store.history(&run).await.unwrap().into_iter().map(|m| m.idempotency_key).collect();
-        assert_eq!(keys, expected.keys, "{run}");
-        let last = engine.state_at(&run, expected.last_step()).await.unwrap().unwrap();
-        assert_eq!(state_hash(&last), *expected.states.last().unwrap(), "{run}");
-        verify_run(store, &run, None).await.unwrap();
+        assert_reference_history(&engine, store, &run, &reference(&run, ITERATIONS).await).await;
     }
 }
 

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 
 use graph_runtime::store::{Durability, SqliteOptions, SqliteStore};
 use graph_runtime::{Engine, Error, Store};
-use graph_tests::faults::{Reference, reference, run_id};
+use graph_tests::faults::{Reference, reference, run_id, spawn_runs};
 use graph_tests::mounts::{Mounted, cannot_fill_a_tmpfs, fill};
 use graph_tests::{Trace, crash_graph, random_delay, state_hash};
 
@@ -172,12 +172,7 @@ async fn one_trial(leave: u64, durability: Durability, references: &BTreeMap<Str
     let store = SqliteStore::open_with(&file, options.clone()).expect("open");
     let filler = fill(dir.path(), leave);
     let engine = Engine::builder(crash_graph(ITERATIONS)).store(store.clone()).build();
-    let tasks: Vec<_> = (0..RUNS)
-        .map(|i| {
-            let engine = engine.clone();
-            tokio::spawn(async move { engine.run(&run_id(i), Trace::default()).await })
-        })
-        .collect();
+    let tasks = spawn_runs(&engine, RUNS);
     let mut failures = Vec::new();
     for task in tasks {
         match task.await.unwrap() {

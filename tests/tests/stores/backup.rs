@@ -13,8 +13,8 @@ use std::sync::Arc;
 use graph_runtime::engine::verify_run;
 use graph_runtime::store::{SledStore, SqliteStore};
 use graph_runtime::{Engine, Store, StoreError};
-use graph_tests::faults::{reference, run_id};
-use graph_tests::{Trace, crash_graph, state_hash};
+use graph_tests::crash_graph;
+use graph_tests::faults::{assert_reference_history, reference, run_id, spawn_runs};
 
 const RUNS: usize = 4;
 const ITERATIONS: u64 = 40;
@@ -40,12 +40,7 @@ async fn backup_while_runs_commit_then_restore(kind: Kind) {
     };
     let store = open(kind, &original);
     let engine = Engine::builder(crash_graph(ITERATIONS)).shared_store(store.clone()).build();
-    let runs: Vec<_> = (0..RUNS)
-        .map(|i| {
-            let engine = engine.clone();
-            tokio::spawn(async move { engine.run(&run_id(i), Trace::default()).await })
-        })
-        .collect();
+    let runs = spawn_runs(&engine, RUNS);
     // Mid-way: every run has committed some steps and none has finished.
     loop {
         let infos = store.list_runs(&Default::default()).await.unwrap();
@@ -100,12 +95,7 @@ async fn backup_while_runs_commit_then_restore(kind: Kind) {
         assert!(step < expected.last_step(), "{run} was backed up before it finished");
         let out = engine.resume(&run).await.unwrap();
         assert!(out.is_completed(), "{run}: {out:?}");
-        let keys: Vec<String> =
-            restored.history(&run).await.unwrap().into_iter().map(|m| m.idempotency_key).collect();
-        assert_eq!(keys, expected.keys, "{run}: the history after the restore");
-        let last = engine.state_at(&run, expected.last_step()).await.unwrap().unwrap();
-        assert_eq!(state_hash(&last), *expected.states.last().unwrap(), "{run}: the final state");
-        verify_run(&*restored, &run, None).await.unwrap();
+        assert_reference_history(&engine, &*restored, &run, &expected).await;
     }
 }
 

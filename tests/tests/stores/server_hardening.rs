@@ -108,40 +108,9 @@ async fn a_mariadb_database_restored_from_mariadb_dump_resumes_its_runs() {
 
 /// Two engines over `stores` (one database) drive the same four runs of `crash_graph` to completion.
 async fn two_engines_drive_the_same_runs(stores: [Arc<dyn Store>; 2]) {
-    use graph_runtime::Error;
-    const RUNS: usize = 4;
     let engines: Vec<Engine<Trace>> =
         stores.into_iter().map(|s| Engine::builder(crash_graph(40)).shared_store(s).build()).collect();
-    let mut drivers = Vec::new();
-    for (e, engine) in engines.iter().enumerate() {
-        for r in 0..RUNS {
-            let engine = engine.clone();
-            drivers.push(tokio::spawn(async move {
-                let run = run_id(r);
-                loop {
-                    match engine.run_or_resume(&run, Trace::default()).await {
-                        Ok(out) if out.is_completed() => return out.state,
-                        Ok(_) => {}
-                        Err(
-                            Error::VersionConflict { .. }
-                            | Error::Superseded { .. }
-                            | Error::AlreadyRunning { .. },
-                        ) => {}
-                        Err(other) => panic!("engine {e}, run {run}: {other}"),
-                    }
-                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-                }
-            }));
-        }
-    }
-    let mut states = Vec::new();
-    for d in drivers {
-        states.push(d.await.unwrap());
-    }
-    for r in 0..RUNS {
-        assert_eq!(states[r], states[RUNS + r], "both engines see run {} end the same", run_id(r));
-        engines[0].verify(&run_id(r)).await.unwrap();
-    }
+    graph_tests::faults::drive_the_same_runs(&engines, 4, "two engines without leases").await;
 }
 
 #[cfg(feature = "postgres")]

@@ -936,7 +936,8 @@ async fn a_damaged_run_row_is_named_by_every_read_that_meets_it() {
 /// same final states.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_engines_on_one_file_driving_the_same_runs_never_report_damage() {
-    use graph_runtime::{Engine, Error};
+    use graph_runtime::Engine;
+    use graph_tests::faults::drive_the_same_runs;
     use graph_tests::{Trace, crash_graph};
     const RUNS: usize = 4;
     const STEPS: u64 = 100;
@@ -947,38 +948,7 @@ async fn two_engines_on_one_file_driving_the_same_runs_never_report_damage() {
                 Engine::builder(crash_graph(STEPS)).store(SqliteStore::open(file(&dir)).unwrap()).build()
             })
             .collect();
-        let mut drivers = Vec::new();
-        for (e, engine) in engines.iter().enumerate() {
-            for r in 0..RUNS {
-                let engine = engine.clone();
-                drivers.push(tokio::spawn(async move {
-                    let run = format!("r{r}");
-                    loop {
-                        match engine.run_or_resume(&run, Trace::default()).await {
-                            Ok(out) if out.is_completed() => return out.state,
-                            Ok(_) => {}
-                            Err(
-                                Error::VersionConflict { .. }
-                                | Error::Superseded { .. }
-                                | Error::AlreadyRunning { .. },
-                            ) => {}
-                            Err(other) => panic!("trial {trial}, engine {e}, run {run}: {other}"),
-                        }
-                        tokio::time::sleep(Duration::from_millis(1)).await;
-                    }
-                }));
-            }
-        }
-        let mut states = Vec::new();
-        for d in drivers {
-            states.push(d.await.unwrap());
-        }
-        for r in 0..RUNS {
-            assert_eq!(states[r], states[RUNS + r], "trial {trial}: both engines see run r{r} end the same");
-        }
-        for r in 0..RUNS {
-            engines[0].verify(&format!("r{r}")).await.unwrap();
-        }
+        drive_the_same_runs(&engines, RUNS, &format!("trial {trial}")).await;
     }
 }
 
