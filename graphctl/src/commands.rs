@@ -1018,7 +1018,7 @@ impl Session<'_> {
         let started = std::time::Instant::now();
         self.store.backup_to(to).await?;
         let took_ms = started.elapsed().as_millis();
-        let copy = crate::open::open_store(&to.display().to_string(), false).await?;
+        let copy = crate::open::open_store(&crate::open::copy_spec(self.spec, to), false).await?;
         let runs = copy.list_runs(&RunFilter::all()).await?.len();
         let text = format!("backed up {runs} runs to {} in {took_ms} ms\n", to.display());
         Ok(Output::ok(text, json!({ "to": to.display().to_string(), "runs": runs, "took_ms": took_ms })))

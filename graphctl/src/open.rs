@@ -50,6 +50,16 @@ fn not_built(feature: &str) -> Failure {
     Failure::new(Exit::Unsupported, format!("this graphctl was built without the `{feature}` feature"))
 }
 
+/// The `--store` of a copy, at `to`, of the store `spec` names (`backup` writes one of the same kind):
+/// a SQLite file's copy is opened as one whatever its name.
+pub(crate) fn copy_spec(spec: &str, to: &Path) -> String {
+    let sqlite = match spec.split_once("://") {
+        None => is_sqlite_file(Path::new(spec)),
+        Some((scheme, _)) => scheme == "sqlite",
+    };
+    if sqlite { format!("sqlite://{}", to.display()) } else { to.display().to_string() }
+}
+
 /// A plain path naming a SQLite database: an existing file ending in `.sqlite` or `.db`.
 fn is_sqlite_file(path: &Path) -> bool {
     path.is_file() && path.extension().is_some_and(|e| e == "sqlite" || e == "db")

@@ -349,6 +349,10 @@ fn backup_copies_a_store_and_restore_checks_it_and_writes_a_new_one() {
     );
     let copy = f.dir.path().join("backup.sqlite");
     graphctl(&file, &["backup", "--to", copy.to_str().unwrap()]).ok();
+    // A SQLite store's copy is a SQLite file whatever its name.
+    let unnamed = f.dir.path().join("backup-without-extension");
+    let ran = graphctl(&file, &["backup", "--to", unnamed.to_str().unwrap()]).ok();
+    assert!(ran.stdout.starts_with("backed up 4 runs to "), "{ran:?}");
     rusqlite::Connection::open(&copy)
         .unwrap()
         .execute_batch(
