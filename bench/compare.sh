@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the benchmark workloads on graph-runtime and on LangGraph (installed from PyPI into bench/.venv,
 # pinned in bench/langgraph/requirements.txt) in one run, on the same file system, and writes
-# docs/BENCHMARKS.md. Needs PostgreSQL and MariaDB/MySQL running (see README). Takes about 15 minutes and needs ~2 GB free in $TMPDIR (LangGraph's growth run).
+# docs/BENCHMARKS.md. Needs PostgreSQL and MariaDB/MySQL running (see README), and valgrind for
+# bench/instructions.sh. Takes about 15 minutes and needs ~2 GB free in $TMPDIR (LangGraph's growth run).
 #
 #   bench/compare.sh            # REPEAT=5 by default: medians of 5 runs
 #   REPEAT=3 bench/compare.sh
@@ -33,6 +34,8 @@ GRAPH_BENCH_SLED_CACHE=1073741824 "$TARGET/release/graph-bench" --dir "$WORK" --
     >> "$RESULTS/graph-runtime.jsonl"
 # The inspector: graphctl serve's runs list over 100,000 stored runs.
 "$TARGET/release/graph-bench" --dir "$WORK" --workloads inspector >> "$RESULTS/graph-runtime.jsonl"
+# Instructions and allocations per loop step: callgrind and dhat counts (bench/instructions.sh).
+GRAPH_BENCH_BIN="$TARGET/release/graph-bench" bash bench/instructions.sh >> "$RESULTS/graph-runtime.jsonl"
 echo "LangGraph workloads..." >&2
 bench/.venv/bin/python bench/langgraph/bench.py --repeat "$REPEAT" --tmp "$WORK" > "$RESULTS/langgraph.jsonl"
 python3 bench/report.py "$RESULTS/graph-runtime.jsonl" "$RESULTS/langgraph.jsonl" \

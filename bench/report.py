@@ -171,10 +171,43 @@ def loop_and_fanout(rep):
         rep.table(["implementation", "store", label, "LangGraph (no checkpointer) ÷ this"],
                   ["---", "---", "---:", "---:"], rows)
         mem = rep.pick(key, "memory")
+        if mem:
+            what = "Loop: µs per committed step (memory store, event log on, metrics off) ≤ 1.0" if key == "loop" \
+                else "Fan-out: µs per activation (memory store) ≤ 1.0"
+            rep.target_text(what, mem[unit], fmt(mem[unit]), lambda v: v <= 1.0)
         if mem and base:
             what = "Per-step overhead (loop)" if key == "loop" else "Per-activation overhead (fan-out)"
             rep.target(f"{what} ≥ 100× lower than LangGraph without checkpointer",
                        base[unit] / mem[unit], lambda v: v >= 100)
+        if key == "loop":
+            instructions(rep)
+
+
+def instructions(rep):
+    """The loop's instructions and allocations per step, from bench/instructions.sh (callgrind, dhat)."""
+    r = rep.pick("loop_instructions")
+    if not r:
+        return
+    rep.w(f"Instructions and allocations per committed step of the same loop on the memory store, counted by "
+          f"valgrind over the {r['steps_measured']:,} steps one process runs more than another (start-up "
+          f"excluded): `bench/instructions.sh`. Valgrind's CPU has no SHA extensions, so "
+          f"SHA-256 runs sha2's software code there; its blocks are priced at the SHA-NI loop this CPU runs "
+          f"({r['sha256_block_instructions']['sha_ni']} instructions a block against {r['sha256_block_instructions']['software']:,}, "
+          f"both counted in the binary's disassembly).")
+    rep.w()
+    rep.table(["what", "per step"], ["---", "---:"], [
+        ["instructions outside SHA-256 (callgrind)", fmt(r["instructions_per_step_outside_sha256"])],
+        ["SHA-256 blocks hashed", fmt(r["sha256_blocks_per_step"], 2)],
+        ["instructions, SHA-256 on the CPU's SHA extensions", fmt(r["instructions_per_step_with_sha_extensions"])],
+        ["instructions, SHA-256 in software (as valgrind runs it)", fmt(r["instructions_per_step"])],
+        ["allocations (dhat)", fmt(r["allocations_per_step"])],
+        ["bytes allocated (dhat)", fmt(r["bytes_allocated_per_step"])],
+    ])
+    rep.target_text("Loop: instructions per step, SHA-256 on the CPU's SHA extensions, ≤ 15,000",
+                    r["instructions_per_step_with_sha_extensions"], fmt(r["instructions_per_step_with_sha_extensions"]),
+                    lambda v: v <= 15000)
+    rep.target_text("Loop: allocations per step ≤ 20", r["allocations_per_step"], fmt(r["allocations_per_step"]),
+                    lambda v: v <= 20)
 
 
 def durable(rep):
@@ -229,7 +262,7 @@ def durable(rep):
     rep.table(["what", "steps/s", "commits/s", "÷ its probe"], ["---", "---:", "---:", "---:"], rows)
 
     if o and probe:
-        rep.target("SledStore: durable sequential ≥ 0.7× the `fdatasync` rate", o["ratio_to_fdatasync"], lambda v: v >= 0.7, 2)
+        rep.target("SledStore: durable sequential ≥ 0.9× the `fdatasync` rate", o["ratio_to_fdatasync"], lambda v: v >= 0.9, 2)
     if o and lgd:
         rep.target("SledStore: durable sequential ≥ 5× LangGraph's SQLite saver (sync)", o["steps_per_s"] / lgd["steps_per_s"], lambda v: v >= 5)
     q = rep.pick("durable", "sqlite-sync")
@@ -270,11 +303,17 @@ def concurrent(rep):
         rows.append(cells)
     rep.table(["runs at once"] + [name for _, name in stores], ["---:"] * (len(stores) + 1), rows)
     for mode, name in STORES:
-        if mode == "mysql":
-            continue  # no target: its commits are not grouped by the store
+        if mode in ("mysql", "sqlite-sync"):
+            continue  # no 10× target: MySQL's commits are not grouped by the store; SQLite's below
         r64, one = by_store[mode].get(64), by_store[mode].get(1)
         if r64 and one:
             rep.target(f"{name}: durable concurrent at 64 runs ≥ 10× one run", r64["commits_per_s"] / one["commits_per_s"], lambda v: v >= 10)
+    # One SQLite run commits near the device's sync rate, so 64 ÷ 1 measures the disk; instead, group
+    # commit has to hide the sync: 64 runs in `Sync` at least as fast in aggregate as one run in `Async`.
+    s64, a1 = by_store["sqlite-sync"].get(64), rep.pick("durable", "sqlite-async")
+    if s64 and a1:
+        rep.target("SqliteStore: 64 runs in `Sync`, aggregate commits/s ≥ one run in `Async`",
+                   s64["commits_per_s"] / a1["commits_per_s"], lambda v: v >= 1.0, 2)
 
     workers = [r for r in rep.ours if r["workload"] == "workers"]
     if workers:
@@ -288,6 +327,12 @@ def concurrent(rep):
             rows.append([r["mode"], str(r["n"]), fmt(r["runs_per_s"]), fmt(r["steps_per_s"]),
                          fmt(fl["commits_per_s_median"]) if fl else "–"])
         rep.table(["database", "workers", "runs/s", "steps/s", "floor commits/s"], ["---", "---:", "---:", "---:", "---:"], rows)
+        for mode, name in [("postgres", "PostgreSQL"), ("mysql", "MariaDB/MySQL")]:
+            by_n = {r["n"]: r for r in workers if r["mode"] == mode}
+            if 1 in by_n and len(by_n) > 1:
+                worst = min((r["runs_per_s"] / by_n[1]["runs_per_s"], n) for n, r in by_n.items() if n > 1)
+                rep.target_text(f"Workers on {name}: every added worker ≥ 1.0× one worker's runs/s (worst count)",
+                                worst[0], f"{ratio(worst[0], 2)} ({worst[1]} workers)", lambda v: v >= 1.0)
 
 
 def growth(rep):
@@ -336,6 +381,8 @@ def memory(rep):
         rep.table(["runs in flight", "RSS before", "RSS with all parked in a node", "per run"], ["---:"] * 4,
                   [[f"{r['n']:,}", f"{r['rss_before'] / 2**20:.1f} MiB", f"{r['rss_in_flight'] / 2**20:.1f} MiB",
                     f"{fmt(r['bytes_per_run'] / 1024)} KiB"]])
+        rep.target_text("Memory per run parked in a node ≤ 4 KiB", r["bytes_per_run"],
+                        f"{fmt(r['bytes_per_run'] / 1024)} KiB", lambda v: v <= 4096)
 
 
 def waiting(rep):

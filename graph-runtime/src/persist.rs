@@ -53,7 +53,7 @@ impl Chain {
     /// How checkpoint `step` stores its state, given the full state's bytes and the step's delta bytes
     /// (`None` at step 0): a delta while the chain is short and lighter than the state, else a snapshot
     /// that starts a new chain.
-    fn repr(&mut self, step: u64, state_json: Vec<u8>, deltas: Option<Vec<u8>>) -> StateRepr {
+    fn repr(&mut self, step: u64, state_json: &[u8], deltas: Option<Vec<u8>>) -> StateRepr {
         match deltas {
             Some(deltas)
                 if step - self.base < MAX_CHAIN && self.delta_bytes + deltas.len() <= state_json.len() =>
@@ -63,7 +63,7 @@ impl Chain {
             }
             _ => {
                 *self = Chain { base: step, delta_bytes: 0 };
-                StateRepr::Full(state_json)
+                StateRepr::Full(state_json.to_vec())
             }
         }
     }
@@ -91,8 +91,18 @@ pub(crate) struct Draft<'a, S> {
 
 /// The bytes a step's deltas are stored as: a canonical JSON array (maps sorted by key), in the order
 /// given (ascending order key).
-pub(crate) fn delta_bytes<D: Serialize>(run_id: &str, deltas: &[D]) -> Result<Vec<u8>, Error> {
-    crate::canonical::to_vec(deltas).map_err(|source| Error::Serialization {
+pub(crate) fn delta_bytes<'d, D: Serialize + 'd>(
+    run_id: &str,
+    deltas: impl Iterator<Item = &'d D> + Clone,
+) -> Result<Vec<u8>, Error> {
+    /// The deltas as a JSON array, serialized from the iterator (no vector of them).
+    struct Seq<I>(I);
+    impl<'d, D: Serialize + 'd, I: Iterator<Item = &'d D> + Clone> Serialize for Seq<I> {
+        fn serialize<Z: serde::Serializer>(&self, s: Z) -> Result<Z::Ok, Z::Error> {
+            s.collect_seq(self.0.clone())
+        }
+    }
+    crate::canonical::to_vec(&Seq(deltas)).map_err(|source| Error::Serialization {
         run: run_id.to_owned(),
         what: "a delta",
         source,
@@ -106,6 +116,31 @@ fn state_bytes<S: Serialize>(run_id: &str, state: &S) -> Result<Vec<u8>, Error> 
         what: "the state",
         source,
     })
+}
+
+/// Runs `f` over the canonical bytes of `state`, written into a buffer this thread keeps for the next
+/// call: a step's state bytes are hashed and, at most steps, not stored (the deltas are), so they need
+/// no allocation of their own. Calls may nest (each takes a buffer of its own); buffers past 64 KiB are
+/// not kept.
+fn with_state_bytes<S: Serialize, R>(
+    run_id: &str,
+    state: &S,
+    f: impl FnOnce(&[u8]) -> Result<R, Error>,
+) -> Result<R, Error> {
+    const KEPT: usize = 64 * 1024;
+    thread_local!(static BUFFERS: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) });
+    let mut buf = BUFFERS.with_borrow_mut(Vec::pop).unwrap_or_default();
+    buf.clear();
+    let bytes = crate::canonical::to_vec_in(buf, state).map_err(|source| Error::Serialization {
+        run: run_id.to_owned(),
+        what: "the state",
+        source,
+    })?;
+    let out = f(&bytes);
+    if bytes.capacity() <= KEPT {
+        BUFFERS.with_borrow_mut(|b| b.push(bytes));
+    }
+    out
 }
 
 /// Builds checkpoint `draft.step`: the full state's canonical JSON feeds the idempotency key and the
@@ -129,20 +164,22 @@ pub(crate) fn draft<S: Reducer>(draft: Draft<'_, S>, chain: &mut Chain) -> Resul
         at_ms,
         event_head,
     } = draft;
-    let state_json = state_bytes(run_id, state)?;
-    // The frontier is sorted by order key, and order keys are unique within a step.
-    let idempotency_key = idempotency_key_of_sorted(
-        run_id,
-        step,
-        frontier.iter().map(|w| (&*w.node, w.order_key.0)),
-        waiting.iter().map(|w| (&*w.node, w.arrived.iter().map(|a| &**a))),
-        &state_json,
-    );
-    let state_hash = hex(&sha256_parts(&[&state_json]));
-    let repr = chain.repr(step, state_json, deltas);
-    if let StateRepr::Full(bytes) = &repr {
-        check_deterministic::<S>(run_id, step, state, bytes)?;
-    }
+    let (idempotency_key, state_hash, repr) = with_state_bytes(run_id, state, |state_json| {
+        // The frontier is sorted by order key, and order keys are unique within a step.
+        let idempotency_key = idempotency_key_of_sorted(
+            run_id,
+            step,
+            frontier.iter().map(|w| (&*w.node, w.order_key.0)),
+            waiting.iter().map(|w| (&*w.node, w.arrived.iter().map(|a| &**a))),
+            state_json,
+        );
+        let state_hash = hex(&sha256_parts(&[state_json]));
+        let repr = chain.repr(step, state_json, deltas);
+        if let StateRepr::Full(bytes) = &repr {
+            check_deterministic::<S>(run_id, step, state, bytes)?;
+        }
+        Ok((idempotency_key, state_hash, repr))
+    })?;
     Ok(Checkpoint {
         run_id: run_id.clone(),
         step,
@@ -168,7 +205,7 @@ fn check_deterministic<S: Reducer>(run_id: &str, step: u64, state: &S, bytes: &[
         step,
         detail: detail.to_owned(),
     };
-    if state_bytes(run_id, state)? != bytes {
+    if !with_state_bytes(run_id, state, |again| Ok(again == bytes))? {
         return Err(nondeterministic("serializing it twice gave different bytes"));
     }
     let back: S = serde_json::from_slice(bytes).map_err(|source| Error::Serialization {
@@ -176,7 +213,7 @@ fn check_deterministic<S: Reducer>(run_id: &str, step: u64, state: &S, bytes: &[
         what: "the state",
         source,
     })?;
-    if state_bytes(run_id, &back)? != bytes {
+    if !with_state_bytes(run_id, &back, |again| Ok(again == bytes))? {
         return Err(nondeterministic("the state read back from its bytes serializes to other bytes"));
     }
     Ok(())
@@ -443,14 +480,14 @@ mod tests {
     #[test]
     fn the_chain_snapshots_when_deltas_outweigh_the_state_or_grow_long() {
         let mut chain = Chain::default();
-        assert!(matches!(chain.repr(0, vec![0; 100], None), StateRepr::Full(_)));
-        assert!(matches!(chain.repr(1, vec![0; 100], Some(vec![0; 60])), StateRepr::Delta { base: 0, .. }));
+        assert!(matches!(chain.repr(0, &[0; 100], None), StateRepr::Full(_)));
+        assert!(matches!(chain.repr(1, &[0; 100], Some(vec![0; 60])), StateRepr::Delta { base: 0, .. }));
         // 60 + 60 > 100: a snapshot, and the chain restarts there.
-        assert!(matches!(chain.repr(2, vec![0; 100], Some(vec![0; 60])), StateRepr::Full(_)));
+        assert!(matches!(chain.repr(2, &[0; 100], Some(vec![0; 60])), StateRepr::Full(_)));
         assert_eq!(chain, Chain { base: 2, delta_bytes: 0 });
         for step in 3..2 + MAX_CHAIN {
-            assert!(matches!(chain.repr(step, vec![0; 100], Some(vec![])), StateRepr::Delta { base: 2, .. }));
+            assert!(matches!(chain.repr(step, &[0; 100], Some(vec![])), StateRepr::Delta { base: 2, .. }));
         }
-        assert!(matches!(chain.repr(2 + MAX_CHAIN, vec![0; 100], Some(vec![])), StateRepr::Full(_)));
+        assert!(matches!(chain.repr(2 + MAX_CHAIN, &[0; 100], Some(vec![])), StateRepr::Full(_)));
     }
 }

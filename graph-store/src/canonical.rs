@@ -119,6 +119,23 @@ pub fn to_vec<T: ?Sized + Serialize>(value: &T) -> Result<Vec<u8>, Error> {
     into_vec(value, Fields::Declared)
 }
 
+/// The canonical JSON of `value` (as [`to_vec`]) appended to `buf`, returned: a caller that serializes
+/// often reuses one buffer instead of allocating each time.
+///
+/// # Errors
+///
+/// As [`to_vec`] (the buffer is dropped).
+///
+/// ```
+/// let buf = graph_store::canonical::to_vec_in(Vec::with_capacity(64), &[1, 2]).unwrap();
+/// assert_eq!(buf, b"[1,2]");
+/// ```
+pub fn to_vec_in<T: ?Sized + Serialize>(buf: Vec<u8>, value: &T) -> Result<Vec<u8>, Error> {
+    let mut ser = Canonical { writer: buf, fields: Fields::Declared };
+    value.serialize(&mut ser)?;
+    Ok(ser.writer)
+}
+
 /// Writes the canonical JSON of `value` (as [`to_vec`]) to `writer`.
 ///
 /// The bytes are built in memory (maps may be rewritten once they are complete) and written in one

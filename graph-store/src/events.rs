@@ -318,24 +318,9 @@ impl<'k> Appender<'k> {
 
     /// The next event, hashed.
     pub fn next(&mut self, event_type: EventType, timestamp_ms: u64, payload: Payload) -> Event {
-        let seq = self.head.as_ref().map_or(0, |h| h.seq + 1);
-        let mut e = Event {
-            seq,
-            event_type,
-            timestamp_ms,
-            payload,
-            hash: String::new(),
-            schema_version: EVENT_SCHEMA_VERSION,
-        };
-        e.hash = chain_hash(self.head.as_ref().map(|h| h.hash.as_str()), &e, self.key);
-        // The head's string is written over, not replaced: no allocation once there is a head.
-        match &mut self.head {
-            Some(h) => {
-                h.seq = seq;
-                h.hash.clone_from(&e.hash);
-            }
-            None => self.head = Some(e.head()),
-        }
+        let prev = self.head.as_ref().map(|h| (h.seq, h.hash.as_str()));
+        let e = next_event(prev, self.key, event_type, timestamp_ms, payload);
+        ChainHead::advance(&mut self.head, std::slice::from_ref(&e));
         e
     }
 
@@ -363,6 +348,63 @@ pub fn encode(e: &Event) -> Vec<u8> {
     number(&mut out, e.schema_version.into());
     out.push(b'}');
     out
+}
+
+/// The event after the one `prev` names by sequence number and hash (`None`: the log's first), hashed.
+fn next_event(
+    prev: Option<(u64, &str)>,
+    key: Option<&ChainKey>,
+    event_type: EventType,
+    timestamp_ms: u64,
+    payload: Payload,
+) -> Event {
+    let mut e = Event {
+        seq: prev.map_or(0, |(seq, _)| seq + 1),
+        event_type,
+        timestamp_ms,
+        payload,
+        hash: String::new(),
+        schema_version: EVENT_SCHEMA_VERSION,
+    };
+    e.hash = chain_hash(prev.map(|(_, hash)| hash), &e, key);
+    e
+}
+
+/// `events` chained after `head` (`None`: they start the log), all stamped `timestamp_ms` and hashed
+/// with `key` when the chain is keyed: what an [`Appender`] makes one at a time, without a copy of the
+/// head. [`ChainHead::advance`] moves the head past them once they are written.
+pub fn chain_after(
+    head: Option<&ChainHead>,
+    key: Option<&ChainKey>,
+    timestamp_ms: u64,
+    events: impl IntoIterator<Item = (EventType, Payload)>,
+) -> Vec<Event> {
+    let events = events.into_iter();
+    let mut out: Vec<Event> = Vec::with_capacity(events.size_hint().0);
+    for (event_type, payload) in events {
+        let prev = match out.last() {
+            Some(e) => Some((e.seq, e.hash.as_str())),
+            None => head.map(|h| (h.seq, h.hash.as_str())),
+        };
+        let e = next_event(prev, key, event_type, timestamp_ms, payload);
+        out.push(e);
+    }
+    out
+}
+
+impl ChainHead {
+    /// Moves `head` past `events` (appended after it): to the last of them, its hash written over the
+    /// old one's, so no allocation once there is a head. No events leave it as it is.
+    pub fn advance(head: &mut Option<ChainHead>, events: &[Event]) {
+        let Some(last) = events.last() else { return };
+        match head {
+            Some(h) => {
+                h.seq = last.seq;
+                h.hash.clone_from(&last.hash);
+            }
+            None => *head = Some(last.head()),
+        }
+    }
 }
 
 /// The head of a run's log after a write appends `events`: the last of them, or `before` when there
@@ -598,6 +640,30 @@ mod tests {
             .map(|i| a.next(EventType::StepCommitted, 7 + i, serde_json::json!({"step": i}).into()))
             .collect();
         (events, a.into_head().unwrap())
+    }
+
+    #[test]
+    fn events_chained_at_once_are_the_events_an_appender_makes_one_at_a_time() {
+        let key = ChainKey::new(*b"secret");
+        for key in [None, Some(&key)] {
+            let (first, head) = chain(2, key);
+            let payloads =
+                |n: u64| (0..n).map(|i| (EventType::StepCommitted, serde_json::json!({"step": i}).into()));
+            let mut a = Appender::new(Some(head.clone()), key);
+            let one_by_one: Vec<Event> = payloads(3).map(|(t, p)| a.next(t, 9, p)).collect();
+            let at_once = chain_after(Some(&head), key, 9, payloads(3));
+            assert_eq!(at_once, one_by_one);
+            let all: Vec<Event> = first.iter().chain(&at_once).cloned().collect();
+            let mut moved = Some(head);
+            ChainHead::advance(&mut moved, &at_once);
+            assert_eq!(moved, a.into_head());
+            assert!(verify("r", None, &all, moved.as_ref(), key).is_ok());
+            // From no head: the log's first events; no events leave a head as it was.
+            assert_eq!(chain_after(None, key, 7, payloads(1)), chain(1, key).0);
+            let mut none = None;
+            ChainHead::advance(&mut none, &[]);
+            assert_eq!(none, None);
+        }
     }
 
     #[test]

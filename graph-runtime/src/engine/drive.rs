@@ -17,7 +17,7 @@ use super::core::{Active, Engine};
 use super::frontier;
 use super::step::{ItemOutput, StepDone, StepInput, StepStop, execute_step};
 use crate::error::{CtxStop, Error, NodeError, Result, StoreError};
-use crate::events::{Appender, ChainHead, Event, EventType, Payload, payload};
+use crate::events::{ChainHead, Event, EventType, Payload, chain_after, payload};
 use crate::graph::Router;
 use crate::keys::{OrderKey, PathId, derive_run_seed};
 use crate::node::{Branch, Route};
@@ -178,6 +178,23 @@ impl<S> Start<S> {
     pub(super) fn parked(mut self, status: &RunStatus) -> Self {
         self.parked = Some(Box::new(status.clone()));
         self
+    }
+}
+
+/// The events a step commits, in their order: those queued before it and its effects' (`before`), its
+/// `STEP_COMMITTED`, and `RUN_COMPLETED` when it ends the run. Kept apart so the chained events are
+/// one vector, not two.
+struct StepEvents {
+    before: Vec<(EventType, Payload)>,
+    committed: Payload,
+    completed: Option<Payload>,
+}
+
+impl StepEvents {
+    fn in_order(self) -> impl Iterator<Item = (EventType, Payload)> {
+        let committed = std::iter::once((EventType::StepCommitted, self.committed));
+        let completed = self.completed.map(|p| (EventType::RunCompleted, p));
+        self.before.into_iter().chain(committed).chain(completed)
     }
 }
 
@@ -363,7 +380,8 @@ impl<S: Reducer> Engine<S> {
         let mut chain = run.chain;
         let (cp, next_nodes, events) = self.barrier(run, outputs, &mut chain)?;
         let status = if cp.frontier.is_empty() { RunStatus::Completed } else { RunStatus::Running };
-        let (events, head) = self.chain(run.head.as_ref(), events, cp.timestamp_ms);
+        let events =
+            chain_after(run.head.as_ref(), self.inner.chain_key.as_ref(), cp.timestamp_ms, events.in_order());
         let observed = self.observe_commit(run, &cp, &events);
         let meters = self.inner.graph.meters();
         let committing = Stopwatch::now();
@@ -381,7 +399,7 @@ impl<S: Reducer> Engine<S> {
             outcome = self.inner.store.save_checkpoint(&cp, &events, &status, info.version).await?;
         }
         if matches!(outcome, CommitOutcome::Committed { .. }) {
-            run.head = head;
+            ChainHead::advance(&mut run.head, &events);
         } else {
             // Another writer's commit stands, with its own events.
             run.head = self.inner.store.run_info(&run.run_id).await?.and_then(|i| i.event_head);
@@ -404,22 +422,24 @@ impl<S: Reducer> Engine<S> {
         run: &mut Driven<S>,
         outputs: Vec<ItemOutput<S>>,
         chain: &mut Chain,
-    ) -> Result<(Checkpoint, Vec<usize>, Vec<(EventType, Payload)>), Stop> {
+    ) -> Result<(Checkpoint, Vec<usize>, StepEvents), Stop> {
         let outbox = self.outbox_rows(run, &outputs);
-        let mut events = std::mem::take(&mut run.queued);
-        events.extend(self.effect_events(run, &outputs));
-        let (deltas, mut routes): (Vec<_>, Vec<_>) = outputs.into_iter().map(|o| (o.delta, o.route)).unzip();
-        let delta_json = persist::delta_bytes(&run.run_id, &deltas)?;
-        self.route_before_merge(run, &deltas, &mut routes)?;
-        self.merge(run, deltas)?;
+        let mut before = std::mem::take(&mut run.queued);
+        before.extend(self.effect_events(run, &outputs));
+        let mut outputs = outputs;
+        let mut routes: Vec<Route> =
+            outputs.iter_mut().map(|o| std::mem::replace(&mut o.route, Route::End)).collect();
+        let delta_json = persist::delta_bytes(&run.run_id, outputs.iter().map(|o| &o.delta))?;
+        self.route_before_merge(run, &outputs, &mut routes)?;
+        self.merge(run, outputs.into_iter().map(|o| o.delta))?;
         self.route_after_merge(run, &mut routes)?;
         let step = run.step;
-        let routes: Vec<(usize, Route)> = run.nodes.iter().copied().zip(routes).collect();
         let next = frontier::next_frontier(
             &self.inner.graph,
             &run.run_id,
             step,
             &run.frontier,
+            &run.nodes,
             &routes,
             &run.waiting,
         )?;
@@ -441,12 +461,10 @@ impl<S: Reducer> Engine<S> {
         self.compare_with_recording(&cp)?;
         let graph = &self.inner.graph;
         let ran = run.nodes.iter().map(|n| &**graph.node(*n).name());
-        events.push((EventType::StepCommitted, step_committed(&cp, ran)));
-        if cp.frontier.is_empty() {
-            let completed = payload!({ "step": cp.step, "state_hash": cp.state_hash });
-            events.push((EventType::RunCompleted, completed));
-        }
-        Ok((cp, next.nodes, events))
+        let committed = step_committed(&cp, ran);
+        let completed =
+            cp.frontier.is_empty().then(|| payload!({ "step": cp.step, "state_hash": cp.state_hash }));
+        Ok((cp, next.nodes, StepEvents { before, committed, completed }))
     }
 
     /// What a DEBUG stream shows of a commit, taken before the commit consumes the checkpoint: the
@@ -557,23 +575,28 @@ impl<S: Reducer> Engine<S> {
     /// The barrier is passed: merges the deltas into the state in ascending order key (the frontier is
     /// sorted). Every item has finished and dropped its handle on the state, so this merges in place; on
     /// error the half-merged state is dropped with the run and checkpoint `step` is untouched.
-    fn merge(&self, run: &mut Driven<S>, deltas: Vec<S::Delta>) -> Result<(), Stop> {
+    fn merge(
+        &self,
+        run: &mut Driven<S>,
+        deltas: impl ExactSizeIterator<Item = S::Delta>,
+    ) -> Result<(), Stop> {
         let graph = &self.inner.graph;
         let writers = run
             .frontier
             .iter()
             .zip(&run.nodes)
             .map(|(item, node)| Writer { node: graph.node(*node).name(), order_key: item.order_key });
-        let deltas: Vec<_> = writers.zip(deltas).collect();
         let state = Arc::make_mut(&mut run.state);
-        merge_step(state, run.step, deltas, self.inner.options.conflict_policy).map_err(|f| {
-            let err = Error::from_merge(&run.run_id, run.step, f);
-            if matches!(err, Error::Conflict { .. }) {
-                tracing::warn!(run = %run.run_id, step = run.step, error = %err, "merge conflict");
-                graph.meters().merge_conflict();
-            }
-            err
-        })?;
+        merge_step(state, run.step, writers.zip(deltas), self.inner.options.conflict_policy).map_err(
+            |f| {
+                let err = Error::from_merge(&run.run_id, run.step, f);
+                if matches!(err, Error::Conflict { .. }) {
+                    tracing::warn!(run = %run.run_id, step = run.step, error = %err, "merge conflict");
+                    graph.meters().merge_conflict();
+                }
+                err
+            },
+        )?;
         Ok(())
     }
 
@@ -582,7 +605,7 @@ impl<S: Reducer> Engine<S> {
     fn route_before_merge(
         &self,
         run: &Driven<S>,
-        deltas: &[S::Delta],
+        outputs: &[ItemOutput<S>],
         routes: &mut [Route],
     ) -> Result<(), Stop> {
         if run.frontier.len() < 2 {
@@ -591,7 +614,7 @@ impl<S: Reducer> Engine<S> {
         for (rank, &node) in run.nodes.iter().enumerate() {
             let Some(router) = self.inner.graph.node(node).router() else { continue };
             let mut state = (*run.state).clone();
-            state.apply(deltas[rank].clone()).map_err(|source| Error::Merge {
+            state.apply(outputs[rank].delta.clone()).map_err(|source| Error::Merge {
                 run: run.run_id.to_string(),
                 step: run.step,
                 node: self.inner.graph.node(node).name().to_string(),
@@ -1079,9 +1102,9 @@ impl<S: Reducer> Engine<S> {
         events: impl IntoIterator<Item = (EventType, Payload)>,
         time_ms: u64,
     ) -> (Vec<Event>, Option<ChainHead>) {
-        let mut a = Appender::new(head.cloned(), self.inner.chain_key.as_ref());
-        let events: Vec<Event> = events.into_iter().map(|(t, p)| a.next(t, time_ms, p)).collect();
-        (events, a.into_head())
+        let events = chain_after(head, self.inner.chain_key.as_ref(), time_ms, events);
+        let head = events.last().map(Event::head).or_else(|| head.cloned());
+        (events, head)
     }
 
     /// Writes `status` with the run's queued events and `event`, and `pending` when given; on success

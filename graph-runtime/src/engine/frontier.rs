@@ -31,19 +31,20 @@ pub(crate) struct NextStep {
     pub(crate) waiting: Vec<WaitingJoin>,
 }
 
-/// Builds the next step. `done[rank] = (node index, route)` for every item of the step, in order;
-/// `waiting` are the joins waiting before the step.
+/// Builds the next step. `nodes[rank]` and `routes[rank]` are the node index and the route of every item
+/// of the step, in order; `waiting` are the joins waiting before the step.
 pub(crate) fn next_frontier<S: Reducer>(
     graph: &Graph<S>,
     run: &str,
     step: u64,
     items: &[WorkItem],
-    done: &[(usize, Route)],
+    nodes: &[usize],
+    routes: &[Route],
     waiting: &[WaitingJoin],
 ) -> Result<NextStep, Error> {
     let mut next = Next::new(graph, items.len(), waiting)
         .map_err(|detail| Error::Store(crate::error::StoreError::corrupted_record(run, step, detail)))?;
-    for (rank, (item, (node, route))) in items.iter().zip(done).enumerate() {
+    for (rank, ((item, node), route)) in items.iter().zip(nodes).zip(routes).enumerate() {
         let entry = graph.node(*node);
         let edge_target = |edge: u32| -> Result<Target, Error> {
             if edge == crate::graph::ERROR_EDGE
@@ -111,7 +112,7 @@ struct Next<'g, S: Reducer> {
     /// The number of items of the step being routed: ranks at and past it are free.
     ranks: usize,
     /// Nodes that already have a plain (join) activation.
-    joined: BTreeSet<usize>,
+    joined: NodeSet,
     items: Vec<WorkItem>,
     nodes: Vec<usize>,
     pending: BTreeMap<usize, Pending>,
@@ -133,7 +134,7 @@ impl<'g, S: Reducer> Next<'g, S> {
         Ok(Next {
             graph,
             ranks,
-            joined: BTreeSet::new(),
+            joined: NodeSet::default(),
             items: Vec::with_capacity(capacity),
             nodes: Vec::with_capacity(capacity),
             pending,
@@ -195,11 +196,14 @@ impl<'g, S: Reducer> Next<'g, S> {
                 self.push(node, key, p.path, None);
             }
         }
-        // Items were pushed in rank order, then joins keyed by their last arrival or past every rank.
-        let mut order: Vec<usize> = (0..self.items.len()).collect();
-        order.sort_by_key(|&i| self.items[i].order_key);
-        let items: Vec<WorkItem> = order.iter().map(|&i| self.items[i].clone()).collect();
-        let nodes: Vec<usize> = order.iter().map(|&i| self.nodes[i]).collect();
+        // Items were pushed in rank order, then joins keyed by their last arrival or past every rank: in
+        // order already unless a join's key falls between the routed items'.
+        if !self.items.is_sorted_by_key(|w| w.order_key) {
+            let mut pairs: Vec<(WorkItem, usize)> = self.items.drain(..).zip(self.nodes.drain(..)).collect();
+            pairs.sort_by_key(|(w, _)| w.order_key);
+            (self.items, self.nodes) = pairs.into_iter().unzip();
+        }
+        let (items, nodes) = (self.items, self.nodes);
         debug_assert!(
             items.windows(2).all(|w| w[0].order_key < w[1].order_key),
             "order keys are unique and ascending in a step"
@@ -230,5 +234,42 @@ impl<'g, S: Reducer> Next<'g, S> {
         let sources: Vec<usize> =
             self.nodes.iter().copied().chain(self.pending.keys().copied().filter(|&n| n != node)).collect();
         missing.all(|&q| sources.iter().all(|&s| !self.graph.reaches(s, q)))
+    }
+}
+
+/// A set of node indices: a bit each for the first 128, a tree past them (a step's joins are looked up
+/// once a route, and most graphs have fewer nodes than that: no allocation a step).
+#[derive(Default)]
+struct NodeSet {
+    low: u128,
+    high: BTreeSet<usize>,
+}
+
+impl NodeSet {
+    /// Adds `node`; `false` when it was in the set.
+    fn insert(&mut self, node: usize) -> bool {
+        match u32::try_from(node).ok().and_then(|n| 1u128.checked_shl(n)) {
+            Some(bit) => {
+                let new = self.low & bit == 0;
+                self.low |= bit;
+                new
+            }
+            None => self.high.insert(node),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NodeSet;
+
+    #[test]
+    fn a_node_set_holds_each_index_once_below_and_past_its_bits() {
+        let mut set = NodeSet::default();
+        for n in [0, 5, 127, 128, 129, 4096, usize::MAX] {
+            assert!(set.insert(n), "{n} is new");
+            assert!(!set.insert(n), "{n} is in the set");
+        }
+        assert!(set.insert(6));
     }
 }

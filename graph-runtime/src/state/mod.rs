@@ -209,27 +209,40 @@ pub struct Writer<'a> {
 
 /// Merges `deltas` (already sorted by ascending order key) into `state`, enforcing `policy`.
 ///
-/// Returns the number of tolerated conflicts (last-writer-wins overrides).
+/// Returns the number of tolerated conflicts (last-writer-wins overrides). A step of one delta is
+/// applied as it comes (nothing to check it against); several are gathered and checked first.
 ///
 /// # Errors
 ///
 /// [`MergeFailure::Conflict`] when the policy forbids a concurrent write, [`MergeFailure::Merge`] when a
 /// reducer fails. On error the state may be partly merged; the engine discards it.
-pub fn merge_step<S: Reducer>(
+pub fn merge_step<'a, S: Reducer, I>(
     state: &mut S,
     step: u64,
-    deltas: Vec<(Writer<'_>, S::Delta)>,
+    deltas: I,
     policy: ConflictPolicy,
-) -> Result<u64, MergeFailure> {
-    let mut tolerated = 0u64;
-    if deltas.len() > 1 {
-        tolerated = check_writers(step, &deltas, policy)?;
-        if tolerated > 0 {
-            tracing::debug!(step, tolerated, "last-writer-wins overrides");
+) -> Result<u64, MergeFailure>
+where
+    I: IntoIterator<Item = (Writer<'a>, S::Delta)>,
+    I::IntoIter: ExactSizeIterator,
+{
+    let apply = |state: &mut S, (writer, delta): (Writer<'_>, S::Delta)| {
+        state.apply(delta).map_err(|e| MergeFailure::Merge { node: writer.node.to_owned(), error: e })
+    };
+    let deltas = deltas.into_iter();
+    if deltas.len() <= 1 {
+        for d in deltas {
+            apply(state, d)?;
         }
+        return Ok(0);
     }
-    for (writer, delta) in deltas {
-        state.apply(delta).map_err(|e| MergeFailure::Merge { node: writer.node.to_owned(), error: e })?;
+    let deltas: Vec<_> = deltas.collect();
+    let tolerated = check_writers(step, &deltas, policy)?;
+    if tolerated > 0 {
+        tracing::debug!(step, tolerated, "last-writer-wins overrides");
+    }
+    for d in deltas {
+        apply(state, d)?;
     }
     Ok(tolerated)
 }
@@ -451,7 +464,7 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, d)| (Writer { node: &names[i], order_key: OrderKey::new(i as u32, 0) }, d.clone()));
-        merge_step(&mut state, 1, writers.collect(), ConflictPolicy::Crdt).map(|_| state)
+        merge_step(&mut state, 1, writers.collect::<Vec<_>>(), ConflictPolicy::Crdt).map(|_| state)
     }
 
     proptest! {
