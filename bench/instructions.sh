@@ -73,6 +73,7 @@ print(json.dumps({
     "sha256_software_instructions_per_step": round((s2 - s1) / STEPS),
     "sha256_blocks_per_step": round(blocks, 2),
     "sha256_block_instructions": {"software": soft_block, "sha_ni": shani_block},
+    "cpu_has_sha_ni": " sha_ni " in " " + open("/proc/cpuinfo").read().replace("\n", " ") + " ",
     "instructions_per_step_with_sha_extensions": round(((t2 - s2) - (t1 - s1)) / STEPS + blocks * shani_block),
     "allocations_per_step": round((n2 - n1) / STEPS, 1),
     "bytes_allocated_per_step": round((b2 - b1) / STEPS),

@@ -191,9 +191,10 @@ def instructions(rep):
     rep.w(f"Instructions and allocations per committed step of the same loop on the memory store, counted by "
           f"valgrind over the {r['steps_measured']:,} steps one process runs more than another (start-up "
           f"excluded): `bench/instructions.sh`. Valgrind's CPU has no SHA extensions, so "
-          f"SHA-256 runs sha2's software code there; its blocks are priced at the SHA-NI loop this CPU runs "
+          f"SHA-256 runs sha2's software code there; its blocks are priced at sha2's SHA-NI loop "
           f"({r['sha256_block_instructions']['sha_ni']} instructions a block against {r['sha256_block_instructions']['software']:,}, "
-          f"both counted in the binary's disassembly).")
+          f"both counted in the binary's disassembly), the code this machine's CPU runs "
+          f"({'it has' if r.get('cpu_has_sha_ni') else 'it does not have: sha2 falls back to software here'} SHA extensions).")
     rep.w()
     rep.table(["what", "per step"], ["---", "---:"], [
         ["instructions outside SHA-256 (callgrind)", fmt(r["instructions_per_step_outside_sha256"])],

@@ -89,31 +89,33 @@ const KEY: &str = "sha256:";
 /// The 32 bytes of `text` when it is `prefix` and 64 lowercase hex digits, `None` for any other text
 /// (upper case included, so that two distinct texts never share a digest).
 fn digest_of(text: &str, prefix: &str) -> Option<[u8; 32]> {
-    /// Each byte's value as a hex digit, 0xff when it is not a lowercase one.
-    const DIGIT: [u8; 256] = {
-        let mut t = [0xffu8; 256];
-        let mut i = 0;
-        while i < 10 {
-            t[b'0' as usize + i] = i as u8;
-            i += 1;
-        }
-        let mut i = 0;
-        while i < 6 {
-            t[b'a' as usize + i] = 10 + i as u8;
-            i += 1;
-        }
-        t
-    };
+    // Eight digits at a time in a `u64` (SWAR), without a branch: a byte under 0x80 plus
+    // `0x80 - lo` has its top bit set when it is at least `lo`, plus `0x7f - hi` when it is above
+    // `hi`, and neither sum carries into the next byte. A byte at or past 0x80 is refused on its own
+    // (what it did to its neighbours' sums does not matter then). A digit's value is its low nibble,
+    // a letter's (`a`..`f`) its low nibble plus 9.
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const TOP: u64 = 0x80 * ONES;
+    const fn at_least(lo: u8) -> u64 {
+        (0x80 - lo as u64) * ONES
+    }
+    const fn above(hi: u8) -> u64 {
+        (0x7f - hi as u64) * ONES
+    }
     let hex: &[u8; 64] = text.strip_prefix(prefix)?.as_bytes().try_into().ok()?;
     let mut out = [0u8; 32];
-    // Without an early exit, so the loop has no branch: one check of every digit at the end.
-    let mut bad = 0u8;
-    for (o, pair) in out.iter_mut().zip(hex.chunks_exact(2)) {
-        let (hi, lo) = (DIGIT[usize::from(pair[0])], DIGIT[usize::from(pair[1])]);
-        bad |= hi | lo;
-        *o = (hi << 4) | (lo & 0x0f);
+    let mut bad = 0u64;
+    for (o, eight) in out.chunks_exact_mut(4).zip(hex.chunks_exact(8)) {
+        let x = u64::from_le_bytes(eight.try_into().expect("chunks of 8"));
+        let digit = x.wrapping_add(at_least(b'0')) & !x.wrapping_add(above(b'9')) & TOP;
+        let letter = x.wrapping_add(at_least(b'a')) & !x.wrapping_add(above(b'f')) & TOP;
+        bad |= (x & TOP) | ((digit | letter) ^ TOP);
+        let v = (x & 0x0f * ONES) + (letter >> 7) * 9;
+        // Byte 2k of `t` is digit 2k's value in the high nibble and digit 2k+1's in the low one.
+        let t = (v << 4) | (v >> 8);
+        o.copy_from_slice(&[t as u8, (t >> 16) as u8, (t >> 32) as u8, (t >> 48) as u8]);
     }
-    (bad & 0xf0 == 0).then_some(out)
+    (bad == 0).then_some(out)
 }
 
 /// A hash the engine writes as hex (a state hash, an event hash, an idempotency key after its prefix),
@@ -412,10 +414,14 @@ impl Store for MemoryStore {
         if self.fail.hit(3) {
             return Err(undo.apply(&mut g));
         }
-        let last_event = head_after(None, events);
         match g.runs.get_mut(run) {
-            Some(row) => row.commit(cp.step, status, &cp.graph_fingerprint, last_event),
+            Some(row) => {
+                // The head moved in place (its hash written over): no copy of the last event's.
+                row.commit(cp.step, status, &cp.graph_fingerprint, None);
+                ChainHead::advance(&mut row.event_head, events);
+            }
             None => {
+                let last_event = head_after(None, events);
                 let row = RunInfo::first_commit(run, cp.step, status, &cp.graph_fingerprint, last_event);
                 g.runs.insert(cp.run_id.clone(), row);
             }
@@ -703,6 +709,30 @@ mod tests {
         steps.remove(4);
         steps.remove(5);
         assert_eq!(order(&steps.0), [1, 2, 3, 7, 9]);
+    }
+
+    #[test]
+    fn digests_are_read_from_lowercase_hex_and_nothing_else() {
+        // The reference: 64 lowercase hex digits, each pair one byte.
+        fn reference(text: &str) -> Option<[u8; 32]> {
+            let ok = text.len() == 64 && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+            ok.then(|| std::array::from_fn(|i| u8::from_str_radix(&text[2 * i..2 * i + 2], 16).unwrap()))
+        }
+        let base: String = (0..64).map(|i| char::from(b"0123456789abcdef"[(i * 7 + 3) % 16])).collect();
+        assert!(digest_of(&base, "").is_some());
+        for pos in 0..64 {
+            for c in (0u8..0x80).map(char::from) {
+                let mut text = base.clone();
+                text.replace_range(pos..pos + 1, c.encode_utf8(&mut [0; 4]));
+                assert_eq!(digest_of(&text, ""), reference(&text), "{text:?}");
+            }
+            if pos < 63 {
+                // A two-byte character where two digits were: the length stays 64.
+                let mut text = base.clone();
+                text.replace_range(pos..pos + 2, "é");
+                assert_eq!(digest_of(&text, ""), None, "{text:?}");
+            }
+        }
     }
 
     #[test]
