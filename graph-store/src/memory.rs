@@ -715,7 +715,8 @@ mod tests {
     fn digests_are_read_from_lowercase_hex_and_nothing_else() {
         // The reference: 64 lowercase hex digits, each pair one byte.
         fn reference(text: &str) -> Option<[u8; 32]> {
-            let ok = text.len() == 64 && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+            let ok =
+                text.len() == 64 && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
             ok.then(|| std::array::from_fn(|i| u8::from_str_radix(&text[2 * i..2 * i + 2], 16).unwrap()))
         }
         let base: String = (0..64).map(|i| char::from(b"0123456789abcdef"[(i * 7 + 3) % 16])).collect();

@@ -820,7 +820,11 @@ impl<S: Reducer> Engine<S> {
     /// `#[tokio::main]`) once per item (bench `fanout`; the A/B is in docs/BENCHMARKS.md). Dropping the
     /// returned future aborts the task, as dropping the driver itself would; a panic in it resumes in
     /// the caller.
-    pub(super) async fn drive(&self, run: Driven<S>) -> Result<RunOutcome<S>> {
+    ///
+    /// The driver task is spawned when this is called, not when the future is first polled: the future
+    /// returned holds the task's handle, not the run (an `async fn` would keep a slot for the moved-in
+    /// run, 328 bytes, in every caller's future for as long as the run is driven).
+    pub(super) fn drive(&self, run: Driven<S>) -> impl Future<Output = Result<RunOutcome<S>>> + Send + '_ {
         let (run_id, step) = (run.run_id.clone(), run.step);
         let span = tracing::info_span!(
             "run",
@@ -830,25 +834,25 @@ impl<S: Reducer> Engine<S> {
         );
         #[cfg(feature = "otel")]
         span.record("otel.name", format!("run {}", self.inner.graph.name()));
-        let engine = self.clone();
         let rewake = run.rewake.clone();
-        let mut task =
-            AbortOnDrop(tokio::spawn(async move { engine.drive_here(run).await }.instrument(span)));
-        let result = match (&mut task.0).await {
-            Ok(result) => result,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            // The runtime is shutting down.
-            Err(_) => return Err(Error::Cancelled { run: run_id.to_string(), step }),
-        };
-        let rewake = rewake.load(Ordering::SeqCst);
-        match result {
-            Ok(out) => self.mail_waiting(out, rewake).await,
-            Err(e) => {
-                if rewake && !matches!(e, Error::AlreadyRunning { .. }) {
-                    // What came while this driver ran may still be due.
-                    let _ = Box::pin(self.wake_now(&run_id)).await;
+        let mut task = AbortOnDrop(tokio::spawn(self.clone().drive_here(run).instrument(span)));
+        async move {
+            let result = match (&mut task.0).await {
+                Ok(result) => result,
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                // The runtime is shutting down.
+                Err(_) => return Err(Error::Cancelled { run: run_id.to_string(), step }),
+            };
+            let rewake = rewake.load(Ordering::SeqCst);
+            match result {
+                Ok(out) => self.mail_waiting(out, rewake).await,
+                Err(e) => {
+                    if rewake && !matches!(e, Error::AlreadyRunning { .. }) {
+                        // What came while this driver ran may still be due.
+                        let _ = Box::pin(self.wake_now(&run_id)).await;
+                    }
+                    Err(e)
                 }
-                Err(e)
             }
         }
     }
@@ -905,9 +909,11 @@ impl<S: Reducer> Engine<S> {
     /// an error.
     ///
     /// An `async move` block rather than an `async fn`, which would hold `run` twice (rustc keeps a moved-in
-    /// argument beside its local copy): the run's task is what a run parked in a node costs.
+    /// argument beside its local copy): the run's task is what a run parked in a node costs. It owns its
+    /// engine (a handle) so the task is spawned with this future alone: a block around it would hold the
+    /// run once more.
     #[allow(clippy::manual_async_fn, reason = "an async fn would hold its moved-in argument twice")]
-    fn drive_here(&self, mut run: Driven<S>) -> impl Future<Output = Result<RunOutcome<S>>> + Send + '_ {
+    fn drive_here(self, mut run: Driven<S>) -> impl Future<Output = Result<RunOutcome<S>>> + Send + 'static {
         async move {
             let _registration = match run.claim {
                 Some(_) => None, // registered when claimed, released with the driver
