@@ -1,8 +1,10 @@
 //! Group commit through the commit log.
 //!
-//! Requests queue in the contract's group-commit queue (`graph_store::group`), whose one leader is the
-//! commit thread: the first request to find none starts it (a blocking task, so dropping a caller
-//! cannot stall it). The thread takes every request queued so far — a *group* — and:
+//! Requests queue in the contract's group-commit queue (`graph_store::group`), which has one leader:
+//! the first request to find none leads. On a multi-thread runtime it leads its first group on its own
+//! thread (inside `block_in_place`) and hands the lead to a commit thread only if more requests queued
+//! meanwhile; elsewhere it starts the commit thread (a blocking task, so dropping a caller cannot stall
+//! it). The leader takes every request queued so far — a *group* — and:
 //!
 //! 1. checks every request of the group (key, step, version; a later request of the group sees the
 //!    earlier ones' writes) against sled and the group's own writes, and records those writes — writing
@@ -145,32 +147,60 @@ pub(super) fn commit_loop(inner: Arc<Inner>) {
     loop {
         let i = inner.as_ref().expect("held until the last group");
         let Some(group) = i.queue.next_group(|waiting| waiting.drain(..).collect()) else { return };
-        let (requests, answers): (Vec<Request>, Vec<Answer>) = group.into_iter().unzip();
-        let replies = {
-            let mut w = i.writer.lock().unwrap_or_else(|e| e.into_inner());
-            commit_group(i, &mut w, &requests)
-        };
-        let done = i.queue.release_if_idle();
+        let (answers, replies, done) = commit_next(i, group);
         if done {
             // Release the store before answering: a caller that drops its handle and reopens the folder
             // right after its commit must find it closed.
             inner = None;
         }
-        match replies {
-            Ok(replies) => {
-                for (answer, reply) in answers.into_iter().zip(replies) {
-                    let _ = answer.send(Ok(reply));
-                }
-            }
-            Err(e) => {
-                let message = e.to_string();
-                for answer in answers {
-                    let _ = answer.send(Err(clone_error(&e, &message)));
-                }
-            }
-        }
+        answer(answers, replies);
         if done {
             return;
+        }
+    }
+}
+
+/// The leader's first group on the caller's own thread (the caller found no leader, so its request
+/// is in this group): a sequential commit then crosses no thread, as a commit thread's start and its
+/// answer would make it cross two. When more requests queued meanwhile, the lead passes to a commit
+/// thread (the caller goes on at once, its own answer sent).
+pub(super) fn lead_here(inner: &Arc<Inner>) {
+    let Some(group) = inner.queue.next_group(|waiting| waiting.drain(..).collect()) else { return };
+    let (answers, replies, done) = commit_next(inner, group);
+    answer(answers, replies);
+    if !done {
+        let inner = inner.clone();
+        tokio::task::spawn_blocking(move || commit_loop(inner));
+    }
+}
+
+/// Commits `group` under the writer lock; returns its answers, their replies, and whether the queue
+/// released its leader (no request waits: the next one starts a leader again).
+fn commit_next(
+    i: &Inner,
+    group: Vec<(Request, Answer)>,
+) -> (Vec<Answer>, Result<Vec<Reply>, StoreError>, bool) {
+    let (requests, answers): (Vec<Request>, Vec<Answer>) = group.into_iter().unzip();
+    let replies = {
+        let mut w = i.writer.lock().unwrap_or_else(|e| e.into_inner());
+        commit_group(i, &mut w, &requests)
+    };
+    (answers, replies, i.queue.release_if_idle())
+}
+
+/// Sends each request of a group its reply, or a copy of the group's error.
+fn answer(answers: Vec<Answer>, replies: Result<Vec<Reply>, StoreError>) {
+    match replies {
+        Ok(replies) => {
+            for (answer, reply) in answers.into_iter().zip(replies) {
+                let _ = answer.send(Ok(reply));
+            }
+        }
+        Err(e) => {
+            let message = e.to_string();
+            for answer in answers {
+                let _ = answer.send(Err(clone_error(&e, &message)));
+            }
         }
     }
 }

@@ -351,7 +351,8 @@ impl SledStore {
         Ok(self.inner.read(|| self.inner.checkpoints.get(cp_key(run_id, step)))?.map(|v| v.to_vec()))
     }
 
-    /// Hands `request` to the commit thread (or, under `Durability::Async`, does it here).
+    /// Hands `request` to the group's leader, leading it here when there is none (see `commit`); under
+    /// `Durability::Async`, does it here.
     async fn request(&self, request: Request) -> Result<Reply, StoreError> {
         self.inner.check()?;
         if self.inner.options.durability == Durability::Async {
@@ -359,8 +360,13 @@ impl SledStore {
         }
         let (reply, outcome) = oneshot::channel();
         if commit::enqueue(&self.inner, request, reply) {
-            let inner = self.inner.clone();
-            tokio::task::spawn_blocking(move || commit::commit_loop(inner));
+            use tokio::runtime::{Handle, RuntimeFlavor};
+            if Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread) {
+                tokio::task::block_in_place(|| commit::lead_here(&self.inner));
+            } else {
+                let inner = self.inner.clone();
+                tokio::task::spawn_blocking(move || commit::commit_loop(inner));
+            }
         }
         outcome.await.map_err(|_| StoreError::backend("the commit thread stopped", "reply dropped"))?
     }
