@@ -24,7 +24,6 @@ where
     let options = EngineOptions::default().max_steps(steps + 1);
     let submitter =
         Engine::builder(loop_graph(steps)).store(connect().await).options(options.clone()).build();
-    let mut done_before = 0;
     for workers in [1usize, 2, 4] {
         let mut all = Vec::new();
         for rep in 0..repeat.clamp(1, 3) {
@@ -45,20 +44,24 @@ where
                 let stop = shutdown.clone();
                 pool.push(tokio::spawn(async move { worker.run(stop).await }));
             }
-            let target = done_before + runs as usize;
+            // Done when no run of this batch is still running (submitted runs are `Running` until
+            // claimed and driven): one indexed look-up a poll, whatever the number of runs completed
+            // before (listing every completed run made the poll grow with the batches measured
+            // earlier, and so cost the later, larger worker counts more).
+            let unfinished =
+                RunFilter::all().prefix(format!("w{workers}-{rep}-")).status(RunStatus::Running).limit(1);
             loop {
-                let done = submitter
-                    .store()
-                    .list_runs(&RunFilter::all().status(RunStatus::Completed))
-                    .await
-                    .expect("list");
-                if done.len() >= target {
+                let left = submitter.store().list_runs(&unfinished).await.expect("list");
+                if left.is_empty() {
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
             all.push(t.elapsed().as_secs_f64());
-            done_before = target;
+            let completed =
+                RunFilter::all().prefix(format!("w{workers}-{rep}-")).status(RunStatus::Completed);
+            let completed = submitter.store().list_runs(&completed).await.expect("list").len();
+            assert_eq!(completed, runs as usize, "every run of the batch completed");
             shutdown.cancel();
             for w in pool {
                 w.await.expect("a worker task").expect("a worker");
