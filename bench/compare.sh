@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs the benchmark workloads on graph-runtime and on LangGraph (installed from PyPI into bench/.venv,
 # pinned in bench/langgraph/requirements.txt) in one run, on the same file system, and writes
-# docs/BENCHMARKS.md. Needs PostgreSQL and MariaDB/MySQL running (see README), and valgrind for
-# bench/instructions.sh. Takes about 15 minutes and needs ~2 GB free in $TMPDIR (LangGraph's growth run).
+# docs/BENCHMARKS.md. Needs PostgreSQL and MariaDB/MySQL running (see README); bench/instructions.sh
+# installs valgrind if it is missing. Takes about 15 minutes and needs ~2 GB free in $TMPDIR (LangGraph's growth run).
 #
 #   bench/compare.sh            # REPEAT=5 by default: medians of 5 runs
 #   REPEAT=3 bench/compare.sh

@@ -14,6 +14,10 @@
 #   bench/instructions.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if ! command -v valgrind > /dev/null || ! command -v objdump > /dev/null; then
+    echo "installing valgrind and binutils (apt-get)..." >&2
+    apt-get install -y -qq valgrind binutils > /dev/null
+fi
 # GRAPH_BENCH_BIN: a graph-bench already built in release (bench/compare.sh passes its own).
 bin=${GRAPH_BENCH_BIN:-}
 if [ -z "$bin" ]; then

@@ -504,7 +504,8 @@ def limits(rep):
     w("**Durable sequential.** A commit is acknowledged only once it is on the device, so one run pays one "
       "device round trip a step: the bound is the device's sync rate, and the last column is each store's "
       "rate against the probe taken beside it. SledStore: one `fdatasync` of its commit log per commit "
-      "group, plus the hand-off to the commit thread and back" + per + "; the bare-sled rows are the "
+      "group, plus checking the group against sled and applying it to sled, on the committing run's own "
+      "thread when no other commit is queued" + per + "; the bare-sled rows are the "
       "reference its log replaced (sled's `flush` alone is not power-loss safe). Each effect's journal write "
       "is a durable commit of its own. SqliteStore: one WAL sync per `COMMIT`, of whole-page frames "
       "(`Async`: syncs only at WAL checkpoints). The server stores add the server's commit flush and their "
@@ -533,7 +534,8 @@ def limits(rep):
       "many runs by CPU: sled's commit thread, SQLite's single writer thread, the server's processes, all on "
       "the cores the engine uses too. The ratio to one run is the quotient of those two bounds, so a faster "
       "disk, or a faster single commit, lowers it." + cpu + grp +
-      " Workers share the database: its commit rate is the ceiling on their steps, whatever their number.")
+      " Workers share the database: its commit rate is the ceiling on their steps, whatever their number;"
+      " on a machine of few cores they also share the cores with the database server (bench/analysis.md §7).")
     w()
     g = pick("growth", "sled-sync")
     snaps = f" ({g['snapshots']} in this run)" if g and "snapshots" in g else ""

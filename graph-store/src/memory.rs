@@ -110,7 +110,7 @@ fn digest_of(text: &str, prefix: &str) -> Option<[u8; 32]> {
         let digit = x.wrapping_add(at_least(b'0')) & !x.wrapping_add(above(b'9')) & TOP;
         let letter = x.wrapping_add(at_least(b'a')) & !x.wrapping_add(above(b'f')) & TOP;
         bad |= (x & TOP) | ((digit | letter) ^ TOP);
-        let v = (x & 0x0f * ONES) + (letter >> 7) * 9;
+        let v = (x & (0x0f * ONES)) + (letter >> 7) * 9;
         // Byte 2k of `t` is digit 2k's value in the high nibble and digit 2k+1's in the low one.
         let t = (v << 4) | (v >> 8);
         o.copy_from_slice(&[t as u8, (t >> 16) as u8, (t >> 32) as u8, (t >> 48) as u8]);
