@@ -104,7 +104,7 @@ pub(super) enum Reply {
 
 type Answer = oneshot::Sender<Result<Reply, StoreError>>;
 
-/// Requests waiting for the commit thread, which is their queue's one leader.
+/// Requests waiting for the group's leader (a caller leading on its own thread, or the commit thread).
 pub(super) type Queue = GroupQueue<(Request, Answer)>;
 
 /// The commit log and its bookkeeping, owned by whichever thread commits a group.
@@ -136,7 +136,7 @@ impl Writer {
     }
 }
 
-/// Queues a request; true when the caller must start the commit thread.
+/// Queues a request; true when no leader runs and the caller must lead (`lead_here` or the commit thread).
 pub(super) fn enqueue(inner: &Inner, request: Request, answer: Answer) -> bool {
     inner.queue.push((request, answer))
 }

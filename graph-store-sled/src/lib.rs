@@ -160,9 +160,9 @@ struct Inner {
     /// Damage the open found in bytes it did not need (commit groups the index held durably), for
     /// [`Store::check_integrity`].
     findings: Vec<String>,
-    /// The commit log and what goes with it; the commit thread holds it while it writes a group.
+    /// The commit log and what goes with it; the group's leader holds it while it writes a group.
     writer: Mutex<Writer>,
-    /// Requests waiting for the commit thread.
+    /// Requests waiting for the group's leader.
     queue: commit::Queue,
     /// The first I/O error: once set, every operation fails (fail-stop).
     failed: Mutex<Option<String>>,
@@ -451,7 +451,7 @@ impl Inner {
     }
 
     /// Applies one log record to sled: its writes in order, then (with a `seq`) the record's sequence
-    /// number as the last group applied. No sled transaction: the commit thread is the only writer, the
+    /// number as the last group applied. No sled transaction: the group's leader is the only writer, the
     /// log is the truth, and recovery replays every record after the last checkpoint, so a record that a
     /// crash cut short in sled is completed from the log. (A sled transaction or batch also makes sled
     /// write and `sync_file_range` its log at once, a second device round trip per commit.)
