@@ -360,8 +360,7 @@ impl SledStore {
         }
         let (reply, outcome) = oneshot::channel();
         if commit::enqueue(&self.inner, request, reply) {
-            use tokio::runtime::{Handle, RuntimeFlavor};
-            if Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread) {
+            if graph_store::group::may_lead_here() {
                 tokio::task::block_in_place(|| commit::lead_here(&self.inner));
             } else {
                 let inner = self.inner.clone();

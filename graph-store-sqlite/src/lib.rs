@@ -633,8 +633,7 @@ impl SqliteStore {
     /// request waits for the writer thread, and the runtime lets a task block (`block_in_place`: a
     /// multi-thread runtime); gives it back (`Some`) otherwise.
     fn commit_inline(&self, job: Job) -> Option<Job> {
-        use tokio::runtime::{Handle, RuntimeFlavor};
-        if !Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread) {
+        if !graph_store::group::may_lead_here() {
             return Some(job);
         }
         if self.inner.stats.queued.load(Ordering::SeqCst) > 0 {

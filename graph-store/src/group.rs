@@ -123,6 +123,15 @@ impl<R> GroupQueue<R> {
     }
 }
 
+/// Whether the caller may commit on its own thread, blocking it inside `tokio::task::block_in_place`:
+/// only on a multi-thread runtime, which hands the thread's other tasks to another worker meanwhile
+/// (on a current-thread runtime `block_in_place` panics). Both embedded stores lead a group there when
+/// they can.
+pub fn may_lead_here() -> bool {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread)
+}
+
 impl<R: Send + 'static> GroupQueue<R> {
     /// Lets a request go alone when no group is queued or being written and fewer than `max` go
     /// alone: the guard counts it until it is dropped. `None`: queue it for a group.
