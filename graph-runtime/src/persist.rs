@@ -111,11 +111,12 @@ pub(crate) fn delta_bytes<'d, D: Serialize + 'd>(
 
 /// The canonical bytes of a state (see `crate::canonical`): what its hash and the idempotency key are of.
 fn state_bytes<S: Serialize>(run_id: &str, state: &S) -> Result<Vec<u8>, Error> {
-    crate::canonical::to_vec(state).map_err(|source| Error::Serialization {
-        run: run_id.to_owned(),
-        what: "the state",
-        source,
-    })
+    crate::canonical::to_vec(state).map_err(state_error(run_id))
+}
+
+/// The error of a state that does not serialize, or does not read back from its bytes.
+fn state_error(run_id: &str) -> impl FnOnce(serde_json::Error) -> Error + '_ {
+    move |source| Error::Serialization { run: run_id.to_owned(), what: "the state", source }
 }
 
 /// Runs `f` over the canonical bytes of `state`, written into a buffer this thread keeps for the next
@@ -131,11 +132,7 @@ fn with_state_bytes<S: Serialize, R>(
     thread_local!(static BUFFERS: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) });
     let mut buf = BUFFERS.with_borrow_mut(Vec::pop).unwrap_or_default();
     buf.clear();
-    let bytes = crate::canonical::to_vec_in(buf, state).map_err(|source| Error::Serialization {
-        run: run_id.to_owned(),
-        what: "the state",
-        source,
-    })?;
+    let bytes = crate::canonical::to_vec_in(buf, state).map_err(state_error(run_id))?;
     let out = f(&bytes);
     if bytes.capacity() <= KEPT {
         BUFFERS.with_borrow_mut(|b| b.push(bytes));
@@ -208,11 +205,7 @@ fn check_deterministic<S: Reducer>(run_id: &str, step: u64, state: &S, bytes: &[
     if !with_state_bytes(run_id, state, |again| Ok(again == bytes))? {
         return Err(nondeterministic("serializing it twice gave different bytes"));
     }
-    let back: S = serde_json::from_slice(bytes).map_err(|source| Error::Serialization {
-        run: run_id.to_owned(),
-        what: "the state",
-        source,
-    })?;
+    let back: S = serde_json::from_slice(bytes).map_err(state_error(run_id))?;
     if !with_state_bytes(run_id, &back, |again| Ok(again == bytes))? {
         return Err(nondeterministic("the state read back from its bytes serializes to other bytes"));
     }

@@ -420,13 +420,12 @@ impl<S: Reducer> Engine<S> {
     fn barrier(
         &self,
         run: &mut Driven<S>,
-        outputs: Vec<ItemOutput<S>>,
+        mut outputs: Vec<ItemOutput<S>>,
         chain: &mut Chain,
     ) -> Result<(Checkpoint, Vec<usize>, StepEvents), Stop> {
         let outbox = self.outbox_rows(run, &outputs);
         let mut before = std::mem::take(&mut run.queued);
         before.extend(self.effect_events(run, &outputs));
-        let mut outputs = outputs;
         let mut routes: Vec<Route> =
             outputs.iter_mut().map(|o| std::mem::replace(&mut o.route, Route::End)).collect();
         let delta_json = persist::delta_bytes(&run.run_id, outputs.iter().map(|o| &o.delta))?;
