@@ -84,6 +84,17 @@ pub struct SledOptions {
     /// Bytes of sled's page cache (default 1 GiB, sled's own default): what the store may hold in
     /// memory of what it has written or read, beside sled's table of every page.
     pub cache_bytes: u64,
+    /// Bytes of commit log kept as the store's history (default 1 GiB; 0: none). While the log holds
+    /// the index's whole history (from its first commit; not for a backup or salvage copy, nor a store
+    /// ever opened with `Durability::Async`), an index whose files sled cannot read is rebuilt from
+    /// the log at open, and the damaged files are kept beside it. Past this size, checkpoints retire the
+    /// oldest segments as they would with 0 (keeping one checkpoint's worth), and the history is no
+    /// longer whole.
+    pub history_bytes: u64,
+    /// Rebuild the index from the commit log's history at open even when sled can read its files
+    /// (for damage sled reports only when a page is read): the index's files are set aside, and the
+    /// open fails with `Corrupted` when the log does not hold the whole history.
+    pub rebuild_index: bool,
 }
 
 impl Default for SledOptions {
@@ -93,6 +104,8 @@ impl Default for SledOptions {
             log_segment_size: 16 << 20,
             checkpoint_bytes: 2 << 20,
             cache_bytes: 1 << 30,
+            history_bytes: 1 << 30,
+            rebuild_index: false,
         }
     }
 }
@@ -119,6 +132,18 @@ impl SledOptions {
     /// Sets the size of sled's page cache.
     pub fn cache_bytes(mut self, bytes: u64) -> Self {
         self.cache_bytes = bytes;
+        self
+    }
+
+    /// Sets the bytes of commit log kept as history.
+    pub fn history_bytes(mut self, bytes: u64) -> Self {
+        self.history_bytes = bytes;
+        self
+    }
+
+    /// Rebuilds the index from the commit log at open.
+    pub fn rebuild_index(mut self, rebuild: bool) -> Self {
+        self.rebuild_index = rebuild;
         self
     }
 }
@@ -167,6 +192,9 @@ struct Inner {
     /// The first I/O error: once set, every operation fails (fail-stop).
     failed: Mutex<Option<String>>,
     fail: FailPoint,
+    /// sled reported damage to its files (`Corruption`) to a read or a write: an open that fails so is
+    /// retried with a rebuild of the index, when the log allows it.
+    sled_damage: std::sync::atomic::AtomicBool,
     _lock: File,
 }
 
@@ -207,32 +235,45 @@ impl SledStore {
     ///
     /// As [`SledStore::open`].
     pub fn open_with(path: impl AsRef<Path>, options: SledOptions) -> Result<Self, StoreError> {
-        let path = path.as_ref().to_path_buf();
+        let path = path.as_ref();
+        let asked = options.rebuild_index.then(|| "the rebuild was asked for".to_owned());
+        match Self::open_once(path, &options, asked.clone()) {
+            Err((e, true)) if asked.is_none() => {
+                tracing::warn!(store = %path.display(), error = %e, "the index is damaged: it is rebuilt from the commit log");
+                Self::open_once(path, &options, Some(e.to_string())).map_err(|(e, _)| e)
+            }
+            opened => opened.map_err(|(e, _)| e),
+        }
+    }
+
+    /// One open: with `rebuild` (why), the index is set aside and rebuilt from the log's history. An
+    /// error comes with whether it is damage to the index that a rebuild would repair.
+    fn open_once(
+        path: &Path,
+        options: &SledOptions,
+        rebuild: Option<String>,
+    ) -> Result<Self, (StoreError, bool)> {
+        let options = options.clone();
+        let plain = |e| (e, false);
+        let path = path.to_path_buf();
         std::fs::create_dir_all(&path)
-            .map_err(|e| StoreError::backend(format!("cannot create {}", path.display()), e))?;
-        let lock = lock(&path)?;
+            .map_err(|e| plain(StoreError::backend(format!("cannot create {}", path.display()), e)))?;
+        let lock = lock(&path).map_err(plain)?;
         let wal_dir = path.join("wal");
-        let manifest = Manifest::load(&wal_dir).map_err(log_error)?;
-        let applied_through = manifest.as_ref().map(|m| m.checkpoint_seq);
-        let manifest = manifest.unwrap_or_default();
-        let db = Quiet::new(open_sled(&sled_folder(&path), options.cache_bytes)?);
-        let tree = |name: &str| {
-            guard(&path, || db.open_tree(name))?
-                .map(Quiet::new)
-                .map_err(|e| StoreError::backend(format!("cannot open the sled tree `{name}`"), e))
+        let loaded = Manifest::load(&wal_dir).map_err(log_error).map_err(plain)?;
+        let applied_through = loaded.as_ref().map(|m| m.checkpoint_seq);
+        let mut manifest = loaded.clone().unwrap_or_default();
+        let log_options = LogOptions {
+            segment_size: options.log_segment_size,
+            applied_through,
+            read_from: manifest.replay_from(),
+            ..LogOptions::default()
         };
-        let (runs, checkpoints, keys, meta) =
-            (tree("runs")?, tree("checkpoints")?, tree("keys")?, tree("meta")?);
-        let (effects, effect_keys, outbox) = (tree("effects")?, tree("effect_keys")?, tree("outbox")?);
-        let (events, pending, mailboxes) = (tree("events")?, tree("pending")?, tree("mailboxes")?);
-        let schedules = tree("schedules")?;
-        let log_options =
-            LogOptions { segment_size: options.log_segment_size, applied_through, ..LogOptions::default() };
-        let (log, records) = CommitLog::open(&wal_dir, log_options).map_err(log_error)?;
+        let (log, records) = CommitLog::open(&wal_dir, log_options).map_err(log_error).map_err(plain)?;
         // Records up to the last skipped group are not replayed: a skipped group's writes are in the index
         // only, and replaying older records over them would bring back older values.
         let skipped_through = log.skipped().iter().map(|s| s.seqs.end - 1).max();
-        let findings = log
+        let mut findings: Vec<String> = log
             .skipped()
             .iter()
             .map(|s| {
@@ -247,7 +288,77 @@ impl SledStore {
                 )
             })
             .collect();
-        let sled_log = open_sled_log(&path)?;
+        // The index can be rebuilt from the log when the log holds the index's whole history, every
+        // group of it readable at open, and reaches the last group the index held durably.
+        let rebuildable = log.first_seq() == Some(1)
+            && loaded.as_ref().is_none_or(Manifest::whole_history)
+            && skipped_through.is_none()
+            && log.next_seq().is_some_and(|n| n > manifest.checkpoint_seq);
+        let db_dir = sled_folder(&path);
+        // Damage to the index (sled's files) that a rebuild from the log would repair.
+        let index = |e: StoreError, seen: bool| {
+            let damage =
+                seen || matches!(&e, StoreError::Corrupted { file: Some(f), .. } if f.starts_with(&db_dir));
+            (e, rebuildable && rebuild.is_none() && damage)
+        };
+        let mut kept = None;
+        if rebuild.is_some() {
+            if !rebuildable {
+                return Err(plain(StoreError::corrupted_file(
+                    &wal_dir,
+                    "the index cannot be rebuilt: the commit log does not hold the store's whole history \
+                     (segments were retired past `history_bytes`, the store is a copy, or it was used with \
+                     `Durability::Async`)",
+                    REMEDY_FILE,
+                )));
+            }
+            kept = set_aside(&db_dir).map_err(plain)?;
+        }
+        let db = open_sled(&db_dir, options.cache_bytes).map_err(|e| index(e, false))?;
+        let db = Quiet::new(db);
+        let tree = |name: &str| {
+            guard(&path, || db.open_tree(name)).map_err(|e| index(e, false))?.map(Quiet::new).map_err(|e| {
+                let damage = matches!(e, sled::Error::Corruption { .. });
+                index(StoreError::backend(format!("cannot open the sled tree `{name}`"), e), damage)
+            })
+        };
+        let (runs, checkpoints, keys, meta) =
+            (tree("runs")?, tree("checkpoints")?, tree("keys")?, tree("meta")?);
+        let (effects, effect_keys, outbox) = (tree("effects")?, tree("effect_keys")?, tree("outbox")?);
+        let (events, pending, mailboxes) = (tree("events")?, tree("pending")?, tree("mailboxes")?);
+        let schedules = tree("schedules")?;
+        if let Some(why) = &rebuild {
+            findings.push(format!(
+                "the index (sled's files in {}) was rebuilt from the commit log's history, groups 1..{} ({why}); \
+                 {}",
+                db_dir.display(),
+                log.next_seq().unwrap_or(1),
+                kept.as_ref().map_or("there were none".to_owned(), |k| format!(
+                    "the files it replaced are kept in {}",
+                    k.display()
+                ))
+            ));
+        }
+        // Whether the log is, from here on, the index's whole history: a new store's log is, as long as
+        // every write goes through it (not under `Durability::Async`).
+        let whole = options.durability == Durability::Sync
+            && match (&loaded, log.first_seq()) {
+                (Some(m), first) => m.whole_history() && first.is_none_or(|f| f == 1),
+                (None, Some(first)) => first == 1,
+                // No manifest and no log: a new store, or one whose writes never went through the log.
+                (None, None) => {
+                    let trees = [&runs, &checkpoints, &keys, &effects, &effect_keys, &outbox, &events];
+                    let trees = trees.into_iter().chain([&pending, &mailboxes, &schedules]);
+                    guard(&path, || trees.into_iter().all(|t| t.is_empty())).map_err(|e| index(e, false))?
+                }
+            };
+        if !whole && loaded.as_ref().is_none_or(Manifest::whole_history) {
+            // Durably, before any write that does not go through the log.
+            manifest.set_whole_history(false);
+            manifest.store(&wal_dir).map_err(log_error).map_err(plain)?;
+        }
+        manifest.set_whole_history(whole);
+        let sled_log = open_sled_log(&path).map_err(plain)?;
         let inner = Inner {
             writer: Mutex::new(Writer::new(log, manifest.clone(), 0)),
             path,
@@ -269,9 +380,14 @@ impl SledStore {
             queue: commit::Queue::new(1),
             failed: Mutex::new(None),
             fail: Default::default(),
+            sled_damage: Default::default(),
             _lock: lock,
         };
-        if let Err(e) = inner.recover(&manifest, records, skipped_through) {
+        let recovered = match rebuild {
+            Some(_) => inner.rebuild().and_then(|()| inner.recover(&manifest, Vec::new(), None)),
+            None => inner.recover(&manifest, records, skipped_through),
+        };
+        if let Err(e) = recovered {
             // A store that did not open must not checkpoint when it is dropped: its writer was never
             // positioned (`next_seq` 0: the checkpoint's `next_seq - 1` overflowed, or in a release
             // build wrote `checkpoint_seq = u64::MAX` into the manifest), and a store reported damaged
@@ -279,7 +395,8 @@ impl SledStore {
             let mut failed = inner.failed.lock().unwrap_or_else(|e| e.into_inner());
             failed.get_or_insert_with(|| format!("the store did not open: {e}"));
             drop(failed);
-            return Err(e);
+            let seen = inner.sled_damage.load(std::sync::atomic::Ordering::Relaxed);
+            return Err(index(e, seen));
         }
         Ok(SledStore { inner: Arc::new(inner) })
     }
@@ -381,6 +498,18 @@ impl Inner {
         skipped_through: Option<u64>,
     ) -> Result<(), StoreError> {
         let mut applied = self.applied_seq()?;
+        let mut records = records;
+        // The index came back behind the records `open` read, and the log holds older ones: read them.
+        if records.first().is_some_and(|r| r.seq > applied.saturating_add(1)) {
+            let w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+            if w.log.first_seq().is_some_and(|f| f <= applied.saturating_add(1)) {
+                let mut older = Vec::new();
+                for segment in w.log.history() {
+                    older.extend(segment.map_err(log_error)?.into_iter().filter(|r| r.seq > applied));
+                }
+                records = older;
+            }
+        }
         // A damaged group is skipped only because the index held it durably: if the index came back
         // without it (behind it), it is lost, and that is damage the open must report.
         if let Some(skipped) = skipped_through.filter(|&s| applied < s) {
@@ -445,8 +574,21 @@ impl Inner {
         // sled had written it): the log starts over after sled. (An empty log takes any seq.)
         if last_logged.is_some_and(|l| l < applied) {
             w.log.restart().map_err(|e| self.fail_stop(e))?;
+            w.manifest.set_whole_history(false);
         }
         Ok(())
+    }
+
+    /// Applies every record of the log's history to a new, empty index, and makes it durable (see
+    /// [`SledOptions::history_bytes`]).
+    fn rebuild(&self) -> Result<(), StoreError> {
+        let w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        for segment in w.log.history() {
+            for record in segment.map_err(log_error)? {
+                self.apply_record(&record.payload, Some(record.seq))?;
+            }
+        }
+        self.flush_index()
     }
 
     /// Applies one log record to sled: its writes in order, then (with a `seq`) the record's sequence
@@ -475,7 +617,7 @@ impl Inner {
             }
             Ok(())
         })?;
-        applied.map_err(|e| self.fail_stop(format!("writing sled: {}", sled_cause(&e))))
+        applied.map_err(|e| self.sled_failed("writing", &e))
     }
 
     /// The step a run's row says the run reached (`None`: no row), read BEFORE its checkpoints by the
@@ -553,8 +695,13 @@ impl Inner {
         self.flush_index()?;
         let previous = w.manifest.checkpoint_seq;
         w.manifest.checkpoint_seq = w.next_seq - 1;
+        w.manifest.set_replay_from(previous);
         w.manifest.store(&self.path.join("wal")).map_err(|e| self.fail_stop(e))?;
-        w.log.retire_through(previous).map_err(|e| self.fail_stop(e))?;
+        let keep = if w.manifest.whole_history() { self.options.history_bytes } else { 0 };
+        if w.log.retire_through(previous, keep).map_err(|e| self.fail_stop(e))? > 0 {
+            // Stored with the next checkpoint; until then the log's first seq says it.
+            w.manifest.set_whole_history(false);
+        }
         w.since_checkpoint = 0;
         Ok(())
     }
@@ -577,6 +724,11 @@ impl Inner {
         }
         let _no_commits = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let copied = SledStore::open(dest).and_then(|copy| {
+            // The copy's index holds what its log never will: its log is not its whole history.
+            let mut w = copy.inner.writer.lock().unwrap_or_else(|e| e.into_inner());
+            w.manifest.set_whole_history(false);
+            w.manifest.store(&dest.join("wal")).map_err(log_error)?;
+            drop(w);
             for t in TreeId::ALL {
                 let to = copy.inner.tree(t);
                 let mut entries = self.tree(t).iter();
@@ -613,6 +765,20 @@ impl Inner {
         self.sled_log.sync_data().map_err(|e| self.fail_stop(format!("fdatasync of the sled log: {e}")))
     }
 
+    /// Stops the store after sled's error `e` while `doing` (reading, writing) and notes damage sled
+    /// reported.
+    fn sled_failed(&self, doing: &str, e: &sled::Error) -> StoreError {
+        if matches!(e, sled::Error::Corruption { .. } | sled::Error::ReportableBug(_)) {
+            self.sled_damage.store(true, std::sync::atomic::Ordering::Relaxed);
+            return self.fail_stop(format!(
+                "{doing} sled: {} (sled's files are damaged, or the device returned wrong bytes; if the \
+                 device is sound, `graphctl rebuild` rebuilds the index from the commit log)",
+                sled_cause(e)
+            ));
+        }
+        self.fail_stop(format!("{doing} sled: {}", sled_cause(e)))
+    }
+
     /// Fails with `FailStopped` once an I/O error stopped the store.
     fn check(&self) -> Result<(), StoreError> {
         match &*self.failed.lock().unwrap_or_else(|e| e.into_inner()) {
@@ -638,7 +804,7 @@ impl Inner {
     /// A read of sled: fail-stopped stores refuse it, sled errors fail-stop the store, panics are caught.
     fn read<T>(&self, f: impl FnOnce() -> sled::Result<T>) -> Result<T, StoreError> {
         self.check()?;
-        guard(&self.path, f)?.map_err(|e| self.fail_stop(format!("reading sled: {}", sled_cause(&e))))
+        guard(&self.path, f)?.map_err(|e| self.sled_failed("reading", &e))
     }
 }
 
@@ -749,6 +915,21 @@ fn lock(path: &Path) -> Result<File, StoreError> {
         Ok(false) => Err(StoreError::Locked { path: path.to_path_buf() }),
         Err(e) => Err(StoreError::backend(format!("cannot lock {}", lock_path.display()), e)),
     }
+}
+
+/// Moves the index's folder aside (`db.damaged-<n>`, the first free n) and syncs the store's folder:
+/// the files are kept for whoever wants to look at them, and a new index is made in their place.
+fn set_aside(db: &Path) -> Result<Option<PathBuf>, StoreError> {
+    let store = db.parent().unwrap_or(Path::new("."));
+    let kept =
+        (1..).map(|n| store.join(format!("db.damaged-{n}"))).find(|p| !p.exists()).expect("a free name");
+    if !db.exists() {
+        return Ok(None);
+    }
+    let moved = std::fs::rename(db, &kept).and_then(|()| File::open(store)?.sync_all());
+    moved
+        .map_err(|e| StoreError::backend(format!("cannot move {} to {}", db.display(), kept.display()), e))?;
+    Ok(Some(kept))
 }
 
 /// Opens the sled database. Our lock file is already held, so no other process has it; if sled's own

@@ -10,6 +10,11 @@
 //! | 12..16 | `u32` crc32c of bytes 0..12 and 16..end |
 //! | 16.. | n × `u64`: field 0 is `checkpoint_seq`, the others are [`Manifest::extra`] |
 //!
+//! The store's extra fields: 1, the checkpoint before `checkpoint_seq` (the log's records after it are
+//! replayed at open; [`Manifest::replay_from`]); 2, 1 when the log's records from seq 1 on are the whole
+//! history of the index ([`Manifest::whole_history`]). A manifest without them (written by an earlier
+//! build) reads as 0 and 0: every segment replayed, the history not whole.
+//!
 //! Every version keeps the first 16 bytes and the checksum's definition, so an unknown version is
 //! recognised as such (not as damage). New fields go after the known ones without a version change:
 //! a reader keeps the fields it does not know in `extra` and writes them back unchanged.
@@ -44,6 +49,36 @@ pub(crate) struct Manifest {
 }
 
 impl Manifest {
+    /// Extra field 1: the log's records after this seq are replayed at open (the checkpoint before
+    /// `checkpoint_seq`); older ones are history.
+    pub(crate) fn replay_from(&self) -> u64 {
+        self.extra.first().copied().unwrap_or(0)
+    }
+
+    /// Extra field 2: the log's records from seq 1 on are the index's whole history (the index was
+    /// empty before seq 1, and every write to it since went through the log), so the index can be
+    /// rebuilt from the log alone while the log still starts at seq 1.
+    pub(crate) fn whole_history(&self) -> bool {
+        self.extra.get(1) == Some(&1)
+    }
+
+    /// Sets [`Manifest::replay_from`].
+    pub(crate) fn set_replay_from(&mut self, seq: u64) {
+        self.set_extra(0, seq);
+    }
+
+    /// Sets [`Manifest::whole_history`].
+    pub(crate) fn set_whole_history(&mut self, whole: bool) {
+        self.set_extra(1, u64::from(whole));
+    }
+
+    fn set_extra(&mut self, i: usize, value: u64) {
+        if self.extra.len() <= i {
+            self.extra.resize(i + 1, 0);
+        }
+        self.extra[i] = value;
+    }
+
     /// Reads `dir/manifest`. `Ok(None)`: there is none (a new store).
     ///
     /// # Errors

@@ -243,6 +243,10 @@ pub(crate) struct LogOptions {
     /// lies wholly in records up to it is not needed to recover, and is skipped and reported
     /// ([`CommitLog::skipped`]) rather than refused. `None` (default): any damage is refused.
     pub(crate) applied_through: Option<u64>,
+    /// Segments all of whose records have seq ≤ this are history: `open` lists them without reading
+    /// them (their records are not returned, their bytes not checked); [`CommitLog::history`] reads
+    /// them. Default 0: every segment is read.
+    pub(crate) read_from: u64,
     /// Fault rules for tests.
     #[cfg(test)]
     pub(crate) faults: Option<Arc<Faults>>,
@@ -255,6 +259,7 @@ impl Default for LogOptions {
             max_spares: 2,
             background_spares: true,
             applied_through: None,
+            read_from: 0,
             #[cfg(test)]
             faults: None,
         }
@@ -428,141 +433,35 @@ impl CommitLog {
         let mut skipped = Vec::new();
         let mut segments = Vec::new();
         let mut current = None;
-        let mut next_seq: Option<u64> = None;
         // Where the previous segment's records end, and why reading stopped there.
-        let mut prev_end: Option<(PathBuf, usize, &'static str)> = None;
+        let mut prev: Option<End> = None;
         for (i, (name_seq, path)) in listing.segments.iter().enumerate() {
             let last = i + 1 == listing.segments.len();
+            // A prefix of segments whose records all precede `read_from` is history: listed, not read.
+            if prev.is_none() && !last && listing.segments[i + 1].0 <= options.read_from.saturating_add(1) {
+                let len = std::fs::metadata(path)
+                    .map_err(|e| LogError::io(format!("cannot read the size of {}", path.display()), e))?
+                    .len();
+                segments.push(Segment { first_seq: *name_seq, path: path.clone(), len });
+                continue;
+            }
             let (file, bytes) = read_segment(&io, path, last)?;
-            let corrupted = |offset: usize, detail: String| LogError::Corrupted {
-                file: path.clone(),
-                offset: offset as u64,
-                detail,
-            };
-            let header = decode_segment_header(&bytes).map_err(|e| match e {
-                HeaderError::Damaged(d) => corrupted(0, d.to_owned()),
-                HeaderError::Version(found) => LogError::UnsupportedVersion {
-                    file: path.clone(),
-                    found,
-                    supported: format::FORMAT_VERSION,
-                },
-            })?;
-            if let Some(capacity) = header.capacity
-                && capacity != bytes.len() as u64
-            {
-                return Err(corrupted(
-                    bytes.len().min(capacity as usize),
-                    format!(
-                        "the segment is {} bytes, but was {capacity} when it became a segment: it was cut \
-                         short or extended, and the commits it held past this byte may be lost",
-                        bytes.len()
-                    ),
-                ));
-            }
-            if header.first_seq != *name_seq {
-                return Err(corrupted(
-                    0,
-                    format!("the header's first seq is {}, the file name's {name_seq}", header.first_seq),
-                ));
-            }
-            if let (Some(expected), Some((prev, end, why))) = (next_seq, &prev_end)
-                && header.first_seq != expected
-            {
-                return Err(if header.first_seq > expected {
-                    LogError::Corrupted {
-                        file: prev.clone(),
-                        offset: *end as u64,
-                        detail: format!(
-                            "seqs {expected}..{} are missing: here {why}, and the next segment {} starts at \
-                             seq {}",
-                            header.first_seq,
-                            path.display(),
-                            header.first_seq
-                        ),
-                    }
-                } else {
-                    corrupted(
-                        0,
-                        format!(
-                            "the segment starts at seq {}, but the previous one already holds seqs up to {}",
-                            header.first_seq,
-                            expected - 1
-                        ),
-                    )
-                });
-            }
-            let seed = salt_seed(header.salt);
-            let mut at = SEGMENT_HEADER;
-            let mut seq = header.first_seq;
-            let why = loop {
-                let why = match parse_group(&bytes, at, seed) {
-                    Ok(g) if g.first_seq == seq => {
-                        let Some(next) = seq.checked_add(u64::from(g.count)).filter(|&n| n < u64::MAX) else {
-                            return Err(corrupted(at, "the group's seqs run past the largest seq".into()));
-                        };
-                        records.extend(
-                            g.payloads
-                                .iter()
-                                .zip(seq..)
-                                .map(|(r, seq)| Record { seq, payload: bytes[r.clone()].to_vec() }),
-                        );
-                        seq = next;
-                        at = g.next;
-                        continue;
-                    }
-                    // Reported by the search below, which finds this very group.
-                    Ok(_) => "a group of another seq",
-                    Err(why) => why,
-                };
-                // Unreadable bytes followed by a valid group of a later seq, all of whose seqs the index
-                // holds durably: not needed to recover. Skipped, and reported.
-                let skip = options.applied_through.and_then(|applied| {
-                    find_valid_group(&bytes, at, seed)
-                        .filter(|(_, g)| g.first_seq > seq && g.first_seq <= applied.saturating_add(1))
-                });
-                let Some((found_at, g)) = skip else { break why };
-                tracing::warn!(
-                    file = %path.display(),
-                    offset = at,
-                    "commit log: bytes holding commit groups {seq}..{} are damaged ({why}); the index holds \
-                     them durably, so they are not needed and are skipped",
-                    g.first_seq
-                );
-                skipped.push(Skipped { file: path.clone(), offset: at as u64, seqs: seq..g.first_seq, why });
-                (at, seq) = (found_at, g.first_seq);
-            };
-            // Nothing valid may follow where reading stopped: if anything does, the bytes here are damage,
-            // not the end of what was written.
-            if let Some((found_at, g)) = find_valid_group(&bytes, at, seed) {
-                let detail = if found_at == at {
-                    format!("the group here starts at seq {} where seq {seq} was expected", g.first_seq)
-                } else {
-                    format!(
-                        "the group of seq {seq} expected here is unreadable ({why}), but a valid group of \
-                         seq {} follows at byte {found_at}",
-                        g.first_seq
-                    )
-                };
-                return Err(corrupted(at, detail));
-            }
-            next_seq = Some(seq);
-            prev_end = Some((path.clone(), at, why));
-            segments.push(Segment {
-                first_seq: header.first_seq,
-                path: path.clone(),
-                len: bytes.len() as u64,
-            });
+            let mut push = |seq, payload: &[u8]| records.push(Record { seq, payload: payload.to_vec() });
+            let s = scan_segment(path, *name_seq, &bytes, options.applied_through, prev.as_ref(), &mut push)?;
+            skipped.extend(s.skipped);
+            segments.push(Segment { first_seq: *name_seq, path: path.clone(), len: bytes.len() as u64 });
             if last {
                 current = Some(Current {
                     file,
                     path: path.clone(),
-                    offset: at as u64,
+                    offset: s.end.at as u64,
                     capacity: bytes.len() as u64,
-                    salt: header.salt,
+                    salt: s.salt,
                 });
             }
+            prev = Some(s.end);
         }
-
+        let next_seq = prev.map(|e| e.next_seq);
         let spares = Spares::new(dir.clone(), options.segment_size, io.clone(), ready, next_id);
         let preparer = if options.background_spares {
             let s = spares.clone();
@@ -762,17 +661,52 @@ impl CommitLog {
         Ok(())
     }
 
-    /// Removes the segments whose records all have seq ≤ `seq`, oldest first, recycling up to
-    /// `max_spares` of them as spares. The current segment is never retired. Returns how many were.
+    /// The first seq the log holds (`None`: no segment yet).
+    pub(crate) fn first_seq(&self) -> Option<u64> {
+        self.segments.first().map(|s| s.first_seq)
+    }
+
+    /// Every record the log holds, oldest first, a segment at a time: each segment is read again and
+    /// checked as `open` checks the segments it reads, except that no damage is skipped (an error ends
+    /// the iteration).
+    pub(crate) fn history(&self) -> impl Iterator<Item = Result<Vec<Record>, LogError>> + '_ {
+        let mut prev: Option<End> = None;
+        let mut failed = false;
+        self.segments.iter().map_while(move |segment| {
+            if failed {
+                return None;
+            }
+            let read = (|| {
+                let (_, bytes) = read_segment(&self.io, &segment.path, false)?;
+                let mut records = Vec::new();
+                let mut push = |seq, payload: &[u8]| records.push(Record { seq, payload: payload.to_vec() });
+                let s =
+                    scan_segment(&segment.path, segment.first_seq, &bytes, None, prev.as_ref(), &mut push)?;
+                prev = Some(s.end);
+                Ok(records)
+            })();
+            failed = read.is_err();
+            Some(read)
+        })
+    }
+
+    /// Removes the segments whose records all have seq ≤ `seq`, oldest first, while the log's segments
+    /// take more than `keep_bytes`, recycling up to `max_spares` of them as spares. The current segment
+    /// is never retired. Returns how many were.
     ///
     /// # Errors
     ///
     /// [`LogError::Io`] (the log is then failed), [`LogError::Failed`].
-    pub(crate) fn retire_through(&mut self, seq: u64) -> Result<usize, LogError> {
+    pub(crate) fn retire_through(&mut self, seq: u64, keep_bytes: u64) -> Result<usize, LogError> {
         self.check_failed()?;
         let mut retired = 0;
+        let mut bytes: u64 = self.segments.iter().map(|s| s.len).sum();
         // Segment 0 holds seqs up to segment 1's first seq - 1.
-        while self.segments.len() > 1 && self.segments[1].first_seq <= seq.saturating_add(1) {
+        while self.segments.len() > 1
+            && self.segments[1].first_seq <= seq.saturating_add(1)
+            && bytes > keep_bytes
+        {
+            bytes -= self.segments[0].len;
             self.retire_oldest()?;
             retired += 1;
         }
@@ -922,4 +856,145 @@ fn new_salt() -> u64 {
     h.write_u32(std::process::id());
     h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
     h.finish()
+}
+
+/// Where a segment's records end: the file, the byte, why reading stopped there, and the seq the next
+/// record must have.
+#[derive(Debug, Clone)]
+struct End {
+    file: PathBuf,
+    at: usize,
+    why: &'static str,
+    next_seq: u64,
+}
+
+/// What [`scan_segment`] found.
+struct Scanned {
+    salt: u64,
+    end: End,
+    skipped: Vec<Skipped>,
+}
+
+/// Checks one segment's bytes (`path` named `wal-<name_seq>.log`; `prev`: where the segment before it
+/// ended, when it was read) and hands every record to `record`, in seq order. Damage wholly in records
+/// up to `applied_through` is skipped and reported in [`Scanned::skipped`]; any other is refused.
+fn scan_segment(
+    path: &Path,
+    name_seq: u64,
+    bytes: &[u8],
+    applied_through: Option<u64>,
+    prev: Option<&End>,
+    record: &mut dyn FnMut(u64, &[u8]),
+) -> Result<Scanned, LogError> {
+    let corrupted = |offset: usize, detail: String| LogError::Corrupted {
+        file: path.to_path_buf(),
+        offset: offset as u64,
+        detail,
+    };
+    let header = decode_segment_header(bytes).map_err(|e| match e {
+        HeaderError::Damaged(d) => corrupted(0, d.to_owned()),
+        HeaderError::Version(found) => LogError::UnsupportedVersion {
+            file: path.to_path_buf(),
+            found,
+            supported: format::FORMAT_VERSION,
+        },
+    })?;
+    if let Some(capacity) = header.capacity
+        && capacity != bytes.len() as u64
+    {
+        return Err(corrupted(
+            bytes.len().min(capacity as usize),
+            format!(
+                "the segment is {} bytes, but was {capacity} when it became a segment: it was cut short or \
+                 extended, and the commits it held past this byte may be lost",
+                bytes.len()
+            ),
+        ));
+    }
+    if header.first_seq != name_seq {
+        return Err(corrupted(
+            0,
+            format!("the header's first seq is {}, the file name's {name_seq}", header.first_seq),
+        ));
+    }
+    if let Some(prev) = prev
+        && header.first_seq != prev.next_seq
+    {
+        let expected = prev.next_seq;
+        return Err(if header.first_seq > expected {
+            LogError::Corrupted {
+                file: prev.file.clone(),
+                offset: prev.at as u64,
+                detail: format!(
+                    "seqs {expected}..{} are missing: here {}, and the next segment {} starts at seq {}",
+                    header.first_seq,
+                    prev.why,
+                    path.display(),
+                    header.first_seq
+                ),
+            }
+        } else {
+            corrupted(
+                0,
+                format!(
+                    "the segment starts at seq {}, but the previous one already holds seqs up to {}",
+                    header.first_seq,
+                    expected - 1
+                ),
+            )
+        });
+    }
+    let seed = salt_seed(header.salt);
+    let mut skipped = Vec::new();
+    let mut at = SEGMENT_HEADER;
+    let mut seq = header.first_seq;
+    let why = loop {
+        let why = match parse_group(bytes, at, seed) {
+            Ok(g) if g.first_seq == seq => {
+                let Some(next) = seq.checked_add(u64::from(g.count)).filter(|&n| n < u64::MAX) else {
+                    return Err(corrupted(at, "the group's seqs run past the largest seq".into()));
+                };
+                for (r, seq) in g.payloads.iter().zip(seq..) {
+                    record(seq, &bytes[r.clone()]);
+                }
+                seq = next;
+                at = g.next;
+                continue;
+            }
+            // Reported by the search below, which finds this very group.
+            Ok(_) => "a group of another seq",
+            Err(why) => why,
+        };
+        // Unreadable bytes followed by a valid group of a later seq, all of whose seqs the index holds
+        // durably: not needed to recover. Skipped, and reported.
+        let skip = applied_through.and_then(|applied| {
+            find_valid_group(bytes, at, seed)
+                .filter(|(_, g)| g.first_seq > seq && g.first_seq <= applied.saturating_add(1))
+        });
+        let Some((found_at, g)) = skip else { break why };
+        tracing::warn!(
+            file = %path.display(),
+            offset = at,
+            "commit log: bytes holding commit groups {seq}..{} are damaged ({why}); the index holds them \
+             durably, so they are not needed and are skipped",
+            g.first_seq
+        );
+        skipped.push(Skipped { file: path.to_path_buf(), offset: at as u64, seqs: seq..g.first_seq, why });
+        (at, seq) = (found_at, g.first_seq);
+    };
+    // Nothing valid may follow where reading stopped: if anything does, the bytes here are damage, not the
+    // end of what was written.
+    if let Some((found_at, g)) = find_valid_group(bytes, at, seed) {
+        let detail = if found_at == at {
+            format!("the group here starts at seq {} where seq {seq} was expected", g.first_seq)
+        } else {
+            format!(
+                "the group of seq {seq} expected here is unreadable ({why}), but a valid group of seq {} follows \
+                 at byte {found_at}",
+                g.first_seq
+            )
+        };
+        return Err(corrupted(at, detail));
+    }
+    Ok(Scanned { salt: header.salt, end: End { file: path.to_path_buf(), at, why, next_seq: seq }, skipped })
 }

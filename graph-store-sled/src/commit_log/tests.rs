@@ -11,7 +11,14 @@ use super::io::Site;
 use super::*;
 
 fn options(segment_size: u64) -> LogOptions {
-    LogOptions { segment_size, max_spares: 2, background_spares: false, applied_through: None, faults: None }
+    LogOptions {
+        segment_size,
+        max_spares: 2,
+        background_spares: false,
+        applied_through: None,
+        read_from: 0,
+        faults: None,
+    }
 }
 
 fn with_faults(segment_size: u64, faults: &Arc<Faults>) -> LogOptions {
@@ -266,7 +273,7 @@ fn a_group_larger_than_a_segment_gets_its_own() {
     let (mut log, records) = open(dir.path(), options(256));
     assert_eq!(records, model);
     // Oversized segments are deleted, never recycled as spares of the wrong size.
-    log.retire_through(model.last().unwrap().seq).unwrap();
+    log.retire_through(model.last().unwrap().seq, 0).unwrap();
     let stats = log.stats();
     assert_eq!((stats.recycled, stats.deleted), (2, 2), "{stats:?}");
     assert!(spare_files(dir.path()).iter().all(|p| std::fs::metadata(p).unwrap().len() == 256));
@@ -309,15 +316,15 @@ fn retire_deletes_or_recycles_whole_segments_only() {
     }
     let seqs = log.segment_seqs();
     // Nothing is retired while a segment still holds a record above the seq.
-    assert_eq!(log.retire_through(seqs[1] - 2).unwrap(), 0);
-    assert_eq!(log.retire_through(seqs[1] - 1).unwrap(), 1);
-    assert_eq!(log.retire_through(seqs[4]).unwrap(), 3); // segment 4 still holds seqs above seqs[4]
+    assert_eq!(log.retire_through(seqs[1] - 2, 0).unwrap(), 0);
+    assert_eq!(log.retire_through(seqs[1] - 1, 0).unwrap(), 1);
+    assert_eq!(log.retire_through(seqs[4], 0).unwrap(), 3); // segment 4 still holds seqs above seqs[4]
     assert_eq!(log.segment_seqs(), seqs[4..]);
     let stats = log.stats();
     assert_eq!((stats.recycled, stats.deleted), (2, 2), "{stats:?}");
     assert_eq!(spare_files(dir.path()).len(), 2);
     // The current segment stays, however high the seq.
-    assert_eq!(log.retire_through(u64::MAX).unwrap(), 2);
+    assert_eq!(log.retire_through(u64::MAX, 0).unwrap(), 2);
     assert_eq!(log.segment_seqs(), [seqs[6]]);
     assert_eq!(segment_files(dir.path()).len(), 1);
     fill(&mut log, &mut model, &mut rng, 3, 120, 1);
@@ -362,7 +369,7 @@ fn recycled_segments_never_return_their_stale_records() {
         fill(&mut log, &mut model, &mut rng, 1, 100, 1);
     }
     let created = log.stats().spares_created;
-    log.retire_through(u64::MAX).unwrap();
+    log.retire_through(u64::MAX, 0).unwrap();
     assert_eq!(log.stats().recycled, 2);
     // The next two rotations take the recycled files: no zeros written.
     let rotations = log.stats().rotations;
@@ -677,7 +684,7 @@ fn fault_case(site: Site, op: Op, action: Action, background: bool, cause: &str)
     assert!(error.to_string().contains(cause), "{case}: {error}");
     // Fail-stop: every call refuses, saying why.
     let refusals =
-        [log.append(0, b"x").unwrap_err(), log.commit().unwrap_err(), log.retire_through(0).unwrap_err()];
+        [log.append(0, b"x").unwrap_err(), log.commit().unwrap_err(), log.retire_through(0, 0).unwrap_err()];
     for e in refusals {
         assert!(matches!(e, LogError::Failed { .. }), "{case}: {e:?}");
         let message = e.to_string();
@@ -737,7 +744,7 @@ fn a_failed_retire_stops_the_log() {
         fill(&mut log, &mut model, &mut rng, 1, 100, 1);
     }
     faults.arm(Site::Retire, Op::SyncDir, 1, Action::Fail(5));
-    let e = log.retire_through(u64::MAX).unwrap_err();
+    let e = log.retire_through(u64::MAX, 0).unwrap_err();
     assert!(e.to_string().contains(EIO), "{e}");
     assert!(matches!(log.commit(), Err(LogError::Failed { .. })));
     drop(log);
