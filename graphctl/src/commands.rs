@@ -108,6 +108,7 @@ impl Session<'_> {
             Command::Mailbox { run } => self.mailbox(&run).await?,
             Command::Schedules => self.schedules().await?,
             Command::Backup { to } => self.backup(&to).await?,
+            Command::Rebuild => self.rebuild().await?,
             Command::Salvage { to, key_file } => {
                 let key = key_file.as_deref().map(read_key).transpose()?;
                 self.salvage(&to, key).await?
@@ -1022,6 +1023,21 @@ impl Session<'_> {
         let runs = copy.list_runs(&RunFilter::all()).await?.len();
         let text = format!("backed up {runs} runs to {} in {took_ms} ms\n", to.display());
         Ok(Output::ok(text, json!({ "to": to.display().to_string(), "runs": runs, "took_ms": took_ms })))
+    }
+
+    /// `rebuild`: the store was opened with its index rebuilt (`open::open_rebuilt`).
+    async fn rebuild(&self) -> Outcome {
+        let findings = match self.store.check_integrity().await? {
+            Integrity::Findings { findings, .. } => findings,
+            _ => Vec::new(),
+        };
+        let runs = self.store.list_runs(&RunFilter::all()).await?.len();
+        let mut text = format!("rebuilt the index of {} from its commit log: {runs} runs\n", self.spec);
+        for f in &findings {
+            text.push_str(&format!("  {f}\n"));
+        }
+        text.push_str("check every run with `graphctl verify --all`\n");
+        Ok(Output::ok(text, json!({ "store": self.spec, "runs": runs, "findings": findings })))
     }
 
     async fn salvage(&self, to: &std::path::Path, key: Option<ChainKey>) -> Outcome {

@@ -230,7 +230,10 @@ impl Cli {
                 args::Command::Restore { from, .. } => from,
                 _ => &args.store,
             };
-            let store: Arc<dyn Store> = open::open_store(source, args.command.writes()).await?;
+            let store: Arc<dyn Store> = match &args.command {
+                args::Command::Rebuild => open::open_rebuilt(source)?,
+                _ => open::open_store(source, args.command.writes()).await?,
+            };
             if let args::Command::Serve { listen, token_file } = &args.command {
                 let token = match token_file {
                     Some(path) => Some(commands::read_token(path)?),

@@ -95,6 +95,24 @@ fn open_folder(path: &Path) -> Result<Arc<dyn Store>, Failure> {
     Ok(Arc::new(graph_runtime::store::SledStore::open(path)?))
 }
 
+/// A sled store's folder, opened with its index rebuilt from its commit log (`graphctl rebuild`).
+pub(crate) fn open_rebuilt(spec: &str) -> Result<Arc<dyn Store>, Failure> {
+    let path = Path::new(spec);
+    if spec.contains("://") || is_sqlite_file(path) {
+        return Err(Failure::new(
+            Exit::Usage,
+            "rebuild is for a sled store's folder (its index is rebuilt from its commit log); a SQL \
+             store's damage is repaired from a backup (`graphctl restore`, docs/stores.md)",
+        ));
+    }
+    // The index itself may be gone: the commit log (`wal/`) is what a rebuild needs.
+    if !path.join("wal").is_dir() {
+        check_folder(path)?;
+    }
+    let options = graph_runtime::store::SledOptions::default().rebuild_index(true);
+    Ok(Arc::new(graph_runtime::store::SledStore::open_with(path, options)?))
+}
+
 /// The folder exists and holds a store (its `db/`); otherwise say which of its subfolders do.
 fn check_folder(path: &Path) -> Result<(), Failure> {
     let shown = path.display();

@@ -376,6 +376,26 @@ fn backup_copies_a_store_and_restore_checks_it_and_writes_a_new_one() {
     assert!(!ids.contains(&"order-1"), "{all}");
 }
 
+/// `rebuild` sets a sled store's index aside and rebuilds it from the commit log: every run reads back
+/// as before (the same `verify --all` and `history`), the old files are kept, and a backup (a copy,
+/// whose log is not its whole history) is refused with exit 5.
+#[test]
+fn rebuild_makes_the_index_again_from_the_commit_log() {
+    let f = runs();
+    let before = (json(&f.store(), &["verify", "--all"]), json(&f.store(), &["history", "order-1"]));
+    let ran = graphctl(&f.store(), &["rebuild"]).ok();
+    assert!(ran.stdout.starts_with("rebuilt the index of ") && ran.stdout.contains(": 4 runs\n"), "{ran:?}");
+    assert!(ran.stdout.contains("the files it replaced are kept in "), "{ran:?}");
+    assert!(f.store().join("db.damaged-1").join("db").is_file());
+    let after = (json(&f.store(), &["verify", "--all"]), json(&f.store(), &["history", "order-1"]));
+    assert_eq!(before, after);
+    let backup = f.dir.path().join("backup");
+    graphctl(&f.store(), &["backup", "--to", backup.to_str().unwrap()]).ok();
+    graphctl(&backup, &["rebuild"]).fails(5, "does not hold the store's whole history");
+    assert!(!backup.join("db.damaged-1").exists(), "a refused rebuild moves nothing");
+    graphctl(Path::new("sqlite://store.sqlite"), &["rebuild"]).fails(2, "for a sled store's folder");
+}
+
 fn keyed_store(dir: &Path, ledger: &Path) {
     block_on(async {
         let store = SledStore::open(dir).unwrap();
