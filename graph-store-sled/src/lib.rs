@@ -184,7 +184,7 @@ struct Inner {
     options: SledOptions,
     /// Damage the open found in bytes it did not need (commit groups the index held durably), for
     /// [`Store::check_integrity`].
-    findings: Vec<String>,
+    findings: Mutex<Vec<String>>,
     /// The commit log and what goes with it; the group's leader holds it while it writes a group.
     writer: Mutex<Writer>,
     /// Requests waiting for the group's leader.
@@ -376,7 +376,7 @@ impl SledStore {
             schedules,
             sled_log,
             options,
-            findings,
+            findings: Mutex::new(findings),
             queue: commit::Queue::new(1),
             failed: Mutex::new(None),
             fail: Default::default(),
@@ -507,6 +507,15 @@ impl Inner {
                 for segment in w.log.history() {
                     older.extend(segment.map_err(log_error)?.into_iter().filter(|r| r.seq > applied));
                 }
+                let finding = format!(
+                    "the index came back holding commit group {applied}, behind the {} groups the log replays \
+                     at open: groups {}..{} were replayed from the log's history",
+                    records.len(),
+                    applied + 1,
+                    records[0].seq
+                );
+                tracing::warn!(store = %self.path.display(), "{finding}");
+                self.findings.lock().unwrap_or_else(|e| e.into_inner()).push(finding);
                 records = older;
             }
         }
@@ -704,6 +713,45 @@ impl Inner {
         }
         w.since_checkpoint = 0;
         Ok(())
+    }
+
+    /// [`Store::check_integrity`]: the open's findings, then every closed segment of the log read and
+    /// checked again (without holding the log: they never change; one retired meanwhile ends the read).
+    fn integrity(&self) -> Result<Integrity, StoreError> {
+        self.check()?;
+        let (history, whole) = {
+            let w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+            (w.log.closed_history(), w.manifest.whole_history() && w.log.first_seq() == Some(1))
+        };
+        let mut findings = self.findings.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let (mut segments, mut groups) = (0, 0);
+        for segment in history {
+            match segment {
+                Ok(records) => (segments, groups) = (segments + 1, groups + records.len()),
+                Err(LogError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => break,
+                Err(e) => {
+                    findings.push(format!(
+                        "the commit log's history does not read: {e}; {}",
+                        if whole {
+                            "the index could no longer be rebuilt from it: take a backup"
+                        } else {
+                            "the index holds these groups durably"
+                        }
+                    ));
+                    break;
+                }
+            }
+        }
+        let check = format!(
+            "the commit log's checksums at open, and its {segments} closed segments read again ({groups} commit \
+             groups; the log {} the store's whole history)",
+            if whole { "holds" } else { "does not hold" }
+        );
+        Ok(if findings.is_empty() {
+            Integrity::Sound { check }
+        } else {
+            Integrity::Findings { check, findings }
+        })
     }
 
     /// [`Store::backup_to`] (`runs` `None`) and [`Store::salvage_to`]: a new store at `dest`, then
@@ -1329,18 +1377,13 @@ impl Store for SledStore {
         }
     }
 
-    /// What the open found damaged in bytes it did not need, else `NotChecked` (each record is checked
-    /// as it is read).
+    /// What the open found (damage in bytes it did not need, an index rebuilt or repaired from the
+    /// log), and the commit log's closed segments read again: the history a rebuild of the index needs.
     async fn check_integrity(&self) -> Result<Integrity, StoreError> {
-        if self.inner.findings.is_empty() {
-            return Ok(Integrity::NotChecked {
-                why: "this store has no whole-store check; it checks each record as it reads it",
-            });
-        }
-        Ok(Integrity::Findings {
-            check: "the commit log's checksums, at open".into(),
-            findings: self.inner.findings.clone(),
-        })
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || inner.integrity())
+            .await
+            .map_err(|e| StoreError::backend("the integrity check did not finish", e))?
     }
 
     async fn backup_to(&self, dest: &Path) -> Result<(), StoreError> {

@@ -669,25 +669,15 @@ impl CommitLog {
     /// Every record the log holds, oldest first, a segment at a time: each segment is read again and
     /// checked as `open` checks the segments it reads, except that no damage is skipped (an error ends
     /// the iteration).
-    pub(crate) fn history(&self) -> impl Iterator<Item = Result<Vec<Record>, LogError>> + '_ {
-        let mut prev: Option<End> = None;
-        let mut failed = false;
-        self.segments.iter().map_while(move |segment| {
-            if failed {
-                return None;
-            }
-            let read = (|| {
-                let (_, bytes) = read_segment(&self.io, &segment.path, false)?;
-                let mut records = Vec::new();
-                let mut push = |seq, payload: &[u8]| records.push(Record { seq, payload: payload.to_vec() });
-                let s =
-                    scan_segment(&segment.path, segment.first_seq, &bytes, None, prev.as_ref(), &mut push)?;
-                prev = Some(s.end);
-                Ok(records)
-            })();
-            failed = read.is_err();
-            Some(read)
-        })
+    pub(crate) fn history(&self) -> History {
+        History::new(self, self.segments.len())
+    }
+
+    /// [`CommitLog::history`] without the current segment, which commits go on writing: the others
+    /// never change, so they can be read without holding the log (a segment retired meanwhile is an
+    /// I/O error of its read).
+    pub(crate) fn closed_history(&self) -> History {
+        History::new(self, self.segments.len().saturating_sub(1))
     }
 
     /// Removes the segments whose records all have seq ≤ `seq`, oldest first, while the log's segments
@@ -856,6 +846,42 @@ fn new_salt() -> u64 {
     h.write_u32(std::process::id());
     h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
     h.finish()
+}
+
+/// The records of a log's segments, read again one segment at a time (see [`CommitLog::history`]).
+pub(crate) struct History {
+    io: Io,
+    segments: std::vec::IntoIter<(u64, PathBuf)>,
+    prev: Option<End>,
+    failed: bool,
+}
+
+impl History {
+    fn new(log: &CommitLog, count: usize) -> History {
+        let segments: Vec<_> = log.segments[..count].iter().map(|s| (s.first_seq, s.path.clone())).collect();
+        History { io: log.io.clone(), segments: segments.into_iter(), prev: None, failed: false }
+    }
+}
+
+impl Iterator for History {
+    type Item = Result<Vec<Record>, LogError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let (first_seq, path) = self.segments.next()?;
+        let read = (|| {
+            let (_, bytes) = read_segment(&self.io, &path, false)?;
+            let mut records = Vec::new();
+            let mut push = |seq, payload: &[u8]| records.push(Record { seq, payload: payload.to_vec() });
+            let s = scan_segment(&path, first_seq, &bytes, None, self.prev.as_ref(), &mut push)?;
+            self.prev = Some(s.end);
+            Ok(records)
+        })();
+        self.failed = read.is_err();
+        Some(read)
+    }
 }
 
 /// Where a segment's records end: the file, the byte, why reading stopped there, and the seq the next

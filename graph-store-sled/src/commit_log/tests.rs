@@ -1023,3 +1023,48 @@ fn open_reports_a_write_back_error_of_the_last_segment() {
     assert!(matches!(e, LogError::Io { .. }) && e.to_string().contains(EIO), "{e}");
     assert_eq!(open(dir.path(), options(512)).1, model);
 }
+
+/// Segments all of whose records precede `read_from` are history: `open` neither returns nor checks
+/// them (one damaged there does not stop it), and `history` reads every segment again, oldest first,
+/// with the records `open` would return, stopping at the damage with its file. `closed_history` leaves
+/// the current segment out.
+#[test]
+fn segments_before_read_from_are_history_read_on_demand() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(dir.path(), options(512));
+    let mut model = Vec::new();
+    let mut rng = Rng(7);
+    while segment_files(dir.path()).len() < 5 {
+        fill(&mut log, &mut model, &mut rng, 1, 120, 1);
+    }
+    let seqs = log.segment_seqs();
+    drop(log);
+    let read_from = seqs[2] - 1;
+    let opts = LogOptions { read_from, ..options(512) };
+    let (log, records) = open(dir.path(), opts.clone());
+    assert_eq!(records, model.iter().filter(|r| r.seq >= seqs[2]).cloned().collect::<Vec<_>>());
+    assert_eq!(log.first_seq(), Some(seqs[0]));
+    let history: Vec<Record> = log.history().flat_map(Result::unwrap).collect();
+    assert_eq!(history, model);
+    let closed: Vec<Record> = log.closed_history().flat_map(Result::unwrap).collect();
+    assert_eq!(closed, model.iter().filter(|r| r.seq < *seqs.last().unwrap()).cloned().collect::<Vec<_>>());
+    drop(log);
+
+    // One byte of the second segment's first group changed: a history segment, so `open` goes on.
+    let second = segment_files(dir.path())[1].clone();
+    let mut bytes = std::fs::read(&second).unwrap();
+    bytes[SEGMENT_HEADER + GROUP_HEADER + 2] ^= 0x10;
+    std::fs::write(&second, &bytes).unwrap();
+    let (log, again) = open(dir.path(), opts);
+    assert_eq!(again, records);
+    let read: Vec<_> = log.history().collect();
+    assert_eq!(read.len(), 2, "the history stops at the damage");
+    assert!(read[0].is_ok());
+    match &read[1] {
+        Err(LogError::Corrupted { file, .. }) => assert_eq!(file, &second),
+        other => panic!("{other:?}"),
+    }
+    drop(log);
+    // Read from the start, the same damage is refused.
+    assert!(matches!(open_err(dir.path(), options(512)), LogError::Corrupted { .. }));
+}

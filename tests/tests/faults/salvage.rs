@@ -246,7 +246,8 @@ async fn salvage_after_the_damage_harness_copies_only_runs_identical_to_the_unda
 /// history (the default, up to `SledOptions::history_bytes`): every trial opens. Where sled refuses its
 /// files the index is rebuilt from the log at open (a finding says so and names where the damaged files
 /// are kept); where a damaged page shows only when read (`FailStopped`, or `Corrupted` from the
-/// checks of a run's reads), an open with `rebuild_index` rebuilds it. Every run then reads back
+/// checks of a run's reads), an open with `rebuild_index` rebuilds it; where sled comes back without its
+/// last writes, the open replays them from the history. Every run then reads back
 /// identical to the undamaged store's and verifies: one damaged byte in sled's files costs nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn damage_to_sleds_files_is_rebuilt_from_the_logs_history_with_every_run_identical() {
@@ -261,7 +262,7 @@ async fn damage_to_sleds_files_is_rebuilt_from_the_logs_history_with_every_run_i
     drop(reference);
     let seed = graph_tests::damage::seed();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let (mut at_open, mut on_request, mut untouched) = (0, 0, 0);
+    let (mut at_open, mut from_history, mut on_request, mut untouched) = (0, 0, 0, 0);
     for trial in 0..24 {
         let copy = dir.path().join(format!("trial-{trial}"));
         copy_dir(&template, &copy);
@@ -272,16 +273,23 @@ async fn damage_to_sleds_files_is_rebuilt_from_the_logs_history_with_every_run_i
         let what = format!("seed {seed}, trial {trial}: {}", damage.short());
         let store = SledStore::open_with(&copy, small_options())
             .unwrap_or_else(|e| panic!("{what}: the store did not open: {e}"));
-        let rebuilt = match store.check_integrity().await.unwrap() {
-            Integrity::Findings { findings, .. } => {
-                assert!(
-                    findings.len() == 1 && findings[0].contains("rebuilt from the commit log"),
-                    "{what}: {findings:?}"
-                );
-                assert!(copy.join("db.damaged-1").join("db").exists(), "{what}: the damaged files are kept");
-                true
+        // What the open says it did: rebuilt the index (sled refused its files), replayed into it groups
+        // it came back without (sled's recovery dropped its last writes), or nothing.
+        let (rebuilt, replayed) = match store.check_integrity().await.unwrap() {
+            Integrity::Findings { findings, .. } if findings.len() == 1 => {
+                let rebuilt = findings[0].contains("rebuilt from the commit log");
+                let replayed = findings[0].contains("were replayed from the log's history");
+                assert!(rebuilt || replayed, "{what}: {findings:?}");
+                if rebuilt {
+                    assert!(
+                        copy.join("db.damaged-1").join("db").exists(),
+                        "{what}: the damaged files are kept"
+                    );
+                }
+                (rebuilt, replayed)
             }
-            _ => false,
+            Integrity::Sound { .. } => (false, false),
+            other => panic!("{what}: {other:?}"),
         };
         let mut read = Vec::new();
         for i in 0..RUNS {
@@ -321,10 +329,61 @@ async fn damage_to_sleds_files_is_rebuilt_from_the_logs_history_with_every_run_i
         }
     }
     println!(
-        "seed {seed}: {at_open} rebuilt at open, {on_request} rebuilt on request, {untouched} read back as they were"
+        "seed {seed}: {at_open} rebuilt at open, {from_history} repaired from the history at open, {on_request} \
+         rebuilt on request, {untouched} read back as they were"
     );
     // Most damage to sled's data file makes sled refuse it (the previous test counts it).
     assert!(at_open > 0, "seed {seed}: no trial was rebuilt at open");
+}
+
+/// The index's folder (`db/`) gone altogether: the open replays the log's history into a new one (a
+/// finding says from which group) and every run is intact. A store whose log is not its whole
+/// history (segments retired with `history_bytes(0)`; a store used with `Durability::Async`) is not
+/// rebuilt: `rebuild_index` fails with `Corrupted` and moves nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_index_comes_back_from_the_history_only_when_the_log_holds_all_of_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store");
+    completed_store(&path).await;
+    std::fs::remove_dir_all(path.join("db")).unwrap();
+    let store = SledStore::open_with(&path, small_options()).unwrap();
+    match store.check_integrity().await.unwrap() {
+        Integrity::Findings { findings, .. } => assert!(
+            findings.len() == 1 && findings[0].contains("the index came back holding commit group 0"),
+            "{findings:?}"
+        ),
+        other => panic!("no finding: {other:?}"),
+    }
+    every_run_intact(&store).await;
+    drop(store);
+    // The repaired index was checkpointed: the next open finds nothing to say.
+    let store = SledStore::open_with(&path, small_options()).unwrap();
+    assert!(matches!(store.check_integrity().await.unwrap(), Integrity::Sound { .. }));
+    drop(store);
+
+    let retired = dir.path().join("retired");
+    let options = small_options().history_bytes(0);
+    completed(std::sync::Arc::new(SledStore::open_with(&retired, options.clone()).unwrap())).await;
+    let asynchronous = dir.path().join("async");
+    let options_async = small_options().durability(graph_runtime::store::Durability::Async);
+    completed(std::sync::Arc::new(SledStore::open_with(&asynchronous, options_async).unwrap())).await;
+    for (path, options) in [(&retired, options), (&asynchronous, small_options())] {
+        let e = SledStore::open_with(path, options.rebuild_index(true)).unwrap_err();
+        assert!(
+            matches!(&e, StoreError::Corrupted { detail, .. } if detail.contains("cannot be rebuilt")),
+            "{}: {e:?}",
+            path.display()
+        );
+        assert!(!path.join("db.damaged-1").exists() && path.join("db").is_dir());
+        let store = SledStore::open_with(path, small_options()).unwrap();
+        match store.check_integrity().await.unwrap() {
+            Integrity::Sound { check } => {
+                assert!(check.contains("does not hold the store's whole history"), "{check}")
+            }
+            other => panic!("{other:?}"),
+        }
+        every_run_intact(&store).await;
+    }
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -362,7 +421,7 @@ async fn a_damaged_spare_segment_is_not_needed_and_is_written_over() {
         std::fs::write(spare, bytes).unwrap();
     }
     let store = SledStore::open_with(&path, small_options()).unwrap();
-    assert!(matches!(store.check_integrity().await.unwrap(), Integrity::NotChecked { .. }));
+    assert!(matches!(store.check_integrity().await.unwrap(), Integrity::Sound { .. }));
     every_run_intact(&store).await;
     let engine = Engine::builder(crash_graph(ITERATIONS)).store(store.clone()).build();
     for i in RUNS..RUNS + 2 {
