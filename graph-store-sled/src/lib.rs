@@ -93,7 +93,7 @@ pub struct SledOptions {
     pub history_bytes: u64,
     /// Rebuild the index from the commit log's history at open even when sled can read its files
     /// (for damage sled reports only when a page is read): the index's files are set aside, and the
-    /// open fails with `Corrupted` when the log does not hold the whole history.
+    /// open fails with `Unsupported` (changing nothing) when the log does not hold the whole history.
     pub rebuild_index: bool,
 }
 
@@ -240,7 +240,12 @@ impl SledStore {
         match Self::open_once(path, &options, asked.clone()) {
             Err((e, true)) if asked.is_none() => {
                 tracing::warn!(store = %path.display(), error = %e, "the index is damaged: it is rebuilt from the commit log");
-                Self::open_once(path, &options, Some(e.to_string())).map_err(|(e, _)| e)
+                // A rebuild that fails (damage in the log's history) leaves the files as they were, and the
+                // error to report is the index's.
+                Self::open_once(path, &options, Some(e.to_string())).map_err(|(rebuild, _)| {
+                    tracing::warn!(store = %path.display(), error = %rebuild, "the rebuild of the index failed");
+                    e
+                })
             }
             opened => opened.map_err(|(e, _)| e),
         }
@@ -304,13 +309,13 @@ impl SledStore {
         let mut kept = None;
         if rebuild.is_some() {
             if !rebuildable {
-                return Err(plain(StoreError::corrupted_file(
-                    &wal_dir,
-                    "the index cannot be rebuilt: the commit log does not hold the store's whole history \
-                     (segments were retired past `history_bytes`, the store is a copy, or it was used with \
-                     `Durability::Async`)",
-                    REMEDY_FILE,
-                )));
+                return Err(plain(StoreError::Unsupported {
+                    operation: "a rebuild of its index",
+                    detail: "its commit log does not hold the store's whole history (segments were retired \
+                             past `history_bytes`, the store is a backup or salvage copy, or it was used with \
+                             `Durability::Async`); nothing was changed: restore a backup instead"
+                        .into(),
+                }));
             }
             kept = set_aside(&db_dir).map_err(plain)?;
         }
@@ -329,10 +334,10 @@ impl SledStore {
         let schedules = tree("schedules")?;
         if let Some(why) = &rebuild {
             findings.push(format!(
-                "the index (sled's files in {}) was rebuilt from the commit log's history, groups 1..{} ({why}); \
-                 {}",
+                "the index (sled's files in {}) was rebuilt from the commit log's history, commit groups 1 to \
+                 {} ({why}); {}",
                 db_dir.display(),
-                log.next_seq().unwrap_or(1),
+                log.next_seq().map_or(0, |n| n - 1),
                 kept.as_ref().map_or("there were none".to_owned(), |k| format!(
                     "the files it replaced are kept in {}",
                     k.display()
@@ -396,6 +401,14 @@ impl SledStore {
             failed.get_or_insert_with(|| format!("the store did not open: {e}"));
             drop(failed);
             let seen = inner.sled_damage.load(std::sync::atomic::Ordering::Relaxed);
+            drop(inner);
+            // A rebuild that did not finish leaves the index's files as they were found.
+            if let Some(kept) = &kept {
+                let back = std::fs::remove_dir_all(&db_dir).and_then(|()| std::fs::rename(kept, &db_dir));
+                if let Err(b) = back {
+                    tracing::warn!(error = %b, "cannot move {} back to {}", kept.display(), db_dir.display());
+                }
+            }
             return Err(index(e, seen));
         }
         Ok(SledStore { inner: Arc::new(inner) })
@@ -743,8 +756,8 @@ impl Inner {
             }
         }
         let check = format!(
-            "the commit log's checksums at open, and its {segments} closed segments read again ({groups} commit \
-             groups; the log {} the store's whole history)",
+            "the commit log's checksums: {segments} closed segments ({groups} commit groups) read again, the \
+             current one at open; the log {} the store's whole history",
             if whole { "holds" } else { "does not hold" }
         );
         Ok(if findings.is_empty() {

@@ -171,7 +171,7 @@ pub(crate) enum Command {
     /// store's whole history while it is under `SledOptions::history_bytes` (1 GiB by default): for
     /// damage sled reports only when it reads a page (`reading sled: Read corrupted data`). An open
     /// rebuilds by itself when sled refuses its files. The old files are kept in `db.damaged-<n>`.
-    /// Exits 5 when the log does not hold the whole history: restore a backup instead.
+    /// Exits 2, changing nothing, when the log does not hold the whole history: restore a backup.
     Rebuild,
     /// Checks a backup (every run's event log and checkpoints, as `verify --all`) and copies it to
     /// `--store`, a path that must not exist yet (move a damaged store aside first). Runs resume from

@@ -339,7 +339,7 @@ async fn damage_to_sleds_files_is_rebuilt_from_the_logs_history_with_every_run_i
 /// The index's folder (`db/`) gone altogether: the open replays the log's history into a new one (a
 /// finding says from which group) and every run is intact. A store whose log is not its whole
 /// history (segments retired with `history_bytes(0)`; a store used with `Durability::Async`) is not
-/// rebuilt: `rebuild_index` fails with `Corrupted` and moves nothing.
+/// rebuilt: `rebuild_index` fails with `Unsupported` and moves nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_index_comes_back_from_the_history_only_when_the_log_holds_all_of_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -370,7 +370,7 @@ async fn the_index_comes_back_from_the_history_only_when_the_log_holds_all_of_it
     for (path, options) in [(&retired, options), (&asynchronous, small_options())] {
         let e = SledStore::open_with(path, options.rebuild_index(true)).unwrap_err();
         assert!(
-            matches!(&e, StoreError::Corrupted { detail, .. } if detail.contains("cannot be rebuilt")),
+            matches!(&e, StoreError::Unsupported { detail, .. } if detail.contains("whole history")),
             "{}: {e:?}",
             path.display()
         );
@@ -384,6 +384,70 @@ async fn the_index_comes_back_from_the_history_only_when_the_log_holds_all_of_it
         }
         every_run_intact(&store).await;
     }
+}
+
+/// sled's `conf` damaged (sled refuses it at every open): the index is rebuilt from the log at open,
+/// the damaged files kept in `db.damaged-1`, every run intact. With a closed segment of the log's
+/// history damaged as well, the rebuild stops there: the open fails with sled's `Corrupted`, the
+/// index's files are left as they were found, and `check_integrity` of a store opened before the
+/// damage to sled finds the history's damage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebuild_that_meets_damage_in_the_history_leaves_the_files_as_they_were() {
+    let dir = tempfile::tempdir().unwrap();
+    let template = dir.path().join("template");
+    completed_store(&template).await;
+    let damage_conf = |store: &Path| {
+        let conf = store.join("db").join("conf");
+        let mut bytes = std::fs::read(&conf).unwrap();
+        bytes[3] ^= 0x20;
+        std::fs::write(&conf, bytes).unwrap();
+    };
+    let path = dir.path().join("conf");
+    copy_dir(&template, &path);
+    damage_conf(&path);
+    let store = SledStore::open_with(&path, small_options()).unwrap();
+    assert!(path.join("db.damaged-1").join("conf").is_file());
+    match store.check_integrity().await.unwrap() {
+        Integrity::Findings { findings, .. } => {
+            assert!(
+                findings.len() == 1 && findings[0].contains("rebuilt from the commit log"),
+                "{findings:?}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    every_run_intact(&store).await;
+    drop(store);
+
+    let path = dir.path().join("both");
+    copy_dir(&template, &path);
+    let segments = wal_segments(&path);
+    assert!(segments.len() >= 3, "{segments:?}");
+    let mut bytes = std::fs::read(&segments[0]).unwrap();
+    let (start, end, _, _) = wal_groups(&bytes)[0];
+    bytes[(start + 24 + end) / 2] ^= 0x40;
+    std::fs::write(&segments[0], &bytes).unwrap();
+    let store = SledStore::open_with(&path, small_options()).unwrap();
+    match store.check_integrity().await.unwrap() {
+        Integrity::Findings { findings, .. } => assert!(
+            findings.len() == 1
+                && findings[0].contains("history does not read")
+                && findings[0].contains("could no longer be rebuilt"),
+            "{findings:?}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    every_run_intact(&store).await;
+    drop(store);
+    damage_conf(&path);
+    let conf = std::fs::read(path.join("db").join("conf")).unwrap();
+    let e = SledStore::open_with(&path, small_options()).unwrap_err();
+    assert!(
+        matches!(&e, StoreError::Corrupted { file: Some(f), .. } if f.starts_with(path.join("db"))),
+        "{e:?}"
+    );
+    assert!(!path.join("db.damaged-1").exists());
+    assert_eq!(std::fs::read(path.join("db").join("conf")).unwrap(), conf, "the files are as they were");
 }
 
 fn copy_dir(from: &Path, to: &Path) {
