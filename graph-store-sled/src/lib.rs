@@ -9,16 +9,18 @@
 //! device round trip per commit group. sled is the index the engine reads: each commit group is applied
 //! to sled once its record is durable, and sled writes it to disk in its own time.
 //! Every so often (a *checkpoint*, every [`SledOptions::checkpoint_bytes`] of log) sled is flushed and
-//! `fdatasync`ed, the manifest records the last commit sled then holds, and log segments older than the
-//! previous checkpoint are retired.
+//! `fdatasync`ed, and the manifest records the last commit sled then holds and the checkpoint before it.
+//! Log segments are kept as the store's history up to [`SledOptions::history_bytes`]; past it, those
+//! older than the previous checkpoint are retired.
 //!
 //! # Recovery
 //!
 //! sled also records, after each group's writes, the sequence number of the last commit group it applied.
-//! `open` replays every record the log still holds into sled (at least one checkpoint interval before the
-//! last checkpoint). If sled comes back behind the manifest (it lost commits it had durably held) and the
-//! log no longer reaches back that far, `open` fails with `Corrupted` naming the lost commits: never a
-//! silent rollback. Reads check a run's checkpoints against its row (they reach the step the row says), so
+//! `open` replays the log's records after the previous checkpoint into sled (older segments are not
+//! read). If sled comes back behind them, the records in between are read from the history; if the log
+//! no longer reaches back that far, `open` fails with `Corrupted` naming the lost commits: never a silent
+//! rollback. While the log holds the index's whole history (since the store's first commit), an index
+//! sled cannot read is set aside and rebuilt from the log ([`SledOptions::rebuild_index`] asks for it). Reads check a run's checkpoints against its row (they reach the step the row says), so
 //! pages sled lost to damaged files are `Corrupted`, not a shorter history.
 //!
 //! # Fail-stop

@@ -1,6 +1,7 @@
 //! The store's write-ahead commit log: where an acknowledged commit is true. The index (sled) is
-//! rebuilt from it: records after the manifest's `checkpoint_seq` are replayed at open, and segments
-//! whose records the index holds durably are retired.
+//! brought up to date from it: the records of the segments `open` reads ([`LogOptions::read_from`]) are
+//! replayed at open; older segments are the store's history, read on demand ([`CommitLog::history`]),
+//! until the store retires them.
 //!
 //! # Guarantees
 //!

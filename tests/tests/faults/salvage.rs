@@ -305,12 +305,16 @@ async fn damage_to_sleds_files_is_rebuilt_from_the_logs_history_with_every_run_i
                 }
             }
         }
-        let outcome = if rebuilt { "rebuilt at open" } else { "opened" };
+        let outcome = match (rebuilt, replayed) {
+            (true, _) => "rebuilt at open",
+            (_, true) => "groups replayed from the history at open",
+            _ => "opened",
+        };
         let store = if read.len() == RUNS {
-            if rebuilt {
-                at_open += 1
-            } else {
-                untouched += 1
+            match (rebuilt, replayed) {
+                (true, _) => at_open += 1,
+                (_, true) => from_history += 1,
+                _ => untouched += 1,
             }
             store
         } else {
