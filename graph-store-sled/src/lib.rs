@@ -184,8 +184,8 @@ struct Inner {
     /// sled's log file, for the `fdatasync` its own flush leaves out (see [`Inner::flush_index`]).
     sled_log: File,
     options: SledOptions,
-    /// Damage the open found in bytes it did not need (commit groups the index held durably), for
-    /// [`Store::check_integrity`].
+    /// What the open found, for [`Store::check_integrity`]: damage in bytes it did not need (commit
+    /// groups the index held durably), an index rebuilt or repaired from the log's history.
     findings: Mutex<Vec<String>>,
     /// The commit log and what goes with it; the group's leader holds it while it writes a group.
     writer: Mutex<Writer>,
@@ -734,16 +734,21 @@ impl Inner {
     /// checked again (without holding the log: they never change; one retired meanwhile ends the read).
     fn integrity(&self) -> Result<Integrity, StoreError> {
         self.check()?;
-        let (history, whole) = {
+        let (mut history, whole) = {
             let w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
             (w.log.closed_history(), w.manifest.whole_history() && w.log.first_seq() == Some(1))
         };
+        // A segment retired while it was read (deleted, or recycled and written again) is not damage.
+        let retired = |segment: Option<u64>| {
+            let w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+            segment.is_some_and(|s| w.log.first_seq().is_none_or(|first| first > s))
+        };
         let mut findings = self.findings.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let (mut segments, mut groups) = (0, 0);
-        for segment in history {
+        while let Some(segment) = history.next() {
             match segment {
                 Ok(records) => (segments, groups) = (segments + 1, groups + records.len()),
-                Err(LogError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => break,
+                Err(_) if retired(history.last_read()) => break,
                 Err(e) => {
                     findings.push(format!(
                         "the commit log's history does not read: {e}; {}",

@@ -855,12 +855,18 @@ pub(crate) struct History {
     segments: std::vec::IntoIter<(u64, PathBuf)>,
     prev: Option<End>,
     failed: bool,
+    last: Option<u64>,
 }
 
 impl History {
     fn new(log: &CommitLog, count: usize) -> History {
         let segments: Vec<_> = log.segments[..count].iter().map(|s| (s.first_seq, s.path.clone())).collect();
-        History { io: log.io.clone(), segments: segments.into_iter(), prev: None, failed: false }
+        History { io: log.io.clone(), segments: segments.into_iter(), prev: None, failed: false, last: None }
+    }
+
+    /// The first seq of the segment the last `next` read (or failed to read).
+    pub(crate) fn last_read(&self) -> Option<u64> {
+        self.last
     }
 }
 
@@ -872,6 +878,7 @@ impl Iterator for History {
             return None;
         }
         let (first_seq, path) = self.segments.next()?;
+        self.last = Some(first_seq);
         let read = (|| {
             let (_, bytes) = read_segment(&self.io, &path, false)?;
             let mut records = Vec::new();
