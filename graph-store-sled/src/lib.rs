@@ -267,7 +267,17 @@ impl SledStore {
             .map_err(|e| plain(StoreError::backend(format!("cannot create {}", path.display()), e)))?;
         let lock = lock(&path).map_err(plain)?;
         let wal_dir = path.join("wal");
-        let loaded = Manifest::load(&wal_dir).map_err(log_error).map_err(plain)?;
+        // A damaged manifest is not needed to recover: without it every segment of the log is read and
+        // replayed (no damage skipped), and it is written again. What is lost is the knowledge that the
+        // log is the index's whole history.
+        let (loaded, manifest_damage) = match Manifest::load(&wal_dir) {
+            Ok(m) => (m, None),
+            Err(e @ LogError::Corrupted { .. }) => {
+                tracing::warn!(store = %path.display(), error = %e, "the manifest is damaged: the store opens without it");
+                (None, Some(e.to_string()))
+            }
+            Err(e) => return Err(plain(log_error(e))),
+        };
         let applied_through = loaded.as_ref().map(|m| m.checkpoint_seq);
         let mut manifest = loaded.clone().unwrap_or_default();
         let log_options = LogOptions {
@@ -285,8 +295,9 @@ impl SledStore {
             .iter()
             .map(|s| {
                 format!(
-                    "{} at byte {}: commit groups {}..{} do not read ({}); the index held them durably, so \
-                     nothing was lost (the segment is retired by a later checkpoint)",
+                    "{} at byte {}: commit groups {}..{} do not read ({}); the index held them, so nothing \
+                     was lost, but the log's history has a hole there: the index can no longer be rebuilt \
+                     from it",
                     s.file.display(),
                     s.offset,
                     s.seqs.start,
@@ -295,9 +306,17 @@ impl SledStore {
                 )
             })
             .collect();
+        if let Some(damage) = &manifest_damage {
+            findings.push(format!(
+                "{damage}; the store opened without it (every segment of the log read and replayed) and wrote it \
+                 again; the log is no longer taken as the store's whole history, so the index cannot be rebuilt \
+                 from it"
+            ));
+        }
         // The index can be rebuilt from the log when the log holds the index's whole history, every
         // group of it readable at open, and reaches the last group the index held durably.
         let rebuildable = log.first_seq() == Some(1)
+            && manifest_damage.is_none()
             && loaded.as_ref().is_none_or(Manifest::whole_history)
             && skipped_through.is_none()
             && log.next_seq().is_some_and(|n| n > manifest.checkpoint_seq);
@@ -349,6 +368,8 @@ impl SledStore {
         // Whether the log is, from here on, the index's whole history: a new store's log is, as long as
         // every write goes through it (not under `Durability::Async`).
         let whole = options.durability == Durability::Sync
+            && manifest_damage.is_none()
+            && skipped_through.is_none()
             && match (&loaded, log.first_seq()) {
                 (Some(m), first) => m.whole_history() && first.is_none_or(|f| f == 1),
                 (None, Some(first)) => first == 1,

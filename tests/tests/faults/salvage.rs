@@ -454,6 +454,47 @@ async fn a_rebuild_that_meets_damage_in_the_history_leaves_the_files_as_they_wer
     assert_eq!(std::fs::read(path.join("db").join("conf")).unwrap(), conf, "the files are as they were");
 }
 
+/// A damaged manifest (`wal/manifest`: a byte of its checkpoint changed, or the file cut short) is not
+/// needed: the store opens reading and replaying every segment, says so in a finding, writes the
+/// manifest again (the next open has nothing to say), and every run is intact; the log is then no
+/// longer taken as the whole history, so a rebuild is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_manifest_is_written_again_and_nothing_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let template = dir.path().join("template");
+    completed_store(&template).await;
+    for (name, damage) in [("flip", 0usize), ("cut", 1)] {
+        let path = dir.path().join(name);
+        copy_dir(&template, &path);
+        let manifest = path.join("wal").join("manifest");
+        let mut bytes = std::fs::read(&manifest).unwrap();
+        if damage == 0 {
+            bytes[17] ^= 0x01;
+        } else {
+            bytes.truncate(10);
+        }
+        std::fs::write(&manifest, &bytes).unwrap();
+        let store = SledStore::open_with(&path, small_options()).unwrap();
+        match store.check_integrity().await.unwrap() {
+            Integrity::Findings { findings, .. } => assert!(
+                findings.len() == 1
+                    && findings[0].contains("manifest")
+                    && findings[0].contains("wrote it again"),
+                "{name}: {findings:?}"
+            ),
+            other => panic!("{name}: {other:?}"),
+        }
+        every_run_intact(&store).await;
+        drop(store);
+        let store = SledStore::open_with(&path, small_options()).unwrap();
+        assert!(matches!(store.check_integrity().await.unwrap(), Integrity::Sound { .. }), "{name}");
+        every_run_intact(&store).await;
+        drop(store);
+        let e = SledStore::open_with(&path, small_options().rebuild_index(true)).unwrap_err();
+        assert!(matches!(e, StoreError::Unsupported { .. }), "{name}: {e:?}");
+    }
+}
+
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {
