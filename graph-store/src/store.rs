@@ -226,9 +226,10 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// The PostgreSQL store runs amcheck's `bt_index_check` (with `heapallindexed`) on each of its
     /// indexes when the extension is installed in its database and its role may run it (else
-    /// `NotChecked`, saying what to do); the MySQL store runs `CHECK TABLE` on its tables. The default,
-    /// for stores that check what they read as they read it and have no whole-store check (the memory
-    /// and sled stores): [`Integrity::NotChecked`].
+    /// `NotChecked`, saying what to do); the MySQL store runs `CHECK TABLE` on its tables; the sled
+    /// store reads its commit log's closed segments again (the history its index can be rebuilt from)
+    /// and reports what its open found. The default, for stores that check what they read as they read
+    /// it and have no whole-store check (the memory store): [`Integrity::NotChecked`].
     ///
     /// # Errors
     ///
@@ -292,9 +293,10 @@ pub enum Integrity {
         /// The check that ran.
         check: String,
     },
-    /// The check found damage in bytes the store does not need (the sled store: commit-log groups its
-    /// index held durably): nothing stored is lost, and the store works; each finding names the file,
-    /// the byte and what it held. The damaged bytes go when the store next retires them.
+    /// The check found damage in bytes the store does not need, or what its open repaired (the sled
+    /// store: commit-log groups its index held, a damaged manifest, an index rebuilt from the log):
+    /// nothing stored is lost, and the store works; each finding names the file, the byte and what it
+    /// held, or what was done.
     Findings {
         /// The check that ran.
         check: String,

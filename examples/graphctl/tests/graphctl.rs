@@ -608,13 +608,21 @@ fn failures_are_one_line_and_an_exit_code() {
     }
     graphctl(Path::new("ftp://x"), &["runs"]).fails(2, "unknown store URL scheme `ftp://`");
 
-    // A damaged file of the store: open reports it, typed, and changes nothing.
-    let manifest = store.join("wal").join("manifest");
-    let mut bytes = std::fs::read(&manifest).unwrap();
-    bytes[0] ^= 0x01;
-    std::fs::write(&manifest, &bytes).unwrap();
-    graphctl(store, &["runs"]).fails(5, "stored data is damaged").fails(5, "wal/manifest");
-    assert_eq!(std::fs::read(&manifest).unwrap(), bytes);
+    // A damaged file of the store that recovery needs (the commit log's segment, cut short): open
+    // reports it, typed, and changes nothing.
+    let mut segments: Vec<PathBuf> = std::fs::read_dir(store.join("wal"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with("wal-"))
+        .collect();
+    segments.sort();
+    let segment = segments.pop().unwrap();
+    let mut bytes = std::fs::read(&segment).unwrap();
+    bytes.truncate(bytes.len() / 2);
+    std::fs::write(&segment, &bytes).unwrap();
+    let name = format!("wal/{}", segment.file_name().unwrap().to_str().unwrap());
+    graphctl(store, &["runs"]).fails(5, "stored data is damaged").fails(5, &name);
+    assert_eq!(std::fs::read(&segment).unwrap(), bytes);
 
     let usage = graphctl(store, &["show"]);
     assert_eq!(usage.code, 2, "{usage:?}");
