@@ -593,10 +593,10 @@ impl Inner {
             return Err(StoreError::corrupted_file(self.path.join("wal"), detail, REMEDY_INDEX));
         }
         let last_logged = records.last().map(|r| r.seq);
-        // Replay every record the log still holds, not only those after the last checkpoint: a record after
-        // it may be in sled only in part, and damaged sled files can make sled come back without pages it
-        // had durably written before it (its recovery skips them without an error), which the retained
-        // log repairs. Records are blind writes applied in order, so replaying one that sled holds changes
+        // Replay every record `open` read (those after the previous checkpoint), not only those after the
+        // last one: a record after it may be in sled only in part, and damaged sled files can make sled
+        // come back without pages it had durably written before it (its recovery skips them without an
+        // error), which the replayed window repairs. Records are blind writes applied in order, so replaying one that sled holds changes
         // nothing. The exception: sled holds groups the log does not (the log's tail was damaged after
         // sled applied it). sled's log is sequential, so it then holds every record of the log whole, and
         // replaying them would overwrite newer values with older ones: nothing is replayed.
