@@ -166,23 +166,13 @@ async fn salvage_after_the_damage_harness_copies_only_runs_identical_to_the_unda
     // Without the log's history, which would rebuild the index at open (the next test).
     let options = small_options().history_bytes(0);
     completed(std::sync::Arc::new(SledStore::open_with(&template, options.clone()).unwrap())).await;
-    let reference = SledStore::open_with(&template, options.clone()).unwrap();
-    let mut expected = Vec::new();
-    for i in 0..RUNS {
-        expected.push(records_of(&reference, &run_id(i)).await);
-    }
-    drop(reference);
+    let expected = records_of_every_run(&template, options.clone()).await;
     let seed = graph_tests::damage::seed();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let (mut refused, mut salvaged_all, mut salvaged_some) = (0, 0, 0);
     for trial in 0..24 {
         let copy = dir.path().join(format!("trial-{trial}"));
-        copy_dir(&template, &copy);
-        let file = copy.join("db").join("db");
-        let bytes = std::fs::read(&file).unwrap();
-        let damage = pick_damage(&bytes, trial, &mut rng);
-        damage.apply(&file, &mut rng);
-        let what = format!("seed {seed}, trial {trial}: {}", damage.short());
+        let what = format!("seed {seed}, trial {trial}: {}", damaged_copy(&template, &copy, trial, &mut rng));
         let store = match SledStore::open_with(&copy, options.clone()) {
             Ok(s) => s,
             Err(e) => {
@@ -246,23 +236,13 @@ async fn damage_to_sleds_files_is_rebuilt_from_the_logs_history_with_every_run_i
     let dir = tempfile::tempdir().unwrap();
     let template = dir.path().join("template");
     completed_store(&template).await;
-    let reference = SledStore::open_with(&template, small_options()).unwrap();
-    let mut expected = Vec::new();
-    for i in 0..RUNS {
-        expected.push(records_of(&reference, &run_id(i)).await);
-    }
-    drop(reference);
+    let expected = records_of_every_run(&template, small_options()).await;
     let seed = graph_tests::damage::seed();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let (mut at_open, mut from_history, mut on_request, mut untouched) = (0, 0, 0, 0);
     for trial in 0..24 {
         let copy = dir.path().join(format!("trial-{trial}"));
-        copy_dir(&template, &copy);
-        let file = copy.join("db").join("db");
-        let bytes = std::fs::read(&file).unwrap();
-        let damage = pick_damage(&bytes, trial, &mut rng);
-        damage.apply(&file, &mut rng);
-        let what = format!("seed {seed}, trial {trial}: {}", damage.short());
+        let what = format!("seed {seed}, trial {trial}: {}", damaged_copy(&template, &copy, trial, &mut rng));
         let store = SledStore::open_with(&copy, small_options())
             .unwrap_or_else(|e| panic!("{what}: the store did not open: {e}"));
         // What the open says it did: rebuilt the index (sled refused its files), replayed into it groups
@@ -462,6 +442,26 @@ async fn a_damaged_manifest_is_written_again_and_nothing_is_lost() {
         let e = SledStore::open_with(&path, small_options().rebuild_index(true)).unwrap_err();
         assert!(matches!(e, StoreError::Unsupported { .. }), "{name}: {e:?}");
     }
+}
+
+/// [`records_of`] every run of the store at `path`, opened with `options`, in run order.
+async fn records_of_every_run(path: &Path, options: graph_runtime::store::SledOptions) -> Vec<String> {
+    let store = SledStore::open_with(path, options).unwrap();
+    let mut records = Vec::new();
+    for i in 0..RUNS {
+        records.push(records_of(&store, &run_id(i)).await);
+    }
+    records
+}
+
+/// A copy of the store `template` at `copy` with the damage harness's `trial`-th damage applied to
+/// sled's data file; what was done, in short.
+fn damaged_copy(template: &Path, copy: &Path, trial: usize, rng: &mut ChaCha8Rng) -> String {
+    copy_dir(template, copy);
+    let file = copy.join("db").join("db");
+    let damage = pick_damage(&std::fs::read(&file).unwrap(), trial, rng);
+    damage.apply(&file, rng);
+    damage.short()
 }
 
 /// The one finding of `store`'s integrity check (anything else fails the test).
