@@ -11,17 +11,32 @@
 //!    nothing yet;
 //! 2. appends the writes to the commit log as one record and `fdatasync`s it (one device round trip
 //!    for the whole group): the commit point;
-//! 3. applies them to sled, the group's sequence number last;
-//! 4. checkpoints when enough log has accumulated (see [`Inner::checkpoint`]);
+//! 3. hands the group to the applier thread, which applies it to sled (the group's sequence number
+//!    last) *behind* the commit point;
+//! 4. checkpoints when enough log has accumulated (see [`Inner::checkpoint`]: it waits for the applier);
 //! 5. answers every request of the group, and repeats until the queue is empty.
 //!
 //! Requests arriving during a group form the next group, so one sequential run pays one log sync per
 //! step and N concurrent runs share them. An I/O error in 2–4 fail-stops the store before anything is
 //! answered: no request of a group whose record may not be durable is acknowledged, and sled never holds
 //! a group the log does not.
+//!
+//! # The apply runs behind
+//!
+//! A group the log holds is committed; applying it to sled is bookkeeping that need not delay the
+//! answer. So the groups logged but not yet applied wait in [`Behind`], oldest first, with their writes
+//! by key: the next group's checks read through them (its own writes, then the groups behind, newest
+//! first, then sled), and every read of the store first brings sled up to date ([`catch_up`], which
+//! applies on the reader's thread what the applier has not reached), so a caller reads what it was
+//! acknowledged. A checkpoint catches up before it flushes, and so does the store's close. An error
+//! applying a group fail-stops the store; the group is in the log, and the next open applies it. More
+//! than `MAX_BEHIND` groups behind (the applier thread starved of a core), the leader applies them
+//! itself. The thread is one per open store, started by its first logged group; it takes the apply
+//! (about a tenth of a sequential commit's time on a fast disk) off the answer's path, and its wake-up
+//! costs the leader one condition-variable notify.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use tokio::sync::oneshot;
 
@@ -141,6 +156,135 @@ pub(super) fn enqueue(inner: &Inner, request: Request, answer: Answer) -> bool {
     inner.queue.push((request, answer))
 }
 
+/// The writes of a group by tree and key (`None`: removed).
+type Writes = BTreeMap<(TreeId, Vec<u8>), Option<Vec<u8>>>;
+
+/// A group in the log that sled has not applied yet.
+struct Logged {
+    seq: u64,
+    /// Its log record.
+    record: Vec<u8>,
+    writes: Writes,
+}
+
+/// The groups logged and not yet applied to sled, oldest first (see the module doc).
+#[derive(Default)]
+pub(super) struct Behind {
+    groups: VecDeque<Arc<Logged>>,
+    /// The applier thread runs.
+    thread: bool,
+    /// The store's last handle is being dropped: the thread stops.
+    closing: bool,
+}
+
+impl Behind {
+    /// The value the newest group behind wrote under `key` of `t`, if one did.
+    fn get(&self, key: &(TreeId, Vec<u8>)) -> Option<Option<Vec<u8>>> {
+        self.groups.iter().rev().find_map(|g| g.writes.get(key).cloned())
+    }
+}
+
+/// The groups behind and the thread that applies them. The thread holds this and only a weak
+/// reference to the store, so the last handle's drop ([`Applier::close`]) stops it and the store closes
+/// on the dropping thread.
+#[derive(Default)]
+pub(super) struct Applier {
+    behind: Mutex<Behind>,
+    /// Told when a group is behind, or the store closes.
+    wake: Condvar,
+    /// Told when the thread stops.
+    stopped: Condvar,
+    /// Held by whoever applies groups to sled.
+    applying: Mutex<()>,
+}
+
+impl Applier {
+    fn behind(&self) -> MutexGuard<'_, Behind> {
+        self.behind.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// True when sled holds every logged group (nothing to catch up).
+    pub(super) fn caught_up(&self) -> bool {
+        self.behind().groups.is_empty()
+    }
+
+    /// Stops the thread and waits until it holds no reference to the store (what it left behind, the
+    /// store's close applies).
+    pub(super) fn close(&self) {
+        let mut behind = self.behind();
+        behind.closing = true;
+        self.wake.notify_all();
+        while behind.thread {
+            behind = self.stopped.wait(behind).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// The thread: applies groups as they come, until the store closes (or an error fail-stopped it:
+    /// what is left is in the log, for the next open).
+    fn run(&self, store: &std::sync::Weak<Inner>) {
+        loop {
+            let mut behind = self.behind();
+            while behind.groups.is_empty() && !behind.closing {
+                behind = self.wake.wait(behind).unwrap_or_else(|e| e.into_inner());
+            }
+            if behind.closing {
+                break;
+            }
+            drop(behind);
+            let Some(inner) = store.upgrade() else { break };
+            let applied = catch_up(&inner);
+            drop(inner);
+            if applied.is_err() {
+                break;
+            }
+        }
+        self.behind().thread = false;
+        self.stopped.notify_all();
+    }
+}
+
+/// The most groups left behind before the leader applies them itself (when the applier thread gets no
+/// core, or is slower than the log): bounds the groups a plan reads through.
+const MAX_BEHIND: usize = 64;
+
+/// Hands a logged group to the applier thread, starting it when none runs; applies on this thread when
+/// too many groups are behind or no thread can start.
+fn apply_behind(inner: &Arc<Inner>, seq: u64, record: Vec<u8>, writes: Writes) -> Result<(), StoreError> {
+    let (start, full) = {
+        let mut behind = inner.applier.behind();
+        behind.groups.push_back(Arc::new(Logged { seq, record, writes }));
+        (!std::mem::replace(&mut behind.thread, true), behind.groups.len() > MAX_BEHIND)
+    };
+    if !start {
+        inner.applier.wake.notify_one();
+    } else {
+        let (store, applier) = (Arc::downgrade(inner), inner.applier.clone());
+        let thread = std::thread::Builder::new()
+            .name("graph-store-sled-apply".into())
+            .spawn(move || applier.run(&store));
+        if thread.is_err() {
+            inner.applier.behind().thread = false;
+            return catch_up(inner);
+        }
+    }
+    if full {
+        return catch_up(inner);
+    }
+    Ok(())
+}
+
+/// Applies every group behind to sled, in order, on this thread (the applier's, or a reader's that
+/// must see them); returns once none is left, or with the error that fail-stopped the store.
+pub(super) fn catch_up(inner: &Inner) -> Result<(), StoreError> {
+    let _applying = inner.applier.applying.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        inner.check()?;
+        let Some(group) = inner.applier.behind().groups.front().cloned() else { return Ok(()) };
+        inner.apply_record(&group.record, Some(group.seq))?;
+        inner.applier.behind().groups.pop_front();
+    }
+}
+
 /// The commit thread: commits groups, every request queued so far, until the queue is empty.
 pub(super) fn commit_loop(inner: Arc<Inner>) {
     let mut inner = Some(inner);
@@ -177,7 +321,7 @@ pub(super) fn lead_here(inner: &Arc<Inner>) {
 /// Commits `group` under the writer lock; returns its answers, their replies, and whether the queue
 /// released its leader (no request waits: the next one starts a leader again).
 fn commit_next(
-    i: &Inner,
+    i: &Arc<Inner>,
     group: Vec<(Request, Answer)>,
 ) -> (Vec<Answer>, Result<Vec<Reply>, StoreError>, bool) {
     let (requests, answers): (Vec<Request>, Vec<Answer>) = group.into_iter().unzip();
@@ -222,13 +366,13 @@ fn clone_error(e: &StoreError, message: &str) -> StoreError {
     }
 }
 
-/// Commits one group: validates it against sled and itself, writes its record to the log (the commit
-/// point), applies it to sled, then checkpoints when due. Nothing is answered before the record is
-/// durable, and nothing reaches sled before it is in the log.
-fn commit_group(inner: &Inner, w: &mut Writer, requests: &[Request]) -> Result<Vec<Reply>, StoreError> {
+/// Commits one group: validates it against sled, the groups behind and itself, writes its record to
+/// the log (the commit point), hands it to the applier, then checkpoints when due. Nothing is answered
+/// before the record is durable, and nothing reaches sled before it is in the log.
+fn commit_group(inner: &Arc<Inner>, w: &mut Writer, requests: &[Request]) -> Result<Vec<Reply>, StoreError> {
     inner.check()?;
     w.redo.clear();
-    let replies = plan(inner, &mut w.redo, requests)?;
+    let (replies, writes) = plan(inner, &mut w.redo, requests)?;
     if !w.redo.is_empty() {
         let seq = w.next_seq;
         let logged = if std::mem::take(&mut w.inject_log_failure) {
@@ -240,7 +384,7 @@ fn commit_group(inner: &Inner, w: &mut Writer, requests: &[Request]) -> Result<V
         w.syncs += 1;
         w.next_seq += 1;
         w.since_checkpoint += w.redo.bytes().len() as u64;
-        inner.apply_record(w.redo.bytes(), Some(seq))?;
+        apply_behind(inner, seq, w.redo.take(), writes)?;
     }
     let asked = requests.iter().any(|r| matches!(r, Request::Checkpoint));
     if asked || w.since_checkpoint >= inner.options.checkpoint_bytes {
@@ -258,34 +402,47 @@ pub(super) fn run_inline(inner: &Inner, request: Request) -> Result<Reply, Store
         return Ok(Reply::Done);
     }
     w.redo.clear();
-    let mut replies = plan(inner, &mut w.redo, std::slice::from_ref(&request))?;
+    let (mut replies, _) = plan(inner, &mut w.redo, std::slice::from_ref(&request))?;
     if !w.redo.is_empty() {
         inner.apply_record(w.redo.bytes(), None)?;
     }
     Ok(replies.remove(0))
 }
 
-/// Checks every request of a group, in order, against sled and the group's own earlier writes, and
-/// records the writes of those that commit in `redo`. Writes nothing: on any error (an injected failure,
-/// a damaged row) the whole group fails and nothing of it is anywhere.
-fn plan(inner: &Inner, redo: &mut RedoWriter, requests: &[Request]) -> Result<Vec<Reply>, StoreError> {
+/// Checks every request of a group, in order, against sled, the groups behind and the group's own
+/// earlier writes, and records the writes of those that commit in `redo` (and returns them by key).
+/// Writes nothing: on any error (an injected failure, a damaged row) the whole group fails and nothing
+/// of it is anywhere.
+fn plan(
+    inner: &Inner,
+    redo: &mut RedoWriter,
+    requests: &[Request],
+) -> Result<(Vec<Reply>, Writes), StoreError> {
     let mut tx = Overlay { inner, writes: BTreeMap::new(), redo };
-    requests.iter().map(|r| tx.request(r)).collect()
+    let replies = requests.iter().map(|r| tx.request(r)).collect::<Result<_, _>>()?;
+    Ok((replies, tx.writes))
 }
 
-/// sled as the group being planned sees it: sled's values, under the group's own writes.
+/// sled as the group being planned sees it: sled's values, under the groups behind (newest on top),
+/// under the group's own writes.
 struct Overlay<'a> {
     inner: &'a Inner,
-    writes: BTreeMap<(TreeId, Vec<u8>), Option<Vec<u8>>>,
+    writes: Writes,
     redo: &'a mut RedoWriter,
 }
 
 impl Overlay<'_> {
     fn get(&self, t: TreeId, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        if let Some(v) = self.writes.get(&(t, key.to_vec())) {
+        let key = (t, key.to_vec());
+        if let Some(v) = self.writes.get(&key) {
             return Ok(v.clone());
         }
-        Ok(self.inner.read(|| self.inner.tree(t).get(key))?.map(|v| v.to_vec()))
+        // No group is added behind while this one is planned (its leader adds them), and the applier
+        // drops a group only once sled holds it: a key no group behind wrote reads the same in sled.
+        if let Some(v) = self.inner.applier.behind().get(&key) {
+            return Ok(v);
+        }
+        Ok(self.inner.read_index(|| self.inner.tree(t).get(&key.1))?.map(|v| v.to_vec()))
     }
 
     fn put(&mut self, t: TreeId, key: &[u8], value: &[u8]) {

@@ -162,9 +162,25 @@ impl SledOptions {
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Clone)]
 pub struct SledStore {
     inner: Arc<Inner>,
+}
+
+impl Clone for SledStore {
+    fn clone(&self) -> Self {
+        self.inner.handles.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        SledStore { inner: self.inner.clone() }
+    }
+}
+
+impl Drop for SledStore {
+    /// The last handle stops the applier thread, so the store closes here (its checkpoint applies what
+    /// the thread left behind), not on the thread.
+    fn drop(&mut self) {
+        if self.inner.handles.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1 {
+            self.inner.applier.close();
+        }
+    }
 }
 
 struct Inner {
@@ -191,6 +207,10 @@ struct Inner {
     writer: Mutex<Writer>,
     /// Requests waiting for the group's leader.
     queue: commit::Queue,
+    /// Groups in the log that sled has not applied yet, and their applier (see the `commit` module).
+    applier: Arc<commit::Applier>,
+    /// The store's handles (`SledStore`s): the last one's drop waits for the applier.
+    handles: std::sync::atomic::AtomicUsize,
     /// The first I/O error: once set, every operation fails (fail-stop).
     failed: Mutex<Option<String>>,
     fail: FailPoint,
@@ -406,6 +426,8 @@ impl SledStore {
             options,
             findings: Mutex::new(findings),
             queue: commit::Queue::new(1),
+            applier: Arc::default(),
+            handles: std::sync::atomic::AtomicUsize::new(1),
             failed: Mutex::new(None),
             fail: Default::default(),
             sled_damage: Default::default(),
@@ -737,6 +759,7 @@ impl Inner {
     /// than the previous checkpoint (one checkpoint's worth stays, for an index that loses its last
     /// writes after an I/O error).
     fn checkpoint(&self, w: &mut Writer) -> Result<(), StoreError> {
+        commit::catch_up(self)?;
         self.flush_index()?;
         let previous = w.manifest.checkpoint_seq;
         w.manifest.checkpoint_seq = w.next_seq - 1;
@@ -890,8 +913,17 @@ impl Inner {
         decode_run(bytes).map_err(|e| of_run(e, run_id, Some(&sled_folder(&self.path))))
     }
 
-    /// A read of sled: fail-stopped stores refuse it, sled errors fail-stop the store, panics are caught.
+    /// A read of the store: sled, once it holds every group the log does (see `commit::catch_up`).
     fn read<T>(&self, f: impl FnOnce() -> sled::Result<T>) -> Result<T, StoreError> {
+        if !self.applier.caught_up() {
+            commit::catch_up(self)?;
+        }
+        self.read_index(f)
+    }
+
+    /// A read of sled as it is: fail-stopped stores refuse it, sled errors fail-stop the store, panics
+    /// are caught.
+    fn read_index<T>(&self, f: impl FnOnce() -> sled::Result<T>) -> Result<T, StoreError> {
         self.check()?;
         guard(&self.path, f)?.map_err(|e| self.sled_failed("reading", &e))
     }

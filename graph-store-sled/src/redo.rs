@@ -105,6 +105,12 @@ impl RedoWriter {
     pub(super) fn bytes(&self) -> &[u8] {
         &self.bytes
     }
+
+    /// The record's bytes, taken (the writer is left empty).
+    pub(super) fn take(&mut self) -> Vec<u8> {
+        self.ops = 0;
+        std::mem::take(&mut self.bytes)
+    }
 }
 
 /// One operation of a record, borrowing the record's bytes.
