@@ -328,6 +328,41 @@ def concurrent(rep):
             rows.append([r["mode"], str(r["n"]), fmt(r["runs_per_s"]), fmt(r["steps_per_s"]),
                          fmt(fl["commits_per_s_median"]) if fl else "–"])
         rep.table(["database", "workers", "runs/s", "steps/s", "floor commits/s"], ["---", "---:", "---:", "---:", "---:"], rows)
+        stats = [r for r in rep.ours if r["workload"] == "workers_stats"]
+        if stats:
+            rep.w("The servers' own statistics over the same batches (`workers_stats` rows): counters per "
+                  "committed step, and the mean number of the database's sessions in each state, sampled every "
+                  "5 ms while the workers ran (sessions idle in their pools left out):")
+            rep.w()
+            # (database, counter or session state, what it is)
+            what = [("postgres", "tup_returned", "rows read by scans (`pg_stat_database.tup_returned`)"),
+                    ("postgres", "xact_commit", "transactions committed"),
+                    ("postgres", "wal_sync", "WAL syncs"),
+                    ("postgres", "active: on CPU", "running a statement, on CPU"),
+                    ("postgres", "active: LWLock WALWrite", "waiting for another session's WAL flush"),
+                    ("postgres", "active: IO WALSync", "in a WAL sync"),
+                    ("postgres", "idle in transaction", "in a transaction, waiting on the worker"),
+                    ("mysql", "Handler_read_next", "index rows read in order (`Handler_read_next`)"),
+                    ("mysql", "Com_commit", "transactions committed"),
+                    ("mysql", "Innodb_log_writes", "redo log writes"),
+                    ("mysql", "Innodb_row_lock_waits", "row lock waits"),
+                    ("mysql", "Updating status", "in state `Updating status`"),
+                    ("mysql", "Opening tables", "in state `Opening tables`"),
+                    ("mysql", "Commit", "in state `Commit`")]
+            by = {(r["mode"], r["n"]): r for r in stats}
+            counts = sorted({r["n"] for r in stats})
+            rows = []
+            for mode, key, label in what:
+                cells = []
+                for n in counts:
+                    r = by.get((mode, n))
+                    v = r and (r["per_step"].get(key) if key in r["per_step"] else r["sessions"].get(key, 0.0))
+                    cells.append("–" if v is None or r is None else f"{v:.3g}")
+                if any(c != "–" for c in cells):
+                    unit = "per step" if key in next(r for r in stats if r["mode"] == mode)["per_step"] else "mean sessions"
+                    rows.append([{"postgres": "PostgreSQL", "mysql": "MariaDB"}[mode], f"{label} ({unit})"] + cells)
+            rep.table(["database", "what"] + [f"{n} worker{'s' if n > 1 else ''}" for n in counts],
+                      ["---", "---"] + ["---:"] * len(counts), rows)
         for mode, name in [("postgres", "PostgreSQL"), ("mysql", "MariaDB/MySQL")]:
             by_n = {r["n"]: r for r in workers if r["mode"] == mode}
             if 1 in by_n and len(by_n) > 1:
@@ -504,8 +539,10 @@ def limits(rep):
     w("**Durable sequential.** A commit is acknowledged only once it is on the device, so one run pays one "
       "device round trip a step: the bound is the device's sync rate, and the last column is each store's "
       "rate against the probe taken beside it. SledStore: one `fdatasync` of its commit log per commit "
-      "group, plus checking the group against sled and applying it to sled, on the committing run's own "
-      "thread when no other commit is queued" + per + "; the bare-sled rows are the "
+      "group, plus checking the group against sled, on the committing run's own thread when no other "
+      "commit is queued (the apply to sled runs behind the answer, on the store's applier thread)" + per +
+      "; its ratio is the median over the runs of each run's rate against the mean of the probes taken "
+      "just before and just after it (the disk's rate drifts from one second to the next); the bare-sled rows are the "
       "reference its log replaced (sled's `flush` alone is not power-loss safe). Each effect's journal write "
       "is a durable commit of its own. SqliteStore: one WAL sync per `COMMIT`, of whole-page frames "
       "(`Async`: syncs only at WAL checkpoints). The server stores add the server's commit flush and their "

@@ -3,7 +3,14 @@
 //! (`graph_runtime::worker::Worker`, each with a store and pool of its own, 16 runs at once, in this
 //! process), timed from the workers' start to the last run completed: runs/s and committed steps/s. The
 //! database's own floor is the `floor` row of the `postgres` / `mysql` workloads.
+//!
+//! Beside each worker count, a `workers_stats` row: the server's own counters over its batches, per
+//! committed step (PostgreSQL: `pg_stat_database`, `pg_stat_wal`, `pg_stat_user_tables`; MariaDB:
+//! `SHOW GLOBAL STATUS`), and what the server's sessions of the database were doing, sampled every
+//! 5 ms while the workers ran (PostgreSQL: `pg_stat_activity`'s state and wait event; MariaDB:
+//! `information_schema.PROCESSLIST`'s state), as the mean number of sessions in each.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use graph_runtime::store::RunFilter;
@@ -14,18 +21,34 @@ use serde_json::json;
 use crate::servers::{Emit, Scratch, Server, median};
 use crate::{Count, loop_graph};
 
-/// Workers drain `runs` submitted runs, for 1, 2 and 4 workers, `repeat.min(3)` times each.
-async fn drain<L, F, Fut>(mode: &str, runs: u64, steps: u64, repeat: usize, connect: F, emit: Emit<'_>)
-where
+/// Counters or samples read off the server, by name.
+type Readings = BTreeMap<String, f64>;
+
+/// Workers drain `runs` submitted runs, for 1, 2 and 4 workers, `repeat.min(3)` times each; `counters`
+/// reads the server's counters, `sample` what its sessions are doing (see the module doc).
+#[allow(clippy::too_many_arguments)]
+async fn drain<L, F, Fut>(
+    mode: &str,
+    runs: u64,
+    steps: u64,
+    repeat: usize,
+    connect: F,
+    counters: impl AsyncFn() -> Readings,
+    sample: impl AsyncFn() -> Readings,
+    emit: Emit<'_>,
+) where
     L: LeaseStore,
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = L>,
 {
     let options = EngineOptions::default().max_steps(steps + 1);
+    // `GRAPH_BENCH_WORKER_POLL_MS`: the workers' poll interval (default 10 ms; for A/B runs).
+    let poll = std::env::var("GRAPH_BENCH_WORKER_POLL_MS").map_or(10, |v| v.parse().expect("milliseconds"));
     let submitter =
         Engine::builder(loop_graph(steps)).store(connect().await).options(options.clone()).build();
     for workers in [1usize, 2, 4] {
         let mut all = Vec::new();
+        let (before, mut waits, mut samples) = (counters().await, Readings::new(), 0u64);
         for rep in 0..repeat.clamp(1, 3) {
             for r in 0..runs {
                 submitter.submit(&format!("w{workers}-{rep}-{r}"), Count::default()).await.expect("submit");
@@ -38,7 +61,7 @@ where
                     .id(format!("bench-{workers}-{rep}-{w}"))
                     .concurrency(16)
                     .lease(Duration::from_secs(30))
-                    .poll(Duration::from_millis(10))
+                    .poll(Duration::from_millis(poll))
                     .options(options.clone())
                     .build();
                 let stop = shutdown.clone();
@@ -55,6 +78,10 @@ where
                 if left.is_empty() {
                     break;
                 }
+                for (what, n) in sample().await {
+                    *waits.entry(what).or_default() += n;
+                }
+                samples += 1;
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
             all.push(t.elapsed().as_secs_f64());
@@ -67,11 +94,24 @@ where
                 w.await.expect("a worker task").expect("a worker");
             }
         }
+        // PostgreSQL's sessions report their counters when they end (or a second after their last):
+        // the workers' have ended; the submitter's is given the second.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let after = counters().await;
+        let committed = (runs * steps * all.len() as u64) as f64;
+        let per_step: Readings =
+            after.iter().map(|(k, v)| (k.clone(), (v - before.get(k).unwrap_or(&0.0)) / committed)).collect();
+        let sessions: Readings = waits.into_iter().map(|(k, v)| (k, v / samples.max(1) as f64)).collect();
+        emit(json!({"workload": "workers_stats", "mode": mode, "n": workers, "committed_steps": committed,
+            "per_step": per_step, "sessions": sessions, "samples": samples,
+            "note": "the server's counters over the batches ÷ the steps committed (submissions and the \
+                     bench's polls included); sessions: mean number of the database's sessions in each \
+                     state while the workers ran"}));
         let m = median(&all);
         emit(json!({"workload": "workers", "mode": mode, "n": workers, "runs": runs, "steps_per_run": steps,
             "repeat": all.len(), "seconds_median": m, "seconds_all": all, "runs_per_s": runs as f64 / m,
             "steps_per_s": (runs * steps) as f64 / m,
-            "note": "workers in one process, each its own pool, 16 runs at once each"}));
+            "poll_ms": poll, "note": "workers in one process, each its own pool, 16 runs at once each"}));
     }
 }
 
@@ -79,10 +119,55 @@ where
 #[cfg(feature = "postgres")]
 pub async fn postgres(runs: u64, steps: u64, repeat: usize, emit: Emit<'_>) {
     use graph_runtime::store::PostgresStore;
+    use graph_runtime::store::server::sqlx::{self, Row};
     let scratch = Scratch::create(Server::Postgres).await;
     let url = scratch.url.clone();
     let connect = || async { PostgresStore::connect(&url).await.expect("connect the store") };
-    drain("postgres", runs, steps, repeat, connect, emit).await;
+    let watch = tokio::sync::Mutex::new(
+        <sqlx::PgConnection as sqlx::Connection>::connect(&url).await.expect("a session to watch with"),
+    );
+    let counters = async || {
+        let sql = "SELECT d.xact_commit::float8, d.xact_rollback::float8, d.tup_returned::float8, \
+                   d.tup_fetched::float8, d.tup_inserted::float8, d.tup_updated::float8, d.tup_deleted::float8, \
+                   d.blks_hit::float8, d.deadlocks::float8, w.wal_records::float8, w.wal_bytes::float8, \
+                   w.wal_write::float8, w.wal_sync::float8, \
+                   (SELECT sum(seq_scan)::float8 FROM pg_stat_user_tables), \
+                   (SELECT sum(idx_scan)::float8 FROM pg_stat_user_tables) \
+                   FROM pg_stat_database d, pg_stat_wal w WHERE d.datname = current_database()";
+        let row = sqlx::query(sql).fetch_one(&mut *watch.lock().await).await.expect("the server's counters");
+        let names = [
+            "xact_commit",
+            "xact_rollback",
+            "tup_returned",
+            "tup_fetched",
+            "tup_inserted",
+            "tup_updated",
+            "tup_deleted",
+            "blks_hit",
+            "deadlocks",
+            "wal_records",
+            "wal_bytes",
+            "wal_write",
+            "wal_sync",
+            "seq_scan",
+            "idx_scan",
+        ];
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.to_string(), row.get::<Option<f64>, _>(i).unwrap_or(0.0)))
+            .collect()
+    };
+    let sample = async || {
+        let sql = "SELECT CASE WHEN state = 'active' THEN 'active: ' || coalesce(wait_event_type || ' ' || \
+                   wait_event, 'on CPU') ELSE coalesce(state, '?') END, count(*)::float8 FROM pg_stat_activity \
+                   WHERE datname = current_database() AND pid <> pg_backend_pid() \
+                   AND backend_type = 'client backend' GROUP BY 1";
+        let rows = sqlx::query(sql).fetch_all(&mut *watch.lock().await).await.expect("the server's sessions");
+        rows.iter().map(|r| (r.get::<String, _>(0), r.get::<f64, _>(1))).collect()
+    };
+    drain("postgres", runs, steps, repeat, connect, counters, sample, emit).await;
+    drop(watch);
     scratch.drop_database().await;
 }
 
@@ -90,9 +175,29 @@ pub async fn postgres(runs: u64, steps: u64, repeat: usize, emit: Emit<'_>) {
 #[cfg(feature = "mysql")]
 pub async fn mysql(runs: u64, steps: u64, repeat: usize, emit: Emit<'_>) {
     use graph_runtime::store::MySqlStore;
+    use graph_runtime::store::server::sqlx::{self, Row};
     let scratch = Scratch::create(Server::MySql).await;
     let url = scratch.url.clone();
     let connect = || async { MySqlStore::connect(&url).await.expect("connect the store") };
-    drain("mysql", runs, steps, repeat, connect, emit).await;
+    let watch = tokio::sync::Mutex::new(
+        <sqlx::MySqlConnection as sqlx::Connection>::connect(&url).await.expect("a session to watch with"),
+    );
+    let counters = async || {
+        let sql = "SHOW GLOBAL STATUS WHERE Variable_name IN ('Com_commit', 'Com_rollback', 'Com_select', \
+                   'Com_insert', 'Com_update', 'Com_delete', 'Handler_read_key', 'Handler_read_next', \
+                   'Handler_write', 'Handler_update', 'Innodb_row_lock_waits', 'Innodb_row_lock_time', \
+                   'Innodb_os_log_fsyncs', 'Innodb_log_writes', 'Innodb_rows_read', 'Questions')";
+        let rows = sqlx::query(sql).fetch_all(&mut *watch.lock().await).await.expect("the server's counters");
+        rows.iter().map(|r| (r.get::<String, _>(0), r.get::<String, _>(1).parse().unwrap_or(0.0))).collect()
+    };
+    let sample = async || {
+        let sql = "SELECT CAST(COALESCE(NULLIF(STATE, ''), COMMAND) AS CHAR), CAST(COUNT(*) AS DOUBLE) \
+                   FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND ID <> CONNECTION_ID() \
+                   GROUP BY 1";
+        let rows = sqlx::query(sql).fetch_all(&mut *watch.lock().await).await.expect("the server's sessions");
+        rows.iter().map(|r| (r.get::<String, _>(0), r.get::<f64, _>(1))).collect()
+    };
+    drain("mysql", runs, steps, repeat, connect, counters, sample, emit).await;
+    drop(watch);
     scratch.drop_database().await;
 }

@@ -1634,6 +1634,37 @@ mod tests {
         }
     }
 
+    /// The apply runs behind the commit point: with the applier held, commits are still acknowledged,
+    /// each one's checks (its run's version) see the groups not yet in sled, sled itself holds none of
+    /// them, and a read waits for them. The log holds them, so a reopen finds them too.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[allow(clippy::await_holding_lock, reason = "the test holds the applier off while it commits")]
+    async fn commits_are_acknowledged_before_sled_applies_them_and_every_read_sees_them() {
+        use graph_store::conformance::{checkpoint, commit_steps};
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path()).unwrap();
+        let held = store.inner.applier.applying.lock().unwrap();
+        commit_steps(&store, "r", 0..5).await;
+        // A stale version is refused by the groups behind, before sled has any of them.
+        let stale = store.save_checkpoint(&checkpoint("r", 5, 5), &[], &RunStatus::Running, 3).await.unwrap();
+        assert_eq!(stale, CommitOutcome::VersionConflict { current: 5 });
+        assert!(store.inner.runs.get("r").unwrap().is_none(), "sled holds none of the groups yet");
+        assert!(!store.inner.applier.caught_up());
+        let reader = {
+            let store = store.clone();
+            tokio::spawn(async move { store.latest("r").await.unwrap().map(|cp| cp.step) })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(!reader.is_finished(), "a read waits for the groups behind");
+        drop(held);
+        assert_eq!(reader.await.unwrap(), Some(4));
+        assert!(store.inner.applier.caught_up());
+        assert_eq!(store.run_info("r").await.unwrap().unwrap().version, 5);
+        drop(store);
+        let store = SledStore::open(dir.path()).unwrap();
+        assert_eq!(store.latest("r").await.unwrap().map(|cp| cp.step), Some(4));
+    }
+
     /// Found by `crash.rs` on a loaded machine: a SIGKILL while sled wrote a snapshot left an empty
     /// `snap.<lsn>.generating`, which sled then read as its latest snapshot: every open failed.
     #[test]
