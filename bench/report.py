@@ -540,8 +540,8 @@ def limits(rep):
       "device round trip a step: the bound is the device's sync rate, and the last column is each store's "
       "rate against the probe taken beside it. SledStore: one `fdatasync` of its commit log per commit "
       "group, plus checking the group against sled, on the committing run's own thread when no other "
-      "commit is queued (the apply to sled runs behind the answer, on the store's applier thread)" + per +
-      "; its ratio is the median over the runs of each run's rate against the mean of the probes taken "
+      "commit is queued" + per + "; the apply to sled runs behind the answer, on the store's applier "
+      "thread. Its ratio is the median over the runs of each run's rate against the mean of the probes taken "
       "just before and just after it (the disk's rate drifts from one second to the next); the bare-sled rows are the "
       "reference its log replaced (sled's `flush` alone is not power-loss safe). Each effect's journal write "
       "is a durable commit of its own. SqliteStore: one WAL sync per `COMMIT`, of whole-page frames "

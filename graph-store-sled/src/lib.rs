@@ -7,7 +7,8 @@
 //! files. So the truth of an acknowledged commit is the store's own commit log (`wal/`, see
 //! the `commit_log` module): a commit is acknowledged once its record is in the log and `fdatasync`ed, one
 //! device round trip per commit group. sled is the index the engine reads: each commit group is applied
-//! to sled once its record is durable, and sled writes it to disk in its own time.
+//! to sled once its record is durable, behind the answer, by the store's applier thread (reads first
+//! bring sled up to date: see the `commit` module), and sled writes it to disk in its own time.
 //! Every so often (a *checkpoint*, every [`SledOptions::checkpoint_bytes`] of log) sled is flushed and
 //! `fdatasync`ed, and the manifest records the last commit sled then holds and the checkpoint before it.
 //! Log segments are kept as the store's history up to [`SledOptions::history_bytes`]; past it, those
@@ -499,8 +500,8 @@ impl SledStore {
         &self.inner.fail
     }
 
-    /// Test hook (feature `test-hooks`): the next commit-log write fails as an I/O error would, after
-    /// sled applied the group: the store fail-stops.
+    /// Test hook (feature `test-hooks`): the next commit-log write fails as an I/O error would: the
+    /// store fail-stops, and neither the log nor sled holds the group.
     #[cfg(any(test, feature = "test-hooks"))]
     pub fn fail_next_log_write(&self) {
         self.inner.writer.lock().unwrap_or_else(|e| e.into_inner()).inject_log_failure = true;
