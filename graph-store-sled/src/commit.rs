@@ -222,6 +222,16 @@ impl Applier {
     /// The thread: applies groups as they come, until the store closes (or an error fail-stopped it:
     /// what is left is in the log, for the next open).
     fn run(&self, store: &std::sync::Weak<Inner>) {
+        /// Marks the thread stopped when `run` returns or unwinds (after the store's reference it held
+        /// is dropped), so a close never waits for a thread that is gone.
+        struct Stopped<'a>(&'a Applier);
+        impl Drop for Stopped<'_> {
+            fn drop(&mut self) {
+                self.0.behind().thread = false;
+                self.0.stopped.notify_all();
+            }
+        }
+        let _stopped = Stopped(self);
         loop {
             let mut behind = self.behind();
             while behind.groups.is_empty() && !behind.closing {
@@ -238,8 +248,6 @@ impl Applier {
                 break;
             }
         }
-        self.behind().thread = false;
-        self.stopped.notify_all();
     }
 }
 
