@@ -1666,6 +1666,60 @@ mod tests {
         assert_eq!(store.latest("r").await.unwrap().map(|cp| cp.step), Some(4));
     }
 
+    /// Read-your-writes with the apply behind, under load: runs committing at once, each reading its
+    /// own checkpoint and row back right after every acknowledged commit, while other tasks read every
+    /// run; the store closes and reopens with all of it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_acknowledged_commit_reads_back_at_once_while_many_runs_commit() {
+        use graph_store::conformance::checkpoint;
+        const RUNS: u64 = 12;
+        const STEPS: u64 = 40;
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path()).unwrap();
+        let mut tasks = Vec::new();
+        for r in 0..RUNS {
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move {
+                let run = format!("run-{r}");
+                for step in 0..STEPS {
+                    let cp = checkpoint(&run, step, step);
+                    let o = store.save_checkpoint(&cp, &[], &RunStatus::Running, step).await.unwrap();
+                    assert_eq!(o, CommitOutcome::Committed { version: step + 1 });
+                    let latest = store.latest(&run).await.unwrap().expect("its checkpoint");
+                    assert_eq!((latest.step, latest.idempotency_key), (step, cp.idempotency_key));
+                    assert_eq!(store.run_info(&run).await.unwrap().unwrap().version, step + 1);
+                }
+            }));
+        }
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    for _ in 0..200 {
+                        for r in 0..RUNS {
+                            let run = format!("run-{r}");
+                            let row = store.run_info(&run).await.unwrap().map_or(0, |i| i.version);
+                            let seen = store.history(&run).await.unwrap().len() as u64;
+                            assert!(
+                                seen >= row,
+                                "{run}: the row says version {row}, {seen} checkpoints read"
+                            );
+                        }
+                        tokio::task::yield_now().await;
+                    }
+                })
+            })
+            .collect();
+        for t in tasks.into_iter().chain(readers) {
+            t.await.unwrap();
+        }
+        drop(store);
+        let store = SledStore::open(dir.path()).unwrap();
+        for r in 0..RUNS {
+            assert_eq!(store.history(&format!("run-{r}")).await.unwrap().len() as u64, STEPS);
+        }
+    }
+
     /// Found by `crash.rs` on a loaded machine: a SIGKILL while sled wrote a snapshot left an empty
     /// `snap.<lsn>.generating`, which sled then read as its latest snapshot: every open failed.
     #[test]
