@@ -334,32 +334,30 @@ def concurrent(rep):
                   "committed step, and the mean number of the database's sessions in each state, sampled every "
                   "5 ms while the workers ran (sessions idle in their pools left out):")
             rep.w()
-            # (database, counter or session state, what it is)
-            what = [("postgres", "tup_returned", "rows read by scans (`pg_stat_database.tup_returned`)"),
-                    ("postgres", "xact_commit", "transactions committed"),
-                    ("postgres", "wal_sync", "WAL syncs"),
-                    ("postgres", "active: on CPU", "running a statement, on CPU"),
-                    ("postgres", "active: LWLock WALWrite", "waiting for another session's WAL flush"),
-                    ("postgres", "active: IO WALSync", "in a WAL sync"),
-                    ("postgres", "idle in transaction", "in a transaction, waiting on the worker"),
-                    ("mysql", "Handler_read_next", "index rows read in order (`Handler_read_next`)"),
-                    ("mysql", "Com_commit", "transactions committed"),
-                    ("mysql", "Innodb_log_writes", "redo log writes"),
-                    ("mysql", "Innodb_row_lock_waits", "row lock waits"),
-                    ("mysql", "Updating status", "in state `Updating status`"),
-                    ("mysql", "Opening tables", "in state `Opening tables`"),
-                    ("mysql", "Commit", "in state `Commit`")]
+            # (database, counter per step or session state, what it is)
+            what = [("postgres", "per_step", "tup_returned", "rows read by scans (`pg_stat_database.tup_returned`)"),
+                    ("postgres", "per_step", "xact_commit", "transactions committed"),
+                    ("postgres", "per_step", "wal_sync", "WAL syncs"),
+                    ("postgres", "sessions", "active: on CPU", "running a statement, on CPU"),
+                    ("postgres", "sessions", "active: LWLock WALWrite", "waiting for another session's WAL flush"),
+                    ("postgres", "sessions", "active: IO WALSync", "in a WAL sync"),
+                    ("postgres", "sessions", "idle in transaction", "in a transaction, waiting on the worker"),
+                    ("mysql", "per_step", "Handler_read_next", "index rows read in order (`Handler_read_next`)"),
+                    ("mysql", "per_step", "Com_commit", "transactions committed"),
+                    ("mysql", "per_step", "Innodb_log_writes", "redo log writes"),
+                    ("mysql", "per_step", "Innodb_row_lock_waits", "row lock waits"),
+                    ("mysql", "sessions", "Updating status", "in state `Updating status`"),
+                    ("mysql", "sessions", "Opening tables", "in state `Opening tables`"),
+                    ("mysql", "sessions", "Commit", "in state `Commit`")]
             by = {(r["mode"], r["n"]): r for r in stats}
             counts = sorted({r["n"] for r in stats})
             rows = []
-            for mode, key, label in what:
-                cells = []
-                for n in counts:
-                    r = by.get((mode, n))
-                    v = r and (r["per_step"].get(key) if key in r["per_step"] else r["sessions"].get(key, 0.0))
-                    cells.append("–" if v is None or r is None else f"{v:.3g}")
-                if any(c != "–" for c in cells):
-                    unit = "per step" if key in next(r for r in stats if r["mode"] == mode)["per_step"] else "mean sessions"
+            for mode, kind, key, label in what:
+                found = [by.get((mode, n)) for n in counts]
+                if any(found):
+                    # A state no sample saw had no session in it.
+                    cells = ["–" if r is None else f"{r[kind].get(key, 0.0):.3g}" for r in found]
+                    unit = "per step" if kind == "per_step" else "mean sessions"
                     rows.append([{"postgres": "PostgreSQL", "mysql": "MariaDB"}[mode], f"{label} ({unit})"] + cells)
             rep.table(["database", "what"] + [f"{n} worker{'s' if n > 1 else ''}" for n in counts],
                       ["---", "---"] + ["---:"] * len(counts), rows)

@@ -119,7 +119,7 @@ async fn drain<L, F, Fut>(
 #[cfg(feature = "postgres")]
 pub async fn postgres(runs: u64, steps: u64, repeat: usize, emit: Emit<'_>) {
     use graph_runtime::store::PostgresStore;
-    use graph_runtime::store::server::sqlx::{self, Row};
+    use graph_runtime::store::server::sqlx::{self, Column, Row};
     let scratch = Scratch::create(Server::Postgres).await;
     let url = scratch.url.clone();
     let connect = || async { PostgresStore::connect(&url).await.expect("connect the store") };
@@ -127,35 +127,21 @@ pub async fn postgres(runs: u64, steps: u64, repeat: usize, emit: Emit<'_>) {
         <sqlx::PgConnection as sqlx::Connection>::connect(&url).await.expect("a session to watch with"),
     );
     let counters = async || {
-        let sql = "SELECT d.xact_commit::float8, d.xact_rollback::float8, d.tup_returned::float8, \
-                   d.tup_fetched::float8, d.tup_inserted::float8, d.tup_updated::float8, d.tup_deleted::float8, \
-                   d.blks_hit::float8, d.deadlocks::float8, w.wal_records::float8, w.wal_bytes::float8, \
-                   w.wal_write::float8, w.wal_sync::float8, \
-                   (SELECT sum(seq_scan)::float8 FROM pg_stat_user_tables), \
-                   (SELECT sum(idx_scan)::float8 FROM pg_stat_user_tables) \
+        let sql = "SELECT d.xact_commit::float8 AS xact_commit, d.xact_rollback::float8 AS xact_rollback, \
+                   d.tup_returned::float8 AS tup_returned, d.tup_fetched::float8 AS tup_fetched, \
+                   d.tup_inserted::float8 AS tup_inserted, d.tup_updated::float8 AS tup_updated, \
+                   d.tup_deleted::float8 AS tup_deleted, d.blks_hit::float8 AS blks_hit, \
+                   d.deadlocks::float8 AS deadlocks, w.wal_records::float8 AS wal_records, \
+                   w.wal_bytes::float8 AS wal_bytes, w.wal_write::float8 AS wal_write, \
+                   w.wal_sync::float8 AS wal_sync, \
+                   (SELECT sum(seq_scan)::float8 FROM pg_stat_user_tables) AS seq_scan, \
+                   (SELECT sum(idx_scan)::float8 FROM pg_stat_user_tables) AS idx_scan \
                    FROM pg_stat_database d, pg_stat_wal w WHERE d.datname = current_database()";
         let row = sqlx::query(sql).fetch_one(&mut *watch.lock().await).await.expect("the server's counters");
-        let names = [
-            "xact_commit",
-            "xact_rollback",
-            "tup_returned",
-            "tup_fetched",
-            "tup_inserted",
-            "tup_updated",
-            "tup_deleted",
-            "blks_hit",
-            "deadlocks",
-            "wal_records",
-            "wal_bytes",
-            "wal_write",
-            "wal_sync",
-            "seq_scan",
-            "idx_scan",
-        ];
-        names
+        // Each counter by its column's name.
+        row.columns()
             .iter()
-            .enumerate()
-            .map(|(i, n)| (n.to_string(), row.get::<Option<f64>, _>(i).unwrap_or(0.0)))
+            .map(|c| (c.name().to_owned(), row.get::<Option<f64>, _>(c.ordinal()).unwrap_or(0.0)))
             .collect()
     };
     let sample = async || {
