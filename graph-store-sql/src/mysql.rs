@@ -97,7 +97,8 @@ impl MySqlStore {
 
     /// Connects with explicit connection options (host, credentials, TLS: `ssl_mode`, `ssl_ca`, …) and
     /// pool options, then migrates as [`MySqlStore::connect`] does. The pool's `after_connect` hook is
-    /// replaced by one that sets the session to READ COMMITTED and turns Nagle's algorithm off on the
+    /// replaced by one that sets the session to READ COMMITTED and (MariaDB) `idle_transaction_timeout`
+    /// ([`IDLE_IN_TRANSACTION`](crate::IDLE_IN_TRANSACTION)), and turns Nagle's algorithm off on the
     /// connection (see `docs/stores.md`, "Connecting, TLS"), and its `before_acquire` hook by the
     /// store's check of suspect connections; start from [`MySqlStore::pool_options`] to keep sqlx from
     /// also pinging every connection it hands out.
@@ -122,8 +123,19 @@ impl MySqlStore {
                 Box::pin(async move {
                     sqlx::query("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
                         .execute(&mut *conn)
-                        .await
-                        .map(drop)
+                        .await?;
+                    // MariaDB ends a session idle inside a transaction for this long, so the rows it
+                    // locked do not keep other workers from a run whose lease has expired (see
+                    // `IDLE_IN_TRANSACTION`). MySQL has no such setting; there a stopped session keeps
+                    // its locks until its connection closes.
+                    let idle = format!(
+                        "SET SESSION idle_transaction_timeout = {}",
+                        crate::IDLE_IN_TRANSACTION.as_secs()
+                    );
+                    if let Err(e) = sqlx::query(sqlx::AssertSqlSafe(idle)).execute(&mut *conn).await {
+                        tracing::debug!(error = %e, "idle_transaction_timeout not set");
+                    }
+                    Ok(())
                 })
             })
             .connect_with(options.clone())

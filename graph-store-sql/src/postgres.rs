@@ -89,8 +89,9 @@ impl PostgresStore {
     /// `ssl_root_cert`, …) and pool options, then migrates as [`PostgresStore::connect`] does. The
     /// pool's `before_acquire` hook is replaced by the store's check of suspect connections, and its
     /// `after_connect` hook by one that turns Nagle's algorithm off on the new connection (see
-    /// `docs/stores.md`, "Connecting, TLS") and sets `plan_cache_mode = force_generic_plan` for its
-    /// session; start from [`PostgresStore::pool_options`] to keep sqlx from also pinging every
+    /// `docs/stores.md`, "Connecting, TLS") and sets `plan_cache_mode = force_generic_plan` and
+    /// `idle_in_transaction_session_timeout` ([`IDLE_IN_TRANSACTION`](crate::IDLE_IN_TRANSACTION)) for
+    /// its session; start from [`PostgresStore::pool_options`] to keep sqlx from also pinging every
     /// connection it hands out.
     ///
     /// # Errors
@@ -114,6 +115,16 @@ impl PostgresStore {
                         sqlx::query("SET plan_cache_mode = force_generic_plan").execute(&mut *conn).await
                     {
                         tracing::debug!(error = %e, "plan_cache_mode not set");
+                    }
+                    // A session that stops inside a transaction (its process stopped, its machine
+                    // stalled) is ended by the server, so the run rows it locked do not keep other
+                    // workers from a run whose lease has expired (see `IDLE_IN_TRANSACTION`).
+                    let idle = format!(
+                        "SET idle_in_transaction_session_timeout = {}",
+                        crate::IDLE_IN_TRANSACTION.as_millis()
+                    );
+                    if let Err(e) = sqlx::query(sqlx::AssertSqlSafe(idle)).execute(&mut *conn).await {
+                        tracing::debug!(error = %e, "idle_in_transaction_session_timeout not set");
                     }
                     Ok(())
                 })

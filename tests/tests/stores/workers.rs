@@ -8,7 +8,8 @@
 //!   (every claim of a run came after the lease it replaced ended, in database time) and that expired
 //!   leases were taken over.
 //! - A worker stopped (SIGSTOP) longer than its lease, its run taken over, then continued (SIGCONT): it
-//!   is fenced and commits nothing after the takeover.
+//!   is fenced and commits nothing after the takeover. A worker stopped inside a transaction, its run
+//!   row locked, does not keep the run from the next claim once its lease has expired.
 //!
 //! Needs the servers: `cargo test -p graph-tests --features postgres,mysql --test stores -- workers::`
 //! (GRAPH_TEST_POSTGRES_URL / GRAPH_TEST_MYSQL_URL, by default the local ones). An unreachable server
@@ -166,6 +167,70 @@ mod servers {
                 Db::My(_, s) => s.lease_of(run).await,
             };
             l.expect("lease").map(|(l, _)| (l.owner, l.token))
+        }
+    }
+
+    /// A transaction left open on one of a store's own connections (its session set up as the store
+    /// sets every session up), holding a run row's lock.
+    enum Held {
+        #[cfg(feature = "postgres")]
+        Pg(sqlx::Transaction<'static, sqlx::Postgres>),
+        #[cfg(feature = "mysql")]
+        My(sqlx::Transaction<'static, sqlx::MySql>),
+    }
+
+    impl Held {
+        /// Whether the transaction's session still answers.
+        async fn answers(&mut self) -> bool {
+            match self {
+                #[cfg(feature = "postgres")]
+                Held::Pg(tx) => sqlx::query("SELECT 1").execute(&mut **tx).await.is_ok(),
+                #[cfg(feature = "mysql")]
+                Held::My(tx) => sqlx::query("SELECT 1").execute(&mut **tx).await.is_ok(),
+            }
+        }
+    }
+
+    impl Db {
+        /// Opens a transaction on the store's pool that locks `run`'s row as a commit does, and leaves
+        /// it open.
+        async fn lock_run_row(&self, run: &str) -> Held {
+            match self {
+                #[cfg(feature = "postgres")]
+                Db::Pg(_, s) => {
+                    let mut tx = s.pool().begin().await.expect("begin");
+                    let rows = sqlx::query("SELECT run_id FROM graph_runs WHERE run_id = $1 FOR UPDATE")
+                        .bind(run)
+                        .fetch_all(&mut *tx)
+                        .await
+                        .expect("lock");
+                    assert_eq!(rows.len(), 1);
+                    Held::Pg(tx)
+                }
+                #[cfg(feature = "mysql")]
+                Db::My(_, s) => {
+                    let mut tx = s.pool().begin().await.expect("begin");
+                    let rows = sqlx::query("SELECT run_id FROM graph_runs WHERE run_id = ? FOR UPDATE")
+                        .bind(run)
+                        .fetch_all(&mut *tx)
+                        .await
+                        .expect("lock");
+                    assert_eq!(rows.len(), 1);
+                    Held::My(tx)
+                }
+            }
+        }
+
+        /// Claims up to `n` runs of graph `fp` for `owner`.
+        async fn claim(&self, owner: &str, fp: &str, n: usize, lease: Duration) -> Vec<String> {
+            use graph_runtime::worker::LeaseStore;
+            let taken = match self {
+                #[cfg(feature = "postgres")]
+                Db::Pg(_, s) => s.claim(owner, fp, n, lease).await,
+                #[cfg(feature = "mysql")]
+                Db::My(_, s) => s.claim(owner, fp, n, lease).await,
+            };
+            taken.expect("claim").into_iter().map(|l| l.run_id).collect()
         }
     }
 
@@ -735,6 +800,50 @@ mod servers {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn mysql_workers_of_two_graphs_share_a_database() {
         workers_of_two_graphs_share_a_database(Db::mysql().await).await;
+    }
+
+    /// A worker stopped between the statements of a commit (its run row locked, its transaction open)
+    /// does not keep its run from the others once its lease has expired: the server ends its session
+    /// after `IDLE_IN_TRANSACTION`, releasing the row, and the next claim takes the run. (Without the
+    /// session setting, the row stays locked for as long as the process is stopped, and every claim
+    /// skips it.)
+    async fn a_worker_stopped_inside_a_transaction_does_not_hold_its_run(db: Db) {
+        use graph_runtime::store::conformance::checkpoint;
+        use graph_runtime::store::server::IDLE_IN_TRANSACTION;
+        let store = db.store();
+        store
+            .save_checkpoint(&checkpoint("s", 0, 0), &[], &graph_runtime::RunStatus::Running, 0)
+            .await
+            .expect("commit");
+        assert_eq!(db.claim("A", "fp", 1, Duration::from_millis(200)).await, ["s"]);
+        let mut held = db.lock_run_row("s").await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let started = Instant::now();
+        loop {
+            if db.claim("B", "fp", 1, Duration::from_secs(60)).await == ["s"] {
+                break;
+            }
+            assert!(
+                started.elapsed() < IDLE_IN_TRANSACTION + Duration::from_secs(20),
+                "no claim took the run while a stopped session held its row ({:?})",
+                started.elapsed()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(db.lease("s").await, Some(("B".to_owned(), 2)));
+        assert!(!held.answers().await, "the session that held the row was not ended");
+    }
+
+    #[cfg(feature = "postgres")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_a_worker_stopped_inside_a_transaction_does_not_hold_its_run() {
+        a_worker_stopped_inside_a_transaction_does_not_hold_its_run(Db::postgres().await).await;
+    }
+
+    #[cfg(feature = "mysql")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mysql_a_worker_stopped_inside_a_transaction_does_not_hold_its_run() {
+        a_worker_stopped_inside_a_transaction_does_not_hold_its_run(Db::mysql().await).await;
     }
 
     #[cfg(feature = "postgres")]
