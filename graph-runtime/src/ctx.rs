@@ -343,6 +343,32 @@ impl Ctx {
         }
     }
 
+    /// Makes this context attempt `attempt`'s, with `deadline`. The engine keeps one context for all of
+    /// an item's attempts (one allocation an item, no copy of its identity an attempt): each begins
+    /// here and ends with [`Ctx::end_attempt`].
+    pub(crate) fn begin_attempt(&mut self, attempt: u32, deadline: Option<Instant>) {
+        self.attempt = attempt;
+        self.deadline = deadline;
+    }
+
+    /// Ends an attempt: what it leaves for the engine, whatever it spawned with
+    /// [`Ctx::cancellation_token`] cancelled (as when a context is dropped), and everything an
+    /// attempt counts back to a new context's.
+    pub(crate) fn end_attempt(&mut self) -> AttemptOutcome {
+        if let Some(token) = self.spawned.take() {
+            token.cancel();
+        }
+        self.rng = None;
+        self.calls = 0;
+        self.interrupts = 0;
+        self.take_outcome()
+    }
+
+    /// The step's token, which this context's attempts observe.
+    pub(crate) fn step_token(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
     /// Asks a person for input, as LangGraph's `interrupt`: the first time, the node stops here (return
     /// the error with `?`), the step's other items run to the barrier, and the run's status becomes
     /// [`RunStatus::Interrupted`](crate::store::RunStatus::Interrupted) carrying `payload`. When

@@ -28,7 +28,9 @@ impl<S: Reducer> Engine<S> {
     ///
     /// As [`Engine::run`].
     pub async fn run_with(&self, run_id: &str, input: S, opts: RunOptions) -> Result<RunOutcome<S>> {
-        let (cp, chain, version, head) = self.start(run_id, &input, &opts).await?;
+        // Boxed: its reads and first commit would otherwise take room in the caller's future for as long
+        // as the run is driven (a future is as large as its largest suspension point).
+        let (cp, chain, version, head) = Box::pin(self.start(run_id, &input, &opts)).await?;
         let entry = self.inner.graph.entry_index();
         let start = Start::first(cp, input, chain, vec![entry], version, head);
         self.drive(self.driver(start, opts)).await

@@ -111,6 +111,17 @@ impl<S: Reducer> Driven<S> {
         let state = Arc::try_unwrap(self.state).unwrap_or_else(|s| (*s).clone());
         RunOutcome { run_id: self.run_id.to_string(), state, status, steps: self.step }
     }
+
+    /// Moves the run to `cp`, which the store reports `Committed` at `version`.
+    fn adopt_committed(&mut self, mut cp: Checkpoint, nodes: Vec<usize>, chain: Chain, version: u64) {
+        self.version = version;
+        self.time_ms = cp.timestamp_ms;
+        self.frontier = std::mem::take(&mut cp.frontier);
+        self.waiting = std::mem::take(&mut cp.waiting);
+        self.nodes = nodes;
+        self.chain = chain;
+        self.step = cp.step;
+    }
 }
 
 /// Where a driver picks a run up: a committed checkpoint (whose frontier and joins the driver takes),
@@ -377,6 +388,23 @@ impl<S: Reducer> Engine<S> {
             .into_iter()
             .map(|o| o.expect("a step without interrupts finished every item"))
             .collect();
+        self.commit_step(run, outputs, started).await
+    }
+
+    /// The barrier and commit of a step whose items all finished, and the move of `run` to the
+    /// committed checkpoint.
+    ///
+    /// A function of its own, its rare paths boxed, because a future is as large as its largest
+    /// suspension point and rustc gives every local that lives across two of them a slot of its own:
+    /// written inline in [`Engine::advance`], the checkpoint and the rest of the commit's locals took
+    /// room beside the step's items in the driver's task for as long as a run waits in a node
+    /// (`bench/analysis.md`, "A parked run").
+    async fn commit_step(
+        &self,
+        run: &mut Driven<S>,
+        outputs: Vec<ItemOutput<S>>,
+        started: Stopwatch,
+    ) -> std::result::Result<(), Stop> {
         let mut chain = run.chain;
         let (cp, next_nodes, events) = self.barrier(run, outputs, &mut chain)?;
         let status = if cp.frontier.is_empty() { RunStatus::Completed } else { RunStatus::Running };
@@ -389,28 +417,53 @@ impl<S: Reducer> Engine<S> {
         // The step's latency ends at its commit, whose end is read once for both.
         let committed = Stopwatch::now();
         meters.commit(committed.since(committing), outcome.as_ref().ok());
-        let mut outcome = outcome?;
+        let outcome = outcome?;
+        run.resumption = None;
+        run.past_breakpoint = false;
+        if let CommitOutcome::Committed { version } = outcome
+            && run.parked.is_none()
+        {
+            ChainHead::advance(&mut run.head, &events);
+            run.adopt_committed(cp, next_nodes, chain, version);
+        } else {
+            Box::pin(self.adopt_outcome(run, cp, &events, &status, next_nodes, chain, outcome)).await?;
+        }
+        meters.step_latency(committed.since(started));
+        if run.observer.is_some() {
+            Box::pin(self.emit_committed(run, observed)).await;
+        }
+        tracing::debug!(run = %run.run_id, step = run.step, items = run.frontier.len(), "step committed");
+        Ok(())
+    }
+
+    /// A commit's outcome other than a plain `Committed` of a run that was not parked: a commit again
+    /// when a due time moved while the step ran, then the outcome adopted as [`Engine::adopt`] says.
+    #[allow(clippy::too_many_arguments)]
+    async fn adopt_outcome(
+        &self,
+        run: &mut Driven<S>,
+        cp: Checkpoint,
+        events: &[crate::events::Event],
+        status: &RunStatus,
+        next_nodes: Vec<usize>,
+        chain: Chain,
+        mut outcome: CommitOutcome,
+    ) -> std::result::Result<(), Stop> {
         // The parked status serves the step's first commit alone: taken whatever its outcome.
         if let (CommitOutcome::VersionConflict { .. }, Some(parked)) = (&outcome, run.parked.take())
             && let Some(info) = self.inner.store.run_info(&run.run_id).await?
             && due_moved(run, &parked, &info)
         {
             tracing::debug!(run = %run.run_id, step = run.step, "a due time moved during the step; committing again");
-            outcome = self.inner.store.save_checkpoint(&cp, &events, &status, info.version).await?;
+            outcome = self.inner.store.save_checkpoint(&cp, events, status, info.version).await?;
         }
         if matches!(outcome, CommitOutcome::Committed { .. }) {
-            ChainHead::advance(&mut run.head, &events);
+            ChainHead::advance(&mut run.head, events);
         } else {
             // Another writer's commit stands, with its own events.
             run.head = self.inner.store.run_info(&run.run_id).await?.and_then(|i| i.event_head);
         }
-        run.resumption = None;
-        run.past_breakpoint = false;
-        self.adopt(run, cp, next_nodes, chain, outcome).await?;
-        meters.step_latency(committed.since(started));
-        self.emit_committed(run, observed).await;
-        tracing::debug!(run = %run.run_id, step = run.step, items = run.frontier.len(), "step committed");
-        Ok(())
+        self.adopt(run, cp, next_nodes, chain, outcome).await
     }
 
     /// The barrier of step `run.step`: merges the items' deltas in order-key order (routing before or
@@ -670,12 +723,8 @@ impl<S: Reducer> Engine<S> {
     ) -> Result<(), Stop> {
         match outcome {
             CommitOutcome::Committed { version } => {
-                run.version = version;
-                run.time_ms = cp.timestamp_ms;
-                run.frontier = std::mem::take(&mut cp.frontier);
-                run.waiting = std::mem::take(&mut cp.waiting);
-                run.nodes = next_nodes;
-                run.chain = chain;
+                run.adopt_committed(cp, next_nodes, chain, version);
+                return Ok(());
             }
             CommitOutcome::AlreadyCommitted { version } => {
                 // This exact checkpoint is stored (same key: same state and frontier), but perhaps as a
@@ -950,38 +999,55 @@ impl<S: Reducer> Engine<S> {
                 let after = self.breakpoints(&run, InterruptKind::After);
                 let span = step_span(&run.run_id, run.step);
                 match self.advance(&mut run).instrument(span).await {
-                    Ok(()) if !after.is_empty() && !run.frontier.is_empty() => {
-                        let step = run.step;
-                        let after = after.into_iter().map(|i| Interrupt { step, ..i }).collect();
-                        return self.stop_at_breakpoint(run, after).await;
-                    }
-                    Ok(()) => {}
-                    Err(Stop::Interrupted(status)) => {
-                        let list = status.waits().to_vec();
-                        tracing::info!(run = %run.run_id, step = run.step, interrupts = list.len(), status = status.as_str(), "run interrupted");
-                        if let Some(o) = &run.observer {
-                            o.emit(StreamModes::DEBUG, StreamEvent::Interrupted { interrupts: list }).await;
-                        }
-                        return Ok(run.outcome(status));
-                    }
-                    Err(Stop::Rejected(err)) => return Err(err),
-                    Err(Stop::Paused(reason)) => {
-                        tracing::info!(run = %run.run_id, step = run.step, ?reason, "run paused");
-                        let status = RunStatus::Paused(reason);
-                        let paused = payload!({ "step": run.step, "reason": status });
-                        self.set_final_status(&mut run, &status, (EventType::RunPaused, paused)).await;
-                        return Ok(run.outcome(status));
-                    }
-                    Err(Stop::Cancelled) => {
-                        let cancelled = payload!({ "step": run.step });
-                        let event = (EventType::RunCancelled, cancelled);
-                        if self.set_final_status(&mut run, &RunStatus::Cancelled, event).await {
-                            self.inner.env.children.parent_closed(&run.run_id).await;
-                        }
-                        return Err(Error::Cancelled { run: run.run_id.to_string(), step: run.step });
-                    }
-                    Err(Stop::Error(err)) => return Err(self.fail(&mut run, err).await),
+                    Ok(()) if after.is_empty() || run.frontier.is_empty() => {}
+                    // Moved whole into a future of its own, boxed (once a run): the step's result and
+                    // the ways a run stops keep no room in this one for as long as a step runs.
+                    result => return Box::pin(self.end_at(run, result, after)).await,
                 }
+            }
+        }
+    }
+
+    /// Where the run stops after a step that stopped it (`result`) or whose after-breakpoints apply.
+    #[allow(clippy::manual_async_fn, reason = "an async fn would hold its moved-in argument twice")]
+    fn end_at(
+        &self,
+        mut run: Driven<S>,
+        result: std::result::Result<(), Stop>,
+        after: Vec<Interrupt>,
+    ) -> impl Future<Output = Result<RunOutcome<S>>> + Send + '_ {
+        async move {
+            match result {
+                Ok(()) => {
+                    let step = run.step;
+                    let after = after.into_iter().map(|i| Interrupt { step, ..i }).collect();
+                    self.stop_at_breakpoint(run, after).await
+                }
+                Err(Stop::Interrupted(status)) => {
+                    let list = status.waits().to_vec();
+                    tracing::info!(run = %run.run_id, step = run.step, interrupts = list.len(), status = status.as_str(), "run interrupted");
+                    if let Some(o) = &run.observer {
+                        o.emit(StreamModes::DEBUG, StreamEvent::Interrupted { interrupts: list }).await;
+                    }
+                    Ok(run.outcome(status))
+                }
+                Err(Stop::Rejected(err)) => Err(err),
+                Err(Stop::Paused(reason)) => {
+                    tracing::info!(run = %run.run_id, step = run.step, ?reason, "run paused");
+                    let status = RunStatus::Paused(reason);
+                    let paused = payload!({ "step": run.step, "reason": status });
+                    self.set_final_status(&mut run, &status, (EventType::RunPaused, paused)).await;
+                    Ok(run.outcome(status))
+                }
+                Err(Stop::Cancelled) => {
+                    let cancelled = payload!({ "step": run.step });
+                    let event = (EventType::RunCancelled, cancelled);
+                    if self.set_final_status(&mut run, &RunStatus::Cancelled, event).await {
+                        self.inner.env.children.parent_closed(&run.run_id).await;
+                    }
+                    Err(Error::Cancelled { run: run.run_id.to_string(), step: run.step })
+                }
+                Err(Stop::Error(err)) => Err(self.fail(&mut run, err).await),
             }
         }
     }

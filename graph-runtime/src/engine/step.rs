@@ -87,6 +87,12 @@ pub(crate) struct StepInput<'a, S: Reducer> {
 type Acquire = Pin<Box<dyn Future<Output = Result<OwnedSemaphorePermit, AcquireError>> + Send>>;
 type Attempted<S> = Result<ItemOutput<S>, (u32, NodeError)>;
 
+/// After a failed attempt: another one, or the item's failure.
+enum Next {
+    Retry(NodeError),
+    Stop(NodeError),
+}
+
 /// Runs every item of a step that `done` has no output for; returns the outputs indexed by rank.
 ///
 /// Not an `async fn`: the future of a step of one item and that of a step of several are alternatives
@@ -238,7 +244,7 @@ impl<'i, 'a, S: Reducer> Dispatch<'i, 'a, S> {
             self.waiting_since = None;
             let (rank, node) = (self.next, self.input.nodes[self.next]);
             let attempts = Box::new(attempts_for(self.input, rank, &self.step_token));
-            let span = node_span(&attempts.item);
+            let span = node_span(attempts.ctx.item());
             let admitted = self.input.graph.meters().admitted();
             let handle = self.set.spawn(
                 async move {
@@ -327,21 +333,27 @@ fn execute_alone<'a, S: Reducer>(
         if Instant::now() >= input.run_deadline {
             return Err(StepStop::Budget);
         }
-        let permit = match input.admission.clone().try_acquire_owned() {
-            Ok(p) => p,
-            Err(_) => tokio::select! {
-                biased;
-                _ = input.cancel.cancelled() => return Err(StepStop::Cancelled),
-                p = input.admission.clone().acquire_owned() => p.map_err(|_| StepStop::Cancelled)?,
-                _ = tokio::time::sleep(options.backpressure_timeout) => return Err(StepStop::Backpressure),
-            },
-        };
+        let permit =
+            match input.admission.clone().try_acquire_owned() {
+                Ok(p) => p,
+                // Boxed: the wait's futures would otherwise take room in the step's future for as long as
+                // its item runs.
+                Err(_) => Box::pin(async {
+                    tokio::select! {
+                        biased;
+                        _ = input.cancel.cancelled() => Err(StepStop::Cancelled),
+                        p = input.admission.clone().acquire_owned() => p.map_err(|_| StepStop::Cancelled),
+                        _ = tokio::time::sleep(options.backpressure_timeout) => Err(StepStop::Backpressure),
+                    }
+                })
+                .await?,
+            };
         let admitted = input.graph.meters().admitted();
         // The item observes the run's token directly: a step of one has no siblings to stop. The attempts
         // move into their future in a scope of their own, so the generator keeps no slot for them.
         let work = {
             let attempts = Box::new(attempts_for(&input, 0, input.cancel));
-            let span = node_span(&attempts.item);
+            let span = node_span(attempts.ctx.item());
             attempts.run().instrument(span)
         };
         let mut work = std::pin::pin!(work);
@@ -462,26 +474,30 @@ fn attempts_for<S: Reducer>(
     Attempts {
         handler: node.handler().clone(),
         state: input.state.clone(),
-        item: ItemId {
-            run_id: input.run_id.clone(),
-            // An item a migration carried over keeps the step it was scheduled in (its identity).
-            step: item.origin_step.unwrap_or(input.step),
-            node: node.name().clone(),
-            order_key: item.order_key,
-            path: item.path.clone(),
-            run_seed: input.run_seed,
-            now_ms: input.time_ms,
-            input: item.input.clone().map(Arc::new),
-            env: Some(input.env.clone()),
-            resume_inputs: input.resume_inputs.get(rank).cloned().flatten(),
-            sink: input.observer.map(|o| o.clone() as Arc<dyn CustomSink>),
-        },
+        ctx: Box::new(Ctx::new(
+            ItemId {
+                run_id: input.run_id.clone(),
+                // An item a migration carried over keeps the step it was scheduled in (its identity).
+                step: item.origin_step.unwrap_or(input.step),
+                node: node.name().clone(),
+                order_key: item.order_key,
+                path: item.path.clone(),
+                run_seed: input.run_seed,
+                now_ms: input.time_ms,
+                input: item.input.clone().map(Arc::new),
+                env: Some(input.env.clone()),
+                resume_inputs: input.resume_inputs.get(rank).cloned().flatten(),
+                sink: input.observer.map(|o| o.clone() as Arc<dyn CustomSink>),
+            },
+            1,
+            step_token.clone(),
+            None,
+        )),
         observer: input.observer.cloned(),
         meters: input.graph.meters().clone(),
         node: input.nodes[rank],
         timeout: node.policy().timeout.unwrap_or(options.default_node_timeout),
         retry: node.policy().retry.clone().unwrap_or_else(|| options.default_retry.clone()),
-        token: step_token.clone(),
         run_deadline: input.run_deadline,
     }
 }
@@ -490,10 +506,10 @@ fn attempts_for<S: Reducer>(
 struct Attempts<S: Reducer> {
     handler: Arc<dyn Node<S>>,
     state: Arc<S>,
-    item: ItemId,
+    /// The item's context, one for all its attempts: who the item is, and the step's token.
+    ctx: Box<Ctx>,
     timeout: Duration,
     retry: RetryPolicy,
-    token: CancellationToken,
     run_deadline: Instant,
     observer: Option<Arc<Observer<S>>>,
     /// What the graph's runs record, and the node's index there.
@@ -505,7 +521,7 @@ impl<S: Reducer> Attempts<S> {
     /// Sends a lifecycle event of this item when the run is streamed.
     async fn debug(&self, event: impl FnOnce(&ItemId) -> StreamEvent<S>) {
         if let Some(o) = self.observer.as_ref().filter(|o| o.wants(StreamModes::DEBUG)) {
-            Box::pin(o.emit(StreamModes::DEBUG, event(&self.item))).await;
+            Box::pin(o.emit(StreamModes::DEBUG, event(self.ctx.item()))).await;
         }
     }
 
@@ -513,39 +529,56 @@ impl<S: Reducer> Attempts<S> {
     ///
     /// An `async move` block rather than an `async fn`: it holds `self` once (see `execute_step`).
     #[allow(clippy::manual_async_fn, reason = "an async fn would hold its moved-in argument twice")]
-    fn run(self: Box<Self>) -> impl Future<Output = Attempted<S>> + Send + 'static {
+    fn run(mut self: Box<Self>) -> impl Future<Output = Attempted<S>> + Send + 'static {
         async move {
             let mut attempt = 1u32;
-            loop {
-                let (result, AttemptOutcome { emits, effects, stop }) = self.attempt(attempt).await;
-                if let Some(stop) = stop {
-                    // An effect call or an interrupt stops the item, whatever the node made of its error.
-                    let mut error = match result {
-                        Err(e) => e,
-                        Ok(_) => NodeError::fatal("an effect call or an interrupt stopped the node"),
-                    };
-                    error.stop = Some(Box::new(stop));
+            // Decided without an await, the decision's value gone before the next one: rustc gives a
+            // local that lives across two suspension points a slot of its own beside the attempt's
+            // future, which is what an item waiting in its node holds.
+            let out = loop {
+                let (result, outcome) = self.attempt(attempt).await;
+                let error = match self.after(attempt, result, outcome) {
+                    Ok(out) => break out,
+                    Err(Next::Stop(error)) => return Err((attempt, error)),
+                    Err(Next::Retry(error)) => error,
+                };
+                if !Box::pin(self.back_off(attempt, &error)).await {
                     return Err((attempt, error));
                 }
-                match result {
-                    Ok((delta, route)) => {
-                        self.updated(&delta).await;
-                        return Ok(ItemOutput { delta, route, emits, effects });
-                    }
-                    Err(error) if self.retry.should_retry(&error, attempt) => {
-                        if !Box::pin(self.back_off(attempt, &error)).await {
-                            return Err((attempt, error));
-                        }
-                        attempt += 1;
-                    }
-                    Err(error) => return Err((attempt, error)),
-                }
+                attempt += 1;
+            };
+            if self.observer.is_some() {
+                Box::pin(self.updated(&out.delta)).await;
             }
+            Ok(out)
+        }
+    }
+
+    /// What follows attempt `attempt`: its output, another attempt, or the item's failure.
+    fn after(
+        &self,
+        attempt: u32,
+        result: Result<(S::Delta, Route), NodeError>,
+        AttemptOutcome { emits, effects, stop }: AttemptOutcome,
+    ) -> Result<ItemOutput<S>, Next> {
+        if let Some(stop) = stop {
+            // An effect call or an interrupt stops the item, whatever the node made of its error.
+            let mut error = match result {
+                Err(e) => e,
+                Ok(_) => NodeError::fatal("an effect call or an interrupt stopped the node"),
+            };
+            error.stop = Some(Box::new(stop));
+            return Err(Next::Stop(error));
+        }
+        match result {
+            Ok((delta, route)) => Ok(ItemOutput { delta, route, emits, effects }),
+            Err(error) if self.retry.should_retry(&error, attempt) => Err(Next::Retry(error)),
+            Err(error) => Err(Next::Stop(error)),
         }
     }
 
     /// One attempt of the node, under its timeout and the run's deadline, with its debug events.
-    async fn attempt(&self, attempt: u32) -> (Result<(S::Delta, Route), NodeError>, AttemptOutcome) {
+    async fn attempt(&mut self, attempt: u32) -> (Result<(S::Delta, Route), NodeError>, AttemptOutcome) {
         // One clock read for the deadline and the duration (tokio's clock: paused in tests, where the
         // duration is the clock's too).
         let started = Instant::now();
@@ -560,12 +593,12 @@ impl<S: Reducer> Attempts<S> {
             attempt,
         })
         .await;
-        // Boxed, as `Attempts`, the timer below and the rarely taken `emit`/`back_off` futures: an
-        // item's task is one allocation of what it holds across its awaits (792 bytes, 2,232 before),
-        // and under 1 KiB glibc serves it from exact-size bins (a fan-out step spawns one per item;
-        // bench/analysis.md).
-        let mut ctx = Box::new(Ctx::new(self.item.clone(), attempt, self.token.clone(), Some(deadline)));
-        let mut node = self.handler.run(&self.state, &mut ctx);
+        // The context is boxed, as `Attempts`, the timer below and the rarely taken `emit`/`back_off`
+        // futures: an item's task is one allocation of what it holds across its awaits (792 bytes,
+        // 2,232 before), and under 1 KiB glibc serves it from exact-size bins (a fan-out step spawns
+        // one per item; bench/analysis.md).
+        self.ctx.begin_attempt(attempt, Some(deadline));
+        let mut node = self.handler.run(&self.state, &mut self.ctx);
         // The node first: one that finishes without waiting never arms the timeout's timer.
         let result = match std::future::poll_fn(|cx| Poll::Ready(node.as_mut().poll(cx))).await {
             Poll::Ready(r) => r,
@@ -580,8 +613,7 @@ impl<S: Reducer> Attempts<S> {
         };
         drop(node);
         // The attempt is over: whatever it spawned with its token stops now.
-        let outcome = ctx.take_outcome();
-        drop(ctx);
+        let outcome = self.ctx.end_attempt();
         drop(inflight);
         let duration = started.elapsed();
         self.meters.node_latency(self.node, duration);
@@ -609,7 +641,7 @@ impl<S: Reducer> Attempts<S> {
     /// Streams the item's delta to an observer that asked for updates.
     async fn updated(&self, delta: &S::Delta) {
         if let Some(o) = self.observer.as_ref().filter(|o| o.wants(StreamModes::UPDATES)) {
-            let i = &self.item;
+            let i = self.ctx.item();
             let update = StreamEvent::Updated {
                 step: i.step,
                 node: i.node.to_string(),
@@ -623,9 +655,9 @@ impl<S: Reducer> Attempts<S> {
     /// Waits the retry policy's delay before attempt `attempt + 1`; false when the run was cancelled
     /// meanwhile.
     async fn back_off(&self, attempt: u32, error: &NodeError) -> bool {
-        tracing::debug!(node = %self.item.node, attempt, error = %error, "retrying");
+        tracing::debug!(node = %self.ctx.item().node, attempt, error = %error, "retrying");
         self.meters.retry(self.node);
-        let delay = self.retry.delay(&self.item.path, attempt);
+        let delay = self.retry.delay(&self.ctx.item().path, attempt);
         let message = error.to_string();
         self.debug(|i| StreamEvent::Retrying {
             step: i.step,
@@ -639,7 +671,7 @@ impl<S: Reducer> Attempts<S> {
         if !delay.is_zero() {
             tokio::select! {
                 _ = tokio::time::sleep(delay) => {}
-                _ = self.token.cancelled() => return false,
+                _ = self.ctx.step_token().cancelled() => return false,
             }
         }
         true
