@@ -351,6 +351,11 @@ impl std::fmt::Debug for MemoryStore {
 
 #[async_trait]
 impl Store for MemoryStore {
+    /// Nothing here can go away: no call fails retryably.
+    fn can_be_unavailable(&self) -> bool {
+        false
+    }
+
     async fn save_checkpoint(
         &self,
         cp: &Checkpoint,

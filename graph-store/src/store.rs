@@ -240,6 +240,16 @@ pub trait Store: Send + Sync + 'static {
         })
     }
 
+    /// Whether a call of this store can fail with a retryable error ([`StoreError::is_retryable`]:
+    /// `Unavailable`, a server or a file that went away for a while). The engine wraps only such stores
+    /// in a [`RetryStore`](crate::retry::RetryStore); one that answers `false` is called directly,
+    /// without the wrapper's boxed future on every call. The default, `true`, is right for every store
+    /// that talks to something that can go away and for every store that wraps another; the memory
+    /// store, which holds everything in the process, answers `false`.
+    fn can_be_unavailable(&self) -> bool {
+        true
+    }
+
     /// Writes a consistent copy of the whole store to `dest`, a path that must not exist yet, while
     /// other tasks go on using the store: the copy holds the store as of one instant between two
     /// commits, and is itself a store of the same kind, complete and durable when this returns (open it

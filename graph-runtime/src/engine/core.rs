@@ -184,14 +184,18 @@ impl<S: Reducer> EngineBuilder<S> {
     }
 
     /// Builds the engine. Limits of zero are raised to one. The store is wrapped in a
-    /// [`crate::store::RetryStore`] for [`EngineOptions::store_retry_timeout`].
+    /// [`crate::store::RetryStore`] for [`EngineOptions::store_retry_timeout`] unless it says no call
+    /// of it can fail retryably ([`Store::can_be_unavailable`]: the memory store).
     pub fn build(self) -> Engine<S> {
         let mut options = self.options;
         options.max_concurrent_nodes = options.max_concurrent_nodes.max(1);
         options.queue_depth = options.queue_depth.clamp(1, Semaphore::MAX_PERMITS);
         let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
         // Every store's retryable errors (a server that went away) are retried for the timeout.
-        let store: Arc<dyn Store> = Arc::new(RetryStore::new(store, options.store_retry_timeout));
+        let store: Arc<dyn Store> = match store.can_be_unavailable() {
+            true => Arc::new(RetryStore::new(store, options.store_retry_timeout)),
+            false => store,
+        };
         let env = Arc::new(RunEnv {
             store: store.clone(),
             replay: None,
