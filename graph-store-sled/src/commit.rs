@@ -534,10 +534,14 @@ impl Overlay<'_> {
     fn save(&mut self, s: Save<'_>) -> Result<CommitOutcome, StoreError> {
         let ck = cp_key(s.run_id, s.step);
         let row = self.row(s.run_id)?;
-        let key_seen = self.get(TreeId::Keys, s.key.as_bytes())?.is_some();
-        let taken = match key_seen {
+        // A step past the run's latest has neither a checkpoint nor a key yet: both are written with the
+        // row that moves the latest step on (one group, applied as one). The two reads, misses that
+        // search sled's index, are left out for it: the common commit, the next step of a run.
+        let past_latest = row.as_ref().is_some_and(|r| s.step > r.latest_step);
+        let key_seen = !past_latest && self.get(TreeId::Keys, s.key.as_bytes())?.is_some();
+        let taken = match key_seen || past_latest {
             false => self.get(TreeId::Checkpoints, &ck)?.map(|b| decode(s.run_id, s.step, &b)).transpose()?,
-            true => None, // decided by the key
+            true => None, // decided by the key, or nothing to find
         };
         let facts = CommitFacts::new(s.key, s.expected_version)
             .key_seen(key_seen)
