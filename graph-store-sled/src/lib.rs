@@ -1257,6 +1257,11 @@ fn step_of(key: &[u8]) -> u64 {
 
 #[async_trait]
 impl Store for SledStore {
+    /// A local store: its errors are I/O failures (fail-stop), damage and refusals, never `Unavailable`.
+    fn can_be_unavailable(&self) -> bool {
+        false
+    }
+
     async fn save_checkpoint(
         &self,
         cp: &Checkpoint,
