@@ -82,16 +82,9 @@ pub use store::SqlStore;
 pub(crate) use support::{
     Abort, conflict_pause, connect_error, db_int, from_db_int, newer_schema, statements, store_error, target,
 };
-pub use support::{CONFLICT_RETRIES, Class, SERVER_SCHEMA_VERSION, ServerError, client_class};
-
-/// How long a session of the built-in stores may sit idle inside a transaction before the server ends
-/// it (PostgreSQL's `idle_in_transaction_session_timeout`, MariaDB's `idle_transaction_timeout`; MySQL
-/// has no such setting). The stores' transactions never wait on anything but their own next statement,
-/// so only a stopped or stalled process comes near it; ending its session releases the run rows it
-/// locked, and a worker whose lease has expired is then taken over instead of blocking the run. The
-/// stopped process, when it goes on, finds its connection closed (`Unavailable`) and, retrying, its
-/// lease gone (fenced).
-pub const IDLE_IN_TRANSACTION: std::time::Duration = std::time::Duration::from_secs(5);
+pub use support::{
+    CONFLICT_RETRIES, Class, IDLE_IN_TRANSACTION, SERVER_SCHEMA_VERSION, ServerError, client_class,
+};
 
 /// The sqlx these stores are built on, for [`PostgresStore::connect_with`] / [`MySqlStore::connect_with`]
 /// options and for queries on [`PostgresStore::pool`] / [`MySqlStore::pool`].

@@ -8,6 +8,15 @@ use graph_store::StoreError;
 /// The schema version this build writes and reads (`graph_schema_version`).
 pub const SERVER_SCHEMA_VERSION: u32 = 5;
 
+/// How long a session of the built-in stores may sit idle inside a transaction before the server ends
+/// it (PostgreSQL's `idle_in_transaction_session_timeout`, MariaDB's `idle_transaction_timeout`; MySQL
+/// has no such setting). The stores' transactions never wait on anything but their own next statement,
+/// so only a stopped or stalled process comes near it; ending its session releases the run rows it
+/// locked, and a worker whose lease has expired is then taken over instead of blocking the run. The
+/// stopped process, when it goes on, finds its connection closed (`Unavailable`) and, retrying, its
+/// lease gone (fenced).
+pub const IDLE_IN_TRANSACTION: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// How often a transaction that lost a race (unique violation past the key, serialization failure,
 /// deadlock) is run again before the error is reported.
 pub const CONFLICT_RETRIES: u32 = 20;

@@ -474,7 +474,7 @@ fn attempts_for<S: Reducer>(
     Attempts {
         handler: node.handler().clone(),
         state: input.state.clone(),
-        ctx: Box::new(Ctx::new(
+        ctx: Ctx::new(
             ItemId {
                 run_id: input.run_id.clone(),
                 // An item a migration carried over keeps the step it was scheduled in (its identity).
@@ -492,7 +492,7 @@ fn attempts_for<S: Reducer>(
             1,
             step_token.clone(),
             None,
-        )),
+        ),
         observer: input.observer.cloned(),
         meters: input.graph.meters().clone(),
         node: input.nodes[rank],
@@ -506,8 +506,9 @@ fn attempts_for<S: Reducer>(
 struct Attempts<S: Reducer> {
     handler: Arc<dyn Node<S>>,
     state: Arc<S>,
-    /// The item's context, one for all its attempts: who the item is, and the step's token.
-    ctx: Box<Ctx>,
+    /// The item's context, one for all its attempts: who the item is, and the step's token. Inside
+    /// the attempts' box (the node borrows it across its awaits; here it is off the item's future).
+    ctx: Ctx,
     timeout: Duration,
     retry: RetryPolicy,
     run_deadline: Instant,
@@ -593,10 +594,10 @@ impl<S: Reducer> Attempts<S> {
             attempt,
         })
         .await;
-        // The context is boxed, as `Attempts`, the timer below and the rarely taken `emit`/`back_off`
-        // futures: an item's task is one allocation of what it holds across its awaits (792 bytes,
-        // 2,232 before), and under 1 KiB glibc serves it from exact-size bins (a fan-out step spawns
-        // one per item; bench/analysis.md).
+        // The context lives in the boxed `Attempts`, and the timer below and the rarely taken
+        // `emit`/`back_off` futures are boxed: an item's task is one allocation of what it holds across
+        // its awaits (792 bytes, 2,232 before), and under 1 KiB glibc serves it from exact-size bins (a
+        // fan-out step spawns one per item; bench/analysis.md).
         self.ctx.begin_attempt(attempt, Some(deadline));
         let mut node = self.handler.run(&self.state, &mut self.ctx);
         // The node first: one that finishes without waiting never arms the timeout's timer.
