@@ -333,16 +333,6 @@ impl Ctx {
         self.effects.push(note);
     }
 
-    /// What the attempt leaves for the engine: its emits, its effects and, if set, why it must stop the
-    /// step.
-    pub(crate) fn take_outcome(&mut self) -> AttemptOutcome {
-        AttemptOutcome {
-            emits: std::mem::take(&mut self.emits),
-            effects: std::mem::take(&mut self.effects),
-            stop: self.stop.take(),
-        }
-    }
-
     /// Makes this context attempt `attempt`'s, with `deadline`. The engine keeps one context for all of
     /// an item's attempts (one allocation an item, no copy of its identity an attempt): each begins
     /// here and ends with [`Ctx::end_attempt`].
@@ -351,9 +341,9 @@ impl Ctx {
         self.deadline = deadline;
     }
 
-    /// Ends an attempt: what it leaves for the engine, whatever it spawned with
-    /// [`Ctx::cancellation_token`] cancelled (as when a context is dropped), and everything an
-    /// attempt counts back to a new context's.
+    /// Ends an attempt: what it leaves for the engine (its emits, its effects and, if set, why it must
+    /// stop the step), whatever it spawned with [`Ctx::cancellation_token`] cancelled (as when a
+    /// context is dropped), and everything an attempt counts back to a new context's.
     pub(crate) fn end_attempt(&mut self) -> AttemptOutcome {
         if let Some(token) = self.spawned.take() {
             token.cancel();
@@ -361,7 +351,11 @@ impl Ctx {
         self.rng = None;
         self.calls = 0;
         self.interrupts = 0;
-        self.take_outcome()
+        AttemptOutcome {
+            emits: std::mem::take(&mut self.emits),
+            effects: std::mem::take(&mut self.effects),
+            stop: self.stop.take(),
+        }
     }
 
     /// The step's token, which this context's attempts observe.

@@ -132,9 +132,7 @@ impl MySqlStore {
                         "SET SESSION idle_transaction_timeout = {}",
                         crate::IDLE_IN_TRANSACTION.as_secs()
                     );
-                    if let Err(e) = sqlx::query(sqlx::AssertSqlSafe(idle)).execute(&mut *conn).await {
-                        tracing::debug!(error = %e, "idle_transaction_timeout not set");
-                    }
+                    crate::support::optional_setting::<sqlx::MySql>(&mut *conn, &idle).await;
                     Ok(())
                 })
             })

@@ -111,11 +111,11 @@ impl PostgresStore {
                     // arrays otherwise get a fresh plan each time (docs/stores.md, "Group commit on
                     // PostgreSQL"). A server without the setting (before PostgreSQL 12) keeps its
                     // default; the store works either way.
-                    if let Err(e) =
-                        sqlx::query("SET plan_cache_mode = force_generic_plan").execute(&mut *conn).await
-                    {
-                        tracing::debug!(error = %e, "plan_cache_mode not set");
-                    }
+                    crate::support::optional_setting::<sqlx::Postgres>(
+                        &mut *conn,
+                        "SET plan_cache_mode = force_generic_plan",
+                    )
+                    .await;
                     // A session that stops inside a transaction (its process stopped, its machine
                     // stalled) is ended by the server, so the run rows it locked do not keep other
                     // workers from a run whose lease has expired (see `IDLE_IN_TRANSACTION`).
@@ -123,9 +123,7 @@ impl PostgresStore {
                         "SET idle_in_transaction_session_timeout = {}",
                         crate::IDLE_IN_TRANSACTION.as_millis()
                     );
-                    if let Err(e) = sqlx::query(sqlx::AssertSqlSafe(idle)).execute(&mut *conn).await {
-                        tracing::debug!(error = %e, "idle_in_transaction_session_timeout not set");
-                    }
+                    crate::support::optional_setting::<sqlx::Postgres>(&mut *conn, &idle).await;
                     Ok(())
                 })
             });

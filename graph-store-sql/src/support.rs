@@ -17,6 +17,17 @@ pub const SERVER_SCHEMA_VERSION: u32 = 5;
 /// lease gone (fenced).
 pub const IDLE_IN_TRANSACTION: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// Runs `statement`, a session setting the store works without, on a new connection: a server that
+/// refuses it (an older version, another make) keeps its default, and the refusal is logged.
+pub(crate) async fn optional_setting<DB: sqlx::Database>(conn: &mut DB::Connection, statement: &str)
+where
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+{
+    if let Err(e) = sqlx::raw_sql(sqlx::AssertSqlSafe(statement)).execute(conn).await {
+        tracing::debug!(error = %e, statement, "session setting not applied");
+    }
+}
+
 /// How often a transaction that lost a race (unique violation past the key, serialization failure,
 /// deadlock) is run again before the error is reported.
 pub const CONFLICT_RETRIES: u32 = 20;
